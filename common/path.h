@@ -1,0 +1,72 @@
+/* The decode-path interface: a struct of function pointers, as ggml backends and
+ * nccl-tests' test engines are. Paths: "cpu-ref" (plain C, fp32), "cuda-ref" (plain
+ * kernels + cuBLAS, bf16), "latency" (the optimized path). A user's own path can be
+ * loaded from a shared library that exports `vouch_path_ops`.
+ *
+ * One forward() call is one engine step over a batch of sequences. Each sequence brings
+ * 1..N new tokens at consecutive positions starting at start_pos (its cached length):
+ * prefill (N = prompt), decode (N = 1), speculative verification (N = K+1, causal within
+ * the draft). Steps may mix sequences at different positions. */
+#ifndef VOUCH_COMMON_PATH_H
+#define VOUCH_COMMON_PATH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/trace.h"
+#include "common/vstatus.h"
+
+struct ds_model_s;
+
+typedef struct {
+  int n_seq;              /* sequences in the step */
+  const int *seq;         /* [n_seq] cache slot of each sequence, 0 <= seq < max_seq, distinct */
+  const int *n_tokens;    /* [n_seq] new tokens of each sequence, >= 1 */
+  const int *start_pos;   /* [n_seq] position of each sequence's first new token (its cached length) */
+  const int32_t *tokens;  /* [sum n_tokens] new token ids, sequence after sequence */
+  bool all_logits;        /* true: logits for every new token; false: for each sequence's last only */
+} vstep;
+
+static inline int vstep_total_tokens(const vstep *s) {
+  int t = 0;
+  for (int i = 0; i < s->n_seq; i++) t += s->n_tokens[i];
+  return t;
+}
+static inline int vstep_logit_rows(const vstep *s) {
+  return s->all_logits ? vstep_total_tokens(s) : s->n_seq;
+}
+
+typedef struct {
+  int max_seq;            /* KV cache slots */
+  int max_ctx;            /* positions per slot (<= max_position_embeddings) */
+  int n_threads;          /* CPU threads (0: all cores) */
+  int device;             /* GPU ordinal for CUDA paths */
+  const char *variant;    /* force a kernel variant by name (NULL: the path chooses) */
+  vtrace *trace;          /* events go here; may be NULL */
+} vpath_opts;
+
+typedef struct vpath_ops {
+  const char *name;       /* "cpu-ref", "cuda-ref", "latency" */
+  const char *desc;       /* one line for --help */
+  /* Builds the path's state for model m (weights uploaded/generated, caches sized). */
+  vstatus (*open)(void **state, const struct ds_model_s *m, const vpath_opts *o);
+  /* V_OK when the path can run this step itself; V_UNSUPPORTED with the reason otherwise. */
+  vstatus (*supports)(void *state, const vstep *s);
+  /* Runs the step; writes logits [vstep_logit_rows(s), vocab] float32 (host memory). */
+  vstatus (*forward)(void *state, const vstep *s, float *logits);
+  /* Forgets sequence slot `seq` (its cache is reused from position 0). */
+  vstatus (*reset)(void *state, int seq);
+  /* Fills the KV cache of slot `seq` positions [0, len) with synthetic values (pure-decode
+   * benchmarks): deterministic from `seed`, no prefill compute. NULL when unsupported. */
+  vstatus (*fill_cache)(void *state, int seq, int len, uint64_t seed);
+  void (*close)(void *state);
+} vpath_ops;
+
+/* An open path. */
+typedef struct {
+  const vpath_ops *ops;
+  void *state;
+  vpath_opts opts;
+} vpath;
+
+#endif

@@ -1,0 +1,84 @@
+/* Sampling: temperature -> top-k -> top-p -> inverse CDF, as HF's logits processors order them. */
+#include "common/sampling.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "model/philox.h"
+
+int vsample_argmax(const float *logits, int vocab) {
+  int best = 0;
+  for (int i = 1; i < vocab; i++)
+    if (logits[i] > logits[best]) best = i;
+  return best;
+}
+
+typedef struct { float v; int i; } vi_pair;
+
+/* Descending by value, ascending index on ties: a total order, so results are reproducible. */
+static int cmp_desc(const void *a, const void *b) {
+  const vi_pair *x = a, *y = b;
+  if (x->v > y->v) return -1;
+  if (x->v < y->v) return 1;
+  return x->i - y->i;
+}
+
+/* Sorted candidates after temperature and top-k; returns the count kept and fills probs
+ * (normalized over the kept set after top-p). */
+static int kept_set(const float *logits, int vocab, const vsampling *s, vi_pair *pairs, double *p) {
+  for (int i = 0; i < vocab; i++) pairs[i] = (vi_pair){logits[i] / s->temperature, i};
+  qsort(pairs, (size_t)vocab, sizeof *pairs, cmp_desc);
+  int n = vocab;
+  if (s->top_k > 0 && s->top_k < n) n = s->top_k;
+  double mx = pairs[0].v, z = 0;
+  for (int i = 0; i < n; i++) z += (p[i] = exp((double)pairs[i].v - mx));
+  for (int i = 0; i < n; i++) p[i] /= z;
+  if (s->top_p > 0 && s->top_p < 1) {
+    double cum = 0;
+    int keep = n;
+    for (int i = 0; i < n; i++) {
+      cum += p[i];
+      if (cum >= s->top_p) { keep = i + 1; break; }
+    }
+    n = keep;
+    z = 0;
+    for (int i = 0; i < n; i++) z += p[i];
+    for (int i = 0; i < n; i++) p[i] /= z;
+  }
+  return n;
+}
+
+int vsample_with_u(const float *logits, int vocab, const vsampling *s, double u, void *work) {
+  if (s->temperature <= 0) return vsample_argmax(logits, vocab);
+  void *buf = work ? work : malloc((size_t)vocab * (sizeof(vi_pair) + sizeof(double)));
+  if (!buf) return vsample_argmax(logits, vocab);
+  vi_pair *pairs = buf;
+  double *p = (double *)(pairs + vocab);
+  int n = kept_set(logits, vocab, s, pairs, p);
+  int pick = pairs[n - 1].i;
+  double cum = 0;
+  for (int i = 0; i < n; i++) {
+    cum += p[i];
+    if (u < cum) { pick = pairs[i].i; break; }
+  }
+  if (!work) free(buf);
+  return pick;
+}
+
+int vsample(const float *logits, int vocab, const vsampling *s, int seq, int64_t step, void *work) {
+  uint64_t key = philox_key(s->seed, "vouch.sampling");
+  double u = philox_unit(key ^ ((uint64_t)(uint32_t)seq << 32), (uint64_t)step);
+  return vsample_with_u(logits, vocab, s, u, work);
+}
+
+void vsample_distribution(const float *logits, int vocab, const vsampling *s, double *probs) {
+  for (int i = 0; i < vocab; i++) probs[i] = 0;
+  if (s->temperature <= 0) { probs[vsample_argmax(logits, vocab)] = 1; return; }
+  vi_pair *pairs = malloc((size_t)vocab * sizeof *pairs);
+  double *p = malloc((size_t)vocab * sizeof *p);
+  if (!pairs || !p) { free(pairs); free(p); probs[vsample_argmax(logits, vocab)] = 1; return; }
+  int n = kept_set(logits, vocab, s, pairs, p);
+  for (int i = 0; i < n; i++) probs[pairs[i].i] = p[i];
+  free(pairs);
+  free(p);
+}

@@ -1,0 +1,238 @@
+/* vouch generate: prefill a batch of prompts of different lengths, then decode. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/sampling.h"
+#include "model/model.h"
+#include "runner/cli.h"
+#include "runner/commands.h"
+#include "suites/paths.h"
+
+static const char USAGE[] =
+    "usage: vouch generate [--model DIR|synth:PRESET] [--path NAME] [--tokens 1,2,3] [-n N] [--batch B]\n"
+    "                      [--temperature T] [--top-k K] [--top-p P] [--sample-seed S] [--stop ID,..]\n"
+    "                      [--seed S] [--layers N] [--threads N] [--path-lib FILE] [--trace] [--json]\n"
+    "  Prefills --batch sequences in one step (sequence b is the prompt plus b extra tokens, so the\n"
+    "  prompt lengths differ), then decodes N tokens per sequence, all sequences in each step.\n"
+    "  Prints the tokens, per-step logit statistics and prefill/decode tokens per second.\n"
+    "  defaults: --model synth:tiny --path cpu-ref --tokens 1,2,3,4 -n 32 --batch 1 (greedy)\n";
+
+typedef struct {
+  double min_margin;   /* smallest top1 - top2 logit gap seen */
+  double max_abs;      /* largest |logit| */
+  double sum_entropy;  /* of softmax(logits), summed over rows */
+  long rows;
+  long nonfinite;      /* NaN/Inf logits seen */
+} logit_stats;
+
+static void stats_add(logit_stats *s, const float *l, int vocab) {
+  double mx = -INFINITY, second = -INFINITY;
+  for (int i = 0; i < vocab; i++) {
+    double v = l[i];
+    if (!isfinite(v)) { s->nonfinite++; continue; }
+    if (fabs(v) > s->max_abs) s->max_abs = fabs(v);
+    if (v > mx) { second = mx; mx = v; } else if (v > second) second = v;
+  }
+  double z = 0, ez = 0;
+  for (int i = 0; i < vocab; i++) if (isfinite(l[i])) z += exp(l[i] - mx);
+  for (int i = 0; i < vocab; i++)
+    if (isfinite(l[i])) { double p = exp(l[i] - mx) / z; if (p > 0) ez -= p * log(p); }
+  s->sum_entropy += ez;
+  if (mx - second < s->min_margin) s->min_margin = mx - second;
+  s->rows++;
+}
+
+int cmd_generate(int argc, char **argv) {
+  const char *model_spec = "synth:tiny", *path_name = "cpu-ref", *tokens_s = "1,2,3,4", *stop_s = NULL, *v;
+  long n_new = 32, batch = 1, layers = 0, threads = 0, top_k = 0;
+  double temperature = 0, top_p = 1;
+  uint64_t seed = 0, sample_seed = 0;
+  bool json = false, trace_on = false;
+  vstatus err = V_OK;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return EXIT_OK; }
+    if (!strcmp(a, "--json")) json = true;
+    else if (!strcmp(a, "--trace")) trace_on = true;
+    else if (cli_opt(argc, argv, &i, "--model", &v, &err)) { if (v) model_spec = v; }
+    else if (cli_opt(argc, argv, &i, "--path", &v, &err)) { if (v) path_name = v; }
+    else if (cli_opt(argc, argv, &i, "--path-lib", &v, &err)) { if (v) err = vpaths_load_lib(v); }
+    else if (cli_opt(argc, argv, &i, "--tokens", &v, &err)) { if (v) tokens_s = v; }
+    else if (cli_opt(argc, argv, &i, "--stop", &v, &err)) { if (v) stop_s = v; }
+    else if (cli_opt(argc, argv, &i, "-n", &v, &err)) { if (v) err = cli_int("-n", v, 0, 1 << 24, &n_new); }
+    else if (cli_opt(argc, argv, &i, "--batch", &v, &err)) { if (v) err = cli_int("--batch", v, 1, 4096, &batch); }
+    else if (cli_opt(argc, argv, &i, "--layers", &v, &err)) { if (v) err = cli_int("--layers", v, 1, 1000, &layers); }
+    else if (cli_opt(argc, argv, &i, "--threads", &v, &err)) { if (v) err = cli_int("--threads", v, 0, 4096, &threads); }
+    else if (cli_opt(argc, argv, &i, "--top-k", &v, &err)) { if (v) err = cli_int("--top-k", v, 0, 1 << 30, &top_k); }
+    else if (cli_opt(argc, argv, &i, "--temperature", &v, &err)) { if (v) err = cli_double("--temperature", v, &temperature); }
+    else if (cli_opt(argc, argv, &i, "--top-p", &v, &err)) { if (v) err = cli_double("--top-p", v, &top_p); }
+    else if (cli_opt(argc, argv, &i, "--seed", &v, &err)) { if (v) err = cli_u64("--seed", v, &seed); }
+    else if (cli_opt(argc, argv, &i, "--sample-seed", &v, &err)) { if (v) err = cli_u64("--sample-seed", v, &sample_seed); }
+    else err = VERR("unknown option '%s' (see vouch generate --help)", a);
+    if (err) { cli_print_error("generate"); return EXIT_USAGE; }
+  }
+  if (temperature < 0 || top_p <= 0 || top_p > 1) {
+    VERR("--temperature must be >= 0 and --top-p in (0, 1]");
+    cli_print_error("generate");
+    return EXIT_USAGE;
+  }
+  if (!vpaths_find(path_name)) {
+    VERR("unknown path '%s' (known: %s)", path_name, vpaths_names());
+    cli_print_error("generate");
+    return EXIT_USAGE;
+  }
+  long *prompt = NULL, *stops = NULL;
+  int n_prompt = 0, n_stops = 0;
+  if (cli_size_list("--tokens", tokens_s, &prompt, &n_prompt) ||
+      (stop_s && cli_size_list("--stop", stop_s, &stops, &n_stops))) {
+    cli_print_error("generate");
+    return EXIT_USAGE;
+  }
+  ds_model m;
+  bool is_cpu = strncmp(path_name, "cpu", 3) == 0;
+  if (ds_model_open(&m, model_spec, seed, (int)layers, is_cpu)) { cli_print_error("generate"); free(prompt); return EXIT_CHECK_FAILED; }
+  const int vocab = m.cfg.vocab_size;
+  int rc = EXIT_CHECK_FAILED;
+  for (int i = 0; i < n_prompt; i++)
+    if (prompt[i] < 0 || prompt[i] >= vocab) {
+      VERR("--tokens: token %ld is outside the vocabulary [0, %d)", prompt[i], vocab);
+      cli_print_error("generate");
+      ds_model_close(&m);
+      free(prompt);
+      return EXIT_USAGE;
+    }
+  const int B = (int)batch;
+  int max_prompt = n_prompt + B - 1;
+  vtrace trace;
+  vtrace_init(&trace, trace_on || json);
+  vpath_opts po = {.max_seq = B, .max_ctx = max_prompt + (int)n_new + 1, .n_threads = (int)threads, .trace = &trace};
+  if (po.max_ctx > m.cfg.max_position_embeddings) {
+    VERR("prompt + -n = %d positions exceeds max_position_embeddings %d", po.max_ctx, m.cfg.max_position_embeddings);
+    cli_print_error("generate");
+    ds_model_close(&m);
+    free(prompt);
+    return EXIT_USAGE;
+  }
+  vpath p;
+  if (vpath_open(&p, path_name, &m, &po)) { cli_print_error("generate"); ds_model_close(&m); free(prompt); return EXIT_CHECK_FAILED; }
+
+  int *seq = calloc((size_t)B, sizeof *seq), *ntok = calloc((size_t)B, sizeof *ntok), *pos = calloc((size_t)B, sizeof *pos);
+  int32_t *tok = calloc((size_t)B * (size_t)max_prompt, sizeof *tok);
+  float *logits = malloc((size_t)B * (size_t)vocab * sizeof *logits);
+  int32_t *out = calloc((size_t)B * (size_t)(n_new + 1), sizeof *out);
+  int *n_out = calloc((size_t)B, sizeof *n_out), *plen = calloc((size_t)B, sizeof *plen);
+  bool *done = calloc((size_t)B, sizeof *done);
+  void *work = malloc((size_t)vocab * 16);
+  logit_stats ls = {.min_margin = INFINITY};
+  vsampling smp = {.temperature = (float)temperature, .top_k = (int)top_k, .top_p = (float)top_p, .seed = sample_seed};
+  double t_prefill = 0, t_decode = 0;
+  long decoded = 0;
+  vstatus s = V_OK;
+  if (!seq || !ntok || !pos || !tok || !logits || !out || !n_out || !plen || !done || !work) { s = VERR("out of memory"); goto end; }
+
+  /* prefill: sequence b = prompt + b extra tokens derived from it */
+  int k = 0;
+  for (int b = 0; b < B; b++) {
+    seq[b] = b;
+    plen[b] = n_prompt + b;
+    ntok[b] = plen[b];
+    pos[b] = 0;
+    for (int j = 0; j < plen[b]; j++) tok[k++] = (int32_t)(j < n_prompt ? prompt[j] : (prompt[j % n_prompt] + 7 * b + j) % vocab);
+  }
+  vstep st = {.n_seq = B, .seq = seq, .n_tokens = ntok, .start_pos = pos, .tokens = tok, .all_logits = false};
+  double t0 = cli_now();
+  if ((s = p.ops->forward(p.state, &st, logits))) goto end;
+  t_prefill = cli_now() - t0;
+  vtrace_next_step(&trace);
+
+  for (long step = 0; step <= n_new; step++) {
+    /* choose the next token of every live sequence from the last logits */
+    int live = 0;
+    for (int b = 0; b < B; b++) {
+      if (done[b]) continue;
+      const float *l = logits + (size_t)live * vocab;
+      stats_add(&ls, l, vocab);
+      int t = vsample(l, vocab, &smp, b, step, work);
+      live++;
+      if (step == n_new) continue;
+      out[(size_t)b * (n_new + 1) + n_out[b]++] = t;
+      for (int q = 0; q < n_stops; q++) if (t == stops[q]) done[b] = true;
+    }
+    if (step == n_new) break;
+    /* next step: one new token per live sequence */
+    int ns = 0;
+    for (int b = 0; b < B; b++) {
+      if (done[b]) continue;
+      seq[ns] = b;
+      ntok[ns] = 1;
+      pos[ns] = plen[b] + n_out[b] - 1;
+      tok[ns] = out[(size_t)b * (n_new + 1) + n_out[b] - 1];
+      ns++;
+    }
+    if (ns == 0) break;
+    st.n_seq = ns;
+    t0 = cli_now();
+    if ((s = p.ops->forward(p.state, &st, logits))) goto end;
+    t_decode += cli_now() - t0;
+    decoded += ns;
+    vtrace_next_step(&trace);
+  }
+  int total_prompt = 0;
+  for (int b = 0; b < B; b++) total_prompt += plen[b];
+  if (json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", m.source);
+    cJSON_AddStringToObject(o, "path", path_name);
+    cJSON *seqs = cJSON_AddArrayToObject(o, "sequences");
+    for (int b = 0; b < B; b++) {
+      cJSON *so = cJSON_CreateObject();
+      cJSON_AddNumberToObject(so, "prompt_len", plen[b]);
+      cJSON *ta = cJSON_AddArrayToObject(so, "tokens");
+      for (int j = 0; j < n_out[b]; j++) cJSON_AddItemToArray(ta, cJSON_CreateNumber(out[(size_t)b * (n_new + 1) + j]));
+      cJSON_AddItemToArray(seqs, so);
+    }
+    cJSON *lo = cJSON_AddObjectToObject(o, "logits");
+    cJSON_AddNumberToObject(lo, "min_top1_margin", ls.min_margin);
+    cJSON_AddNumberToObject(lo, "max_abs", ls.max_abs);
+    cJSON_AddNumberToObject(lo, "mean_entropy", ls.rows ? ls.sum_entropy / ls.rows : 0);
+    cJSON_AddNumberToObject(lo, "nonfinite", (double)ls.nonfinite);
+    cJSON *pf = cJSON_AddObjectToObject(o, "timing");
+    cJSON_AddNumberToObject(pf, "prefill_s", t_prefill);
+    cJSON_AddNumberToObject(pf, "prefill_tok_s", t_prefill > 0 ? total_prompt / t_prefill : 0);
+    cJSON_AddNumberToObject(pf, "decode_s", t_decode);
+    cJSON_AddNumberToObject(pf, "decode_tok_s", t_decode > 0 ? decoded / t_decode : 0);
+    char *tj = vtrace_to_json(&trace);
+    cJSON_AddItemToObject(o, "trace", cJSON_Parse(tj));
+    free(tj);
+    char *txt = cJSON_Print(o);
+    puts(txt);
+    free(txt);
+    cJSON_Delete(o);
+  } else {
+    printf("model %s, path %s, batch %d, %s\n", m.source, path_name, B,
+           temperature > 0 ? "sampling" : "greedy");
+    for (int b = 0; b < B; b++) {
+      printf("seq %d (prompt %d):", b, plen[b]);
+      for (int j = 0; j < n_out[b]; j++) printf(" %d", out[(size_t)b * (n_new + 1) + j]);
+      printf("\n");
+    }
+    printf("logits: min top1-top2 margin %.4f, max |logit| %.3f, mean entropy %.3f nats, non-finite %ld\n",
+           ls.min_margin, ls.max_abs, ls.rows ? ls.sum_entropy / ls.rows : 0, ls.nonfinite);
+    printf("prefill: %d tokens in %.3f s (%.1f tok/s); decode: %ld tokens in %.3f s (%.1f tok/s at batch %d)\n",
+           total_prompt, t_prefill, t_prefill > 0 ? total_prompt / t_prefill : 0, decoded, t_decode,
+           t_decode > 0 ? decoded / t_decode : 0, B);
+    if (trace_on) vtrace_print(&trace, stdout);
+  }
+  rc = ls.nonfinite ? EXIT_CHECK_FAILED : EXIT_OK;
+end:
+  if (s) cli_print_error("generate");
+  free(seq); free(ntok); free(pos); free(tok); free(logits); free(out); free(n_out); free(plen); free(done);
+  free(work); free(prompt); free(stops);
+  vpath_close(&p);
+  vtrace_free(&trace);
+  ds_model_close(&m);
+  return s ? EXIT_CHECK_FAILED : rc;
+}

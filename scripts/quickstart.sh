@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# One command from a fresh Debian/Ubuntu machine to a first result: installs dependencies,
+# builds vouch, synthesizes the default checkpoint (tiny) and decodes with it, on the GPU
+# when one is visible, else on the CPU.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/install-deps.sh"
+"$root/scripts/build.sh"
+vouch="$root/build/vouch"
+mkdir -p "$root/models"
+[ -f "$root/models/tiny/config.json" ] || "$vouch" model synth --preset tiny --out "$root/models/tiny"
+"$vouch" model info "$root/models/tiny"
+path=cpu-ref
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && "$vouch" --help | grep -q cuda; then
+  path=cuda-ref
+fi
+"$vouch" generate --model "$root/models/tiny" --path "$path" --tokens 1,2,3 -n 32 --batch 4

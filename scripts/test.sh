@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The test command: installs dependencies, builds with -Werror (CUDA code compiled when nvcc
+# is present, run only where a GPU is visible), runs every ctest test labelled cpu, then
+# rebuilds without CUDA under AddressSanitizer + UBSan and reruns the bad-input tests there.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/install-deps.sh"
+start=$(date +%s)
+BUILD_DIR="$root/build" "$root/scripts/build.sh" -DVOUCH_WERROR=ON
+(cd "$root/build" && ctest -L cpu --output-on-failure -j"$(nproc)")
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  (cd "$root/build" && ctest -L gpu --output-on-failure)
+fi
+BUILD_DIR="$root/build-asan" "$root/scripts/build.sh" -DVOUCH_WERROR=ON -DVOUCH_ASAN=ON -DVOUCH_CUDA=OFF \
+  -DCMAKE_BUILD_TYPE=Debug
+(cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest -L cpu -R 'safetensors|model|cli_' --output-on-failure -j"$(nproc)")
+echo "test.sh: done in $(( $(date +%s) - start )) s"

@@ -1,0 +1,19 @@
+/* The registry of decode paths built into this binary, plus paths loaded from a user's
+ * shared library (--path-lib FILE exporting `const vpath_ops vouch_path_ops`). */
+#ifndef VOUCH_SUITES_PATHS_H
+#define VOUCH_SUITES_PATHS_H
+
+#include "common/path.h"
+#include "model/model.h"
+
+/* NULL when unknown. */
+const vpath_ops *vpaths_find(const char *name);
+/* Space-separated names of the built-in paths. */
+const char *vpaths_names(void);
+/* Loads a path from a shared library; it is then found by its ops->name. */
+vstatus vpaths_load_lib(const char *file);
+/* Finds and opens a path; unknown names are an error listing the known ones. */
+vstatus vpath_open(vpath *p, const char *name, const ds_model *m, const vpath_opts *o);
+void vpath_close(vpath *p);
+
+#endif
