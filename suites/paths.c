@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "reference/cpu/cpu_ref.h"
-#if defined(VOUCH_HAVE_CUDA) && __has_include("reference/cuda/cuda_ref.h")
+#ifdef VOUCH_HAVE_CUDA
 #include "reference/cuda/cuda_ref.h"
 #endif
 
@@ -15,13 +15,13 @@ static int g_n_loaded;
 
 static const vpath_ops *const g_builtin[] = {
     &cpu_ref_ops,
-#if defined(VOUCH_HAVE_CUDA) && __has_include("reference/cuda/cuda_ref.h")
+#ifdef VOUCH_HAVE_CUDA
     &cuda_ref_ops,
 #endif
 };
 
 const char *vpaths_names(void) {
-#if defined(VOUCH_HAVE_CUDA) && __has_include("reference/cuda/cuda_ref.h")
+#ifdef VOUCH_HAVE_CUDA
   return "cpu-ref cuda-ref";
 #else
   return "cpu-ref (cuda-ref needs a CUDA build)";

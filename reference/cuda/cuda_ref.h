@@ -1,0 +1,51 @@
+/* The CUDA reference decode path "cuda-ref": the DeepSeek-V3-family forward on one GPU
+ * as an unoptimized engine runs it. bf16 weights and bf16 activations between ops, fp32
+ * accumulation everywhere, a float32 residual stream, cuBLAS (cublasGemmEx, bf16 in,
+ * fp32 compute) for every projection, plain kernels for everything else, no fusion, no
+ * CUDA graphs. HF transformers' DeepseekV3 semantics (see reference/cpu/ops.h).
+ * KV cache: HF's expanded per-head cache in bf16: per layer and slot, K [max_ctx, H,
+ * nope+rope] (k_nope | roped shared k_rot) and V [max_ctx, H, v]; sized at open.
+ *
+ * fill_cache(seq, len, seed) fills the *latent* of each position, then runs the normal
+ * cache-write ops on it, so any path (expanded or latent cache) can reproduce the same
+ * cache from the same seed: for layer l, position p < len, i < kv_lora + rope,
+ *   ckv[p][i] = bf16(philox_symmetric(philox_key(seed, "kvfill.L<l>"), p*(kv_lora+rope) + i))
+ * is taken as kv_a_proj_with_mqa's output ([latent | k_rot]); then kv_a_layernorm,
+ * kv_b_proj, RoPE at position p and the cache store run exactly as in prefill. */
+#ifndef VOUCH_REFERENCE_CUDA_CUDA_REF_H
+#define VOUCH_REFERENCE_CUDA_CUDA_REF_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifdef __cplusplus
+#include "model/philox.h"
+#include "model/synth_rule.h"
+extern "C" {
+#endif
+
+#include "common/path.h"
+#include "model/model.h"
+
+extern const vpath_ops cuda_ref_ops;
+
+/* Visible CUDA devices; 0 when there is no driver or no device (never fails). */
+int cuda_device_count(void);
+
+/* Generates the whole synthetic tensor `spec` of the model with `seed` into device memory
+ * `dev_out` (numel elements of out_dtype: DT_BF16, DT_F16 or DT_F32), element i =
+ * round(synth_value(spec->kind, synth_linear_scale(spec->fan_in), philox_key(seed, spec->name), i)):
+ * bit-identical to the CPU synthesizer (model/model.c). Synchronizes before returning. */
+vstatus cuda_synth_tensor(void *dev_out, const ds_tensor_spec *spec, uint64_t seed, vdtype out_dtype);
+/* Same, generated on the current GPU and copied to host memory `host_out` (for tests). */
+vstatus cuda_synth_tensor_host(void *host_out, const ds_tensor_spec *spec, uint64_t seed, vdtype out_dtype);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
