@@ -25,6 +25,11 @@ typedef struct {
   const int *start_pos;   /* [n_seq] position of each sequence's first new token (its cached length) */
   const int32_t *tokens;  /* [sum n_tokens] new token ids, sequence after sequence */
   bool all_logits;        /* true: logits for every new token; false: for each sequence's last only */
+  /* Routing override for benchmarks (uniform / zipf / recorded expert choices): NULL means the
+   * checkpoint's router decides. Otherwise [n_moe_layers][sum n_tokens][top_k] expert ids that
+   * replace the router's selection; the combine weights are still the router's sigmoid scores of
+   * those experts (normalized and scaled as usual), so the compute stays realistic. */
+  const int32_t *forced_experts;
 } vstep;
 
 static inline int vstep_total_tokens(const vstep *s) {
@@ -57,8 +62,16 @@ typedef struct vpath_ops {
   /* Forgets sequence slot `seq` (its cache is reused from position 0). */
   vstatus (*reset)(void *state, int seq);
   /* Fills the KV cache of slot `seq` positions [0, len) with synthetic values (pure-decode
-   * benchmarks): deterministic from `seed`, no prefill compute. NULL when unsupported. */
+   * benchmarks, long-context divergence): deterministic from `seed`, no prefill compute. Every
+   * path uses the same rule, so their caches hold the same state: for layer l and position p
+   * the compressed vector ckv[p] (kv_lora latent | rope k_rot, pre-norm, pre-RoPE) is
+   *   ckv[p][i] = bf16(philox_symmetric(philox_key(seed, "kvfill.L<l>"), p*(kv_lora+rope) + i))
+   * and the path then runs its normal cache-write ops on it (kv_a_layernorm, kv_b_proj for
+   * expanded caches, RoPE on k_rot at position p). NULL when unsupported. */
   vstatus (*fill_cache)(void *state, int seq, int len, uint64_t seed);
+  /* Device time of the last forward() in milliseconds, measured with events around its device
+   * work (GPU paths); NULL for host paths (callers then use the wall clock). */
+  double (*last_step_ms)(void *state);
   void (*close)(void *state);
 } vpath_ops;
 

@@ -832,5 +832,6 @@ extern "C" const vpath_ops cuda_ref_ops = {
     cr_forward,
     cr_reset,
     cr_fill_cache,
+    NULL, /* last_step_ms */
     cr_close,
 };

@@ -17,7 +17,7 @@ static void *P; /* the open path state */
 static const vpath_ops *ops = &cpu_ref_ops;
 
 static vstatus run(int n_seq, const int *seq, const int *nt, const int *sp, const int32_t *tok, bool all, float *lg) {
-  vstep s = {n_seq, seq, nt, sp, tok, all};
+  vstep s = {n_seq, seq, nt, sp, tok, all, NULL};
   return ops->forward(P, &s, lg);
 }
 
@@ -158,14 +158,14 @@ static void test_invalid(void) {
   float *lg = malloc(sizeof(float) * 4 * V);
   int one = 1, z = 0, s0 = 0, bad = 8, neg = -1, two = 2, p191 = 191;
   int32_t t2[2] = {1, 2}, badtok = V, negtok = -3;
-  vstep st = {1, &bad, &one, &z, t2, false};
+  vstep st = {1, &bad, &one, &z, t2, false, NULL};
   CHECK(ops->supports(P, &st) == V_UNSUPPORTED, "supports: slot out of range -> unsupported");
   CHECK(ops->forward(P, &st, lg) == V_ERR, "forward: slot out of range -> error (%s)", verr_msg());
   st.seq = &neg;
   CHECK(ops->forward(P, &st, lg) == V_ERR, "forward: negative slot -> error");
-  vstep past = {1, &s0, &two, &p191, t2, false};
+  vstep past = {1, &s0, &two, &p191, t2, false, NULL};
   CHECK(ops->supports(P, &past) == V_UNSUPPORTED, "supports: positions past max_ctx -> unsupported");
-  vstep ok = {1, &s0, &one, &z, t2, false};
+  vstep ok = {1, &s0, &one, &z, t2, false, NULL};
   CHECK(ops->supports(P, &ok) == V_OK, "supports: a valid step");
   CHECK(run(1, &s0, &one, &z, &badtok, false, lg) == V_ERR, "token id == vocab rejected");
   CHECK(run(1, &s0, &one, &z, &negtok, false, lg) == V_ERR, "negative token id rejected");
