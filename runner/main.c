@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "runner/cli.h"
+#include "runner/cmd_evidence.h"
 #include "runner/commands.h"
 
 typedef struct {
@@ -11,9 +12,32 @@ typedef struct {
   const char *help;
 } command;
 
+/* `vouch trace ARGS` is `vouch generate --trace ARGS`: the per-step op variants and fallbacks. */
+static int cmd_trace(int argc, char **argv) {
+  char *args[256];
+  if (argc > 254) argc = 254;
+  args[0] = argv[0];
+  args[1] = "--trace";
+  for (int i = 1; i < argc; i++) args[i + 1] = argv[i];
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: vouch trace [generate options]\n  Runs `vouch generate --trace` and prints, per step, which op "
+             "variant ran on which path and every fallback with its reason.\n");
+      return EXIT_OK;
+    }
+  return cmd_generate(argc + 1, args);
+}
+
 static const command COMMANDS[] = {
     {"model", cmd_model, "synth | info: synthetic checkpoints and architecture facts"},
     {"generate", cmd_generate, "decode a batch of prompts on a path (cpu-ref, cuda-ref, ...)"},
+    {"trace", cmd_trace, "generate, printing which op variants ran per step and every fallback"},
+    {"bundle", cmd_bundle, "pack a result directory into a deterministic NAME.vouch.tar.gz"},
+    {"verify", cmd_verify, "check a bundle's hashes, schema and every derived figure"},
+    {"compare", cmd_compare, "baseline vs candidate: ratios, confidence intervals, verdicts"},
+    {"report", cmd_report, "Markdown (one GitHub comment) and HTML with SVG charts"},
+    {"publish", cmd_publish, "post or update the PR comment and commit status"},
+    {"history", cmd_history, "past runs in the local store; baseline lookup"},
 };
 
 static void usage(FILE *f) {

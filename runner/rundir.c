@@ -1,0 +1,256 @@
+#define _GNU_SOURCE
+/* A result directory: manifest.json, plan.json, replay.sh, results.sqlite (written as
+ * each case finishes), results.json (regenerated from SQLite), traces/, logs/. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runner/history.h"
+#include "runner/manifest.h"
+#include "runner/record.h"
+#include "runner/store.h"
+
+struct vrundir {
+  char dir[PATH_MAX];   /* the result directory */
+  vstore st;            /* results.sqlite, open read-write */
+  cJSON *manifest;      /* the manifest as written at open */
+  int n;                /* records added */
+  int next_trace;       /* number of the next traces/NNNN.json */
+};
+
+static vstatus mkdir_p(const char *path) {
+  char tmp[PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return VERR("%s: cannot create directory: %s", tmp, strerror(errno));
+    *p = '/';
+  }
+  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return VERR("%s: cannot create directory: %s", tmp, strerror(errno));
+  return V_OK;
+}
+
+/* Writes text to dir/name through a temporary file and rename (never half-written). */
+static vstatus write_file(const char *dir, const char *name, const char *text, mode_t mode) {
+  char path[PATH_MAX + 64], tmp[PATH_MAX + 80];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return VERR("%s: cannot write: %s", tmp, strerror(errno));
+  size_t n = strlen(text);
+  int bad = fwrite(text, 1, n, f) != n;
+  bad |= fclose(f) != 0;
+  if (bad) { unlink(tmp); return VERR("%s: write failed", tmp); }
+  chmod(tmp, mode);
+  if (rename(tmp, path) != 0) { unlink(tmp); return VERR("%s: cannot rename into place: %s", path, strerror(errno)); }
+  return V_OK;
+}
+
+static vstatus write_json(const char *dir, const char *name, const cJSON *j) {
+  char *txt = cJSON_Print(j);
+  if (!txt) return VERR("%s/%s: out of memory serializing", dir, name);
+  size_t n = strlen(txt);
+  char *t2 = realloc(txt, n + 2);
+  if (!t2) { free(txt); return VERR("%s/%s: out of memory", dir, name); }
+  t2[n] = '\n';
+  t2[n + 1] = 0;
+  vstatus s = write_file(dir, name, t2, 0644);
+  free(t2);
+  return s;
+}
+
+/* Regenerates results.json from the store; *verdict_out gets the run verdict. */
+static vstatus write_results(const char *dir, vstore *st, bool complete, char verdict_out[16], cJSON **results_out) {
+  cJSON *recs = NULL;
+  VTRY(store_records_json(st, &recs));
+  int counts[REC_STATUS_N] = {0};
+  const cJSON *e;
+  cJSON_ArrayForEach(e, recs) {
+    int s = rec_status_parse(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "status")));
+    if (s >= 0) counts[s]++;
+  }
+  const char *verdict = !complete ? "incomplete" : (counts[REC_FAIL] || counts[REC_ERROR]) ? "fail" : "pass";
+  snprintf(verdict_out, 16, "%s", verdict);
+  cJSON *r = cJSON_CreateObject();
+  cJSON_AddNumberToObject(r, "schema_version", REC_SCHEMA_VERSION);
+  cJSON_AddBoolToObject(r, "complete", complete);
+  cJSON_AddStringToObject(r, "verdict", verdict);
+  cJSON *c = cJSON_AddObjectToObject(r, "counts");
+  for (int i = 0; i < REC_STATUS_N; i++) cJSON_AddNumberToObject(c, rec_status_name((rec_status)i), counts[i]);
+  cJSON_AddItemToObject(r, "records", recs);
+  vstatus s = write_json(dir, "results.json", r);
+  if (s == V_OK && results_out) *results_out = r;
+  else cJSON_Delete(r);
+  return s;
+}
+
+static vstatus save_manifest(vrundir *rd) {
+  VTRY(write_json(rd->dir, "manifest.json", rd->manifest));
+  char *txt = cJSON_PrintUnformatted(rd->manifest);
+  if (!txt) return VERR("%s/manifest.json: out of memory", rd->dir);
+  vstatus s = store_meta_set(&rd->st, "manifest", txt);
+  free(txt);
+  return s;
+}
+
+/* Single-quotes a string for sh. */
+static void sh_quote(const char *s, char *out, size_t cap) {
+  size_t k = 0;
+  if (cap < 3) { if (cap) out[0] = 0; return; }
+  out[k++] = '\'';
+  for (; *s && k + 6 < cap; s++) {
+    if (*s == '\'') { memcpy(out + k, "'\\''", 4); k += 4; }
+    else out[k++] = *s;
+  }
+  out[k++] = '\'';
+  out[k] = 0;
+}
+
+static vstatus write_replay(vrundir *rd, const manifest_opts *o) {
+  char text[8192], line[1024];
+  int n = snprintf(text, sizeof text,
+      "#!/bin/sh\n"
+      "# Replays this run with the same plan and seeds, then compares the new results with\n"
+      "# these. Usage: sh replay.sh [OUT_DIR]   (VOUCH=/path/to/vouch to pick the binary)\n"
+      "# Original command line:");
+  for (int i = 0; i < o->argc && n < (int)sizeof text - 512; i++) {
+    sh_quote(cJSON_GetStringValue(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(rd->manifest, "command_line"), i)),
+             line, sizeof line);
+    n += snprintf(text + n, sizeof text - (size_t)n, " %s", line);
+  }
+  n += snprintf(text + n, sizeof text - (size_t)n,
+      "\nset -eu\n"
+      "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
+      "out=${1:-replay-$(date +%%Y%%m%%d-%%H%%M%%S)}\n"
+      "vouch=${VOUCH:-vouch}\n"
+      "\"$vouch\" run --plan \"$here/plan.json\" --out \"$out\"%s%s\n"
+      "\"$vouch\" compare \"$here\" \"$out\"\n",
+      o->replay_args ? " " : "", o->replay_args ? o->replay_args : "");
+  if (n >= (int)sizeof text) return VERR("%s/replay.sh: command line too long", rd->dir);
+  return write_file(rd->dir, "replay.sh", text, 0755);
+}
+
+vstatus rec_open_dir(vrundir **out, const char *dir, const struct manifest_opts *mo) {
+  *out = NULL;
+  char probe[PATH_MAX + 32];
+  snprintf(probe, sizeof probe, "%s/manifest.json", dir);
+  if (access(probe, F_OK) == 0) return VERR("%s: already holds a run (manifest.json exists); pick a new --out", dir);
+  VTRY(mkdir_p(dir));
+  vrundir *rd = vcalloc(1, sizeof *rd, "result directory");
+  if (!rd) return V_ERR;
+  if (!realpath(dir, rd->dir)) snprintf(rd->dir, sizeof rd->dir, "%s", dir);
+  char sub[PATH_MAX + 16];
+  vstatus s;
+  snprintf(sub, sizeof sub, "%s/traces", rd->dir);
+  if ((s = mkdir_p(sub))) goto fail;
+  snprintf(sub, sizeof sub, "%s/logs", rd->dir);
+  if ((s = mkdir_p(sub))) goto fail;
+  if ((s = manifest_build(mo, &rd->manifest))) goto fail;
+  snprintf(sub, sizeof sub, "%s/results.sqlite", rd->dir);
+  if ((s = store_create(&rd->st, sub))) goto fail;
+  if ((s = store_meta_set(&rd->st, "schema_version", "1")) || (s = store_meta_set(&rd->st, "state", "running")))
+    goto fail;
+  if ((s = save_manifest(rd))) goto fail;
+  if ((s = write_file(rd->dir, "plan.json", mo->plan_text ? mo->plan_text : "", 0644))) goto fail;
+  if ((s = write_replay(rd, mo))) goto fail;
+  char verdict[16];
+  if ((s = write_results(rd->dir, &rd->st, false, verdict, NULL))) goto fail;
+  *out = rd;
+  return V_OK;
+fail:
+  store_close(&rd->st);
+  cJSON_Delete(rd->manifest);
+  free(rd);
+  return s;
+}
+
+vstatus rec_add(vrundir *rd, vrecord *r) {
+  VTRY(rec_finalize(r));
+  VTRY(store_add_record(&rd->st, r));
+  rd->n++;
+  return V_OK;
+}
+
+vstatus rec_attach_trace(vrundir *rd, vrecord *r, const char *json_text) {
+  cJSON *j = cJSON_Parse(json_text ? json_text : "");
+  if (!j) return VERR("record %s/%s: trace: not valid JSON", r->suite, r->case_id);
+  cJSON_Delete(j);
+  char name[64];
+  snprintf(name, sizeof name, "traces/%04d.json", rd->next_trace++);
+  VTRY(write_file(rd->dir, name, json_text, 0644));
+  snprintf(r->trace_ref, sizeof r->trace_ref, "%s", name);
+  return V_OK;
+}
+
+FILE *rec_log_open(vrundir *rd, const char *name) {
+  char path[PATH_MAX + 128];
+  for (const char *p = name; *p; p++)
+    if (*p == '/' || *p == '\\') { VERR("log name '%s': must not contain '/'", name); return NULL; }
+  snprintf(path, sizeof path, "%s/logs/%s.log", rd->dir, name);
+  FILE *f = fopen(path, "a");
+  if (!f) VERR("%s: cannot open log: %s", path, strerror(errno));
+  return f;
+}
+
+int rec_dir_count(const vrundir *rd) { return rd->n; }
+const char *rec_dir_path(const vrundir *rd) { return rd->dir; }
+
+static vstatus finish(vrundir *rd, bool complete) {
+  char verdict[16];
+  cJSON *results = NULL;
+  vstatus s = write_results(rd->dir, &rd->st, complete, verdict, &results);
+  if (s == V_OK) s = manifest_finish(rd->manifest, verdict);
+  if (s == V_OK) s = save_manifest(rd);
+  if (s == V_OK) s = store_meta_set(&rd->st, "state", complete ? "complete" : "incomplete");
+  if (s == V_OK && complete) {
+    s = history_append(NULL, rd->dir, rd->manifest, results);
+    if (s) {
+      /* the run itself is fine; a broken history store is reported, not fatal */
+      fprintf(stderr, "vouch: warning: history not updated: %s\n", verr_msg());
+      s = V_OK;
+    }
+  }
+  cJSON_Delete(results);
+  store_close(&rd->st);
+  cJSON_Delete(rd->manifest);
+  free(rd);
+  return s;
+}
+
+vstatus rec_close(vrundir *rd) { return finish(rd, true); }
+vstatus rec_abandon(vrundir *rd) { return finish(rd, false); }
+
+vstatus rec_repair_dir(const char *dir) {
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/results.sqlite", dir);
+  vstore st;
+  VTRY(store_open(&st, path, false));
+  char *state = NULL, *mtxt = NULL;
+  vstatus s = store_meta_get(&st, "state", &state);
+  if (s == V_OK) s = store_meta_get(&st, "manifest", &mtxt);
+  snprintf(path, sizeof path, "%s/results.json", dir);
+  bool running = state && !strcmp(state, "running");
+  if (s == V_OK && (running || access(path, F_OK) != 0)) {
+    bool complete = state && !strcmp(state, "complete");
+    char verdict[16];
+    s = write_results(dir, &st, complete, verdict, NULL);
+    cJSON *m = mtxt ? cJSON_Parse(mtxt) : NULL;
+    if (s == V_OK && m) {
+      cJSON_ReplaceItemInObjectCaseSensitive(m, "verdict", cJSON_CreateString(verdict));
+      s = write_json(dir, "manifest.json", m);
+      char *t = s == V_OK ? cJSON_PrintUnformatted(m) : NULL;
+      if (t) s = store_meta_set(&st, "manifest", t);
+      free(t);
+    }
+    cJSON_Delete(m);
+    if (s == V_OK && running) s = store_meta_set(&st, "state", "incomplete");
+  }
+  free(state);
+  free(mtxt);
+  store_close(&st);
+  return s;
+}

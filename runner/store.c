@@ -1,0 +1,251 @@
+#define _GNU_SOURCE
+#include "runner/store.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char store_ddl[] =
+    "-- results.sqlite: one run's records, written as each case finishes.\n"
+    "-- The same text is compiled into runner/store.c (a test checks they are identical).\n"
+    "PRAGMA user_version = 1;\n"
+    "CREATE TABLE IF NOT EXISTS meta (\n"
+    "  key   TEXT PRIMARY KEY,  -- 'schema_version', 'state' (running|complete|incomplete), 'manifest' (JSON)\n"
+    "  value TEXT NOT NULL\n"
+    ");\n"
+    "CREATE TABLE IF NOT EXISTS records (\n"
+    "  id      INTEGER PRIMARY KEY,  -- order in which cases finished, from 1\n"
+    "  suite   TEXT NOT NULL,\n"
+    "  case_id TEXT NOT NULL,\n"
+    "  path    TEXT NOT NULL,\n"
+    "  status  TEXT NOT NULL CHECK (status IN ('pass','fail','not_supported','error','not_run')),\n"
+    "  reason  TEXT NOT NULL,\n"
+    "  json    TEXT NOT NULL,        -- the whole record, as it appears in results.json (compact)\n"
+    "  UNIQUE (suite, case_id, path)\n"
+    ");\n"
+    "CREATE TABLE IF NOT EXISTS metrics (\n"
+    "  record_id INTEGER NOT NULL REFERENCES records(id),\n"
+    "  name      TEXT NOT NULL,\n"
+    "  unit      TEXT NOT NULL,\n"
+    "  value     REAL,               -- NULL when not finite\n"
+    "  derive    TEXT NOT NULL,\n"
+    "  better    TEXT NOT NULL,\n"
+    "  n_samples INTEGER NOT NULL,\n"
+    "  PRIMARY KEY (record_id, name)\n"
+    ");\n";
+
+#define SQLERR(s, what) VERR("%s: sqlite: %s: %s", (s)->path, what, sqlite3_errmsg((s)->db))
+
+vstatus store_create(vstore *s, const char *path) {
+  memset(s, 0, sizeof *s);
+  snprintf(s->path, sizeof s->path, "%s", path);
+  if (access(path, F_OK) == 0) return VERR("%s: already exists (a result directory holds one run)", path);
+  if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+    vstatus e = VERR("%s: cannot create: %s", path, s->db ? sqlite3_errmsg(s->db) : "out of memory");
+    store_close(s);
+    return e;
+  }
+  char *msg = NULL;
+  if (sqlite3_exec(s->db, store_ddl, NULL, NULL, &msg) != SQLITE_OK) {
+    vstatus e = VERR("%s: schema: %s", path, msg ? msg : "?");
+    sqlite3_free(msg);
+    store_close(s);
+    return e;
+  }
+  return V_OK;
+}
+
+vstatus store_open(vstore *s, const char *path, bool readonly) {
+  memset(s, 0, sizeof *s);
+  snprintf(s->path, sizeof s->path, "%s", path);
+  if (access(path, R_OK) != 0) return VERR("%s: cannot read: no such file", path);
+  int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
+  if (sqlite3_open_v2(path, &s->db, flags, NULL) != SQLITE_OK) {
+    vstatus e = VERR("%s: cannot open: %s", path, s->db ? sqlite3_errmsg(s->db) : "out of memory");
+    store_close(s);
+    return e;
+  }
+  sqlite3_busy_timeout(s->db, 2000);
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM records", -1, &st, NULL) != SQLITE_OK) {
+    vstatus e = VERR("%s: not a vouch results store: %s", path, sqlite3_errmsg(s->db));
+    store_close(s);
+    return e;
+  }
+  sqlite3_finalize(st);
+  return V_OK;
+}
+
+void store_close(vstore *s) {
+  if (s->db) sqlite3_close(s->db);
+  s->db = NULL;
+}
+
+vstatus store_meta_set(vstore *s, const char *key, const char *value) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", -1, &st, NULL) != SQLITE_OK)
+    return SQLERR(s, "meta");
+  sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return VERR("%s: sqlite: meta '%s': %s", s->path, key, sqlite3_errmsg(s->db));
+  return V_OK;
+}
+
+vstatus store_meta_get(vstore *s, const char *key, char **out) {
+  *out = NULL;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = ?", -1, &st, NULL) != SQLITE_OK)
+    return SQLERR(s, "meta");
+  sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    const char *v = (const char *)sqlite3_column_text(st, 0);
+    *out = strdup(v ? v : "");
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return VERR("%s: sqlite: meta '%s': %s", s->path, key, sqlite3_errmsg(s->db));
+  if (rc == SQLITE_ROW && !*out) return VERR("%s: meta '%s': out of memory", s->path, key);
+  return V_OK;
+}
+
+vstatus store_add_record(vstore *s, const vrecord *r) {
+  cJSON *j = rec_to_json(r);
+  char *txt = j ? cJSON_PrintUnformatted(j) : NULL;
+  cJSON_Delete(j);
+  if (!txt) return VERR("%s: record %s/%s: out of memory serializing", s->path, r->suite, r->case_id);
+  vstatus e = V_OK;
+  sqlite3_stmt *st = NULL;
+  sqlite3_int64 id = 0;
+  if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) { free(txt); return SQLERR(s, "begin"); }
+  if (sqlite3_prepare_v2(s->db, "INSERT INTO records(suite, case_id, path, status, reason, json) VALUES (?,?,?,?,?,?)",
+                         -1, &st, NULL) != SQLITE_OK) { e = SQLERR(s, "insert record"); goto out; }
+  sqlite3_bind_text(st, 1, r->suite, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, r->case_id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, r->path, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 4, rec_status_name(r->status), -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 5, r->reason, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 6, txt, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) != SQLITE_DONE) {
+    e = VERR("%s: record %s/%s/%s: %s", s->path, r->suite, r->case_id, r->path, sqlite3_errmsg(s->db));
+    goto out;
+  }
+  id = sqlite3_last_insert_rowid(s->db);
+  sqlite3_finalize(st);
+  st = NULL;
+  if (sqlite3_prepare_v2(s->db, "INSERT INTO metrics(record_id, name, unit, value, derive, better, n_samples) "
+                         "VALUES (?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK) { e = SQLERR(s, "insert metric"); goto out; }
+  for (int i = 0; i < r->n_metrics; i++) {
+    const rec_metric *m = &r->metrics[i];
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_text(st, 2, m->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, m->unit, -1, SQLITE_STATIC);
+    if (isfinite(m->value)) sqlite3_bind_double(st, 4, m->value);
+    else sqlite3_bind_null(st, 4);
+    sqlite3_bind_text(st, 5, rec_derive_name(m->derive), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, rec_better_name(m->better), -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 7, m->n_samples);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+      e = VERR("%s: record %s/%s metric '%s': %s", s->path, r->suite, r->case_id, m->name, sqlite3_errmsg(s->db));
+      goto out;
+    }
+  }
+out:
+  sqlite3_finalize(st);
+  sqlite3_exec(s->db, e == V_OK ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
+  free(txt);
+  return e;
+}
+
+vstatus store_records_json(vstore *s, cJSON **out) {
+  *out = NULL;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(s->db, "SELECT id, json FROM records ORDER BY id", -1, &st, NULL) != SQLITE_OK)
+    return SQLERR(s, "select records");
+  cJSON *arr = cJSON_CreateArray();
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *txt = (const char *)sqlite3_column_text(st, 1);
+    cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+    if (!j) {
+      vstatus e = VERR("%s: records row id %lld: field 'json': not valid JSON", s->path, (long long)sqlite3_column_int64(st, 0));
+      sqlite3_finalize(st);
+      cJSON_Delete(arr);
+      return e;
+    }
+    cJSON_AddItemToArray(arr, j);
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) { cJSON_Delete(arr); return SQLERR(s, "select records"); }
+  *out = arr;
+  return V_OK;
+}
+
+static bool col_eq(sqlite3_stmt *st, int col, const char *want) {
+  const char *v = (const char *)sqlite3_column_text(st, col);
+  return v && !strcmp(v, want);
+}
+
+int store_check_columns(vstore *s, rec_mismatch_fn fn, void *ctx) {
+  sqlite3_stmt *st = NULL, *mt = NULL;
+  char line[600];
+  int bad = 0;
+  if (sqlite3_prepare_v2(s->db, "SELECT id, suite, case_id, path, status, reason, json FROM records ORDER BY id", -1, &st, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(s->db, "SELECT name, unit, value, derive, better, n_samples FROM metrics WHERE record_id = ? ORDER BY name", -1, &mt, NULL) != SQLITE_OK) {
+    SQLERR(s, "check");
+    sqlite3_finalize(st);
+    return -1;
+  }
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    long long id = sqlite3_column_int64(st, 0);
+    const char *txt = (const char *)sqlite3_column_text(st, 6);
+    cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+    vrecord *r = NULL;
+    char where[128];
+    snprintf(where, sizeof where, "results.sqlite: records row %lld", id);
+    if (!j || rec_from_json(j, where, &r)) {
+      snprintf(line, sizeof line, "%s", j ? verr_msg() : "results.sqlite: records row: json column is not JSON");
+      fn(ctx, line);
+      bad++;
+      cJSON_Delete(j);
+      continue;
+    }
+    cJSON_Delete(j);
+    if (!col_eq(st, 1, r->suite) || !col_eq(st, 2, r->case_id) || !col_eq(st, 3, r->path) ||
+        !col_eq(st, 4, rec_status_name(r->status)) || !col_eq(st, 5, r->reason)) {
+      snprintf(line, sizeof line, "%s: columns suite/case_id/path/status/reason differ from its json", where);
+      fn(ctx, line);
+      bad++;
+    }
+    sqlite3_reset(mt);
+    sqlite3_bind_int64(mt, 1, id);
+    int seen = 0;
+    while (sqlite3_step(mt) == SQLITE_ROW) {
+      seen++;
+      const char *name = (const char *)sqlite3_column_text(mt, 0);
+      const rec_metric *m = name ? rec_metric_find(r, name) : NULL;
+      double v = sqlite3_column_type(mt, 2) == SQLITE_NULL ? NAN : sqlite3_column_double(mt, 2);
+      bool same = m && col_eq(mt, 1, m->unit) && col_eq(mt, 3, rec_derive_name(m->derive)) &&
+                  col_eq(mt, 4, rec_better_name(m->better)) && sqlite3_column_int(mt, 5) == m->n_samples &&
+                  ((isnan(v) && !isfinite(m->value)) || fabs(v - m->value) <= 1e-12 * fmax(fabs(v), fabs(m->value)));
+      if (!same) {
+        snprintf(line, sizeof line, "%s: metrics row '%s' differs from the record's json", where, name ? name : "?");
+        fn(ctx, line);
+        bad++;
+      }
+    }
+    if (seen != r->n_metrics) {
+      snprintf(line, sizeof line, "%s: %d metrics rows, the record's json has %d", where, seen, r->n_metrics);
+      fn(ctx, line);
+      bad++;
+    }
+    rec_free(r);
+  }
+  sqlite3_finalize(st);
+  sqlite3_finalize(mt);
+  return bad;
+}

@@ -1,0 +1,174 @@
+/* Record derivations (median, percentiles, stable mean with outliers, ratios), status
+ * from thresholds and checks, JSON round trip and re-derivation, bootstrap determinism,
+ * compare verdicts on crafted samples, the DDL copy, secret-name redaction. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/bundle.h"
+#include "runner/compare.h"
+#include "runner/manifest.h"
+#include "runner/publish.h"
+#include "runner/record.h"
+#include "runner/store.h"
+#include "tests/harness.h"
+
+static int g_mis;
+static void count_mis(void *ctx, const char *line) { (void)ctx; (void)line; g_mis++; }
+
+static vrecord *timed(const char *path, double base, double scale, int n) {
+  vrecord *r = rec_new("sweep", "decode/b1", path);
+  double x[200];
+  uint64_t s = 7;
+  for (int i = 0; i < n; i++) x[i] = base * scale * (0.97 + 0.06 * (double)(rec_rng_next(&s) >> 11) / 9007199254740992.0);
+  rec_metric_samples(r, "step_us", "us", RD_MEDIAN, RB_LOWER, x, n, 0);
+  rec_finalize(r);
+  return r;
+}
+
+int main(void) {
+  double a[] = {5, 1, 4, 2, 3};
+  CHECK(rec_stat_median(a, 5) == 3, "median odd");
+  CHECK(rec_stat_median(a, 4) == 3, "median even (5,1,4,2 -> 3)");
+  CHECK(rec_stat_mean(a, 5) == 3, "mean");
+  double b[11];
+  for (int i = 0; i < 11; i++) b[i] = i;  /* 0..10 */
+  CHECK(fabs(rec_stat_percentile(b, 11, 90) - 9) < 1e-12, "p90 of 0..10 = 9");
+  CHECK(fabs(rec_stat_percentile(b, 11, 99) - 9.9) < 1e-12, "p99 of 0..10 = 9.9 (linear)");
+  CHECK(rec_stat_percentile(b, 11, 100) == 10 && rec_stat_percentile(b, 11, 0) == 0, "p0/p100");
+  CHECK(isnan(rec_stat_median(b, 0)), "empty -> NaN");
+  /* stable mean: warm-up samples skipped, a 100x outlier dropped (> 5 MAD) */
+  double c[] = {50, 40, 10, 11, 9, 10, 11, 9, 10, 1000};
+  double sm = rec_stat_stable_mean(c, 10, 2);
+  CHECK(fabs(sm - 10) < 1e-12, "stable mean = 10, got %g", sm);
+  double flat[] = {3, 3, 3, 3, 7};
+  CHECK(rec_stat_stable_mean(flat, 5, 0) == 3, "MAD 0 keeps the median values only");
+
+  /* a record: threshold, checks, ratio, status */
+  vrecord *r = rec_new("kernels", "rmsnorm/bf16", "latency");
+  CHECK(r != NULL, "rec_new");
+  CHECK_OK(rec_param_int(r, "batch", 8));
+  CHECK_OK(rec_metric_value(r, "max_rel_err", "", RB_LOWER, 2e-3));
+  CHECK_OK(rec_metric_samples(r, "t_ref", "us", RD_MEDIAN, RB_LOWER, a, 5, 0));
+  CHECK_OK(rec_metric_samples(r, "t_opt", "us", RD_MEDIAN, RB_LOWER, b, 11, 0));
+  CHECK_OK(rec_metric_ratio(r, "speedup", "x", RB_HIGHER, "t_ref", "t_opt"));
+  CHECK(rec_metric_value(r, "speedup", "x", RB_NONE, 1) != V_OK, "duplicate metric refused");
+  CHECK(rec_set_threshold(r, "max_rel_err", "=<", 1) != V_OK, "bad op refused");
+  CHECK_OK(rec_set_threshold(r, "max_rel_err", "<=", 1e-3));
+  CHECK_OK(rec_finalize(r));
+  CHECK(r->status == REC_FAIL && strstr(r->reason, "max_rel_err"), "threshold fails: %s", r->reason);
+  CHECK(fabs(rec_metric_find(r, "speedup")->value - 3.0 / 5.0) < 1e-12, "ratio of medians");
+  r->th_bound = 1e-2;
+  r->status = REC_PASS;
+  CHECK_OK(rec_finalize(r));
+  CHECK(r->status == REC_PASS && !r->reason[0], "threshold holds");
+  CHECK_OK(rec_check_add(r, "variant_ran:rmsnorm/v2", false));
+  CHECK_OK(rec_finalize(r));
+  CHECK(r->status == REC_FAIL && strstr(r->reason, "variant_ran"), "failed check fails the record");
+
+  /* JSON round trip keeps everything; re-derivation finds nothing, then finds edits */
+  cJSON *j = rec_to_json(r);
+  vrecord *q = NULL;
+  CHECK_OK(rec_from_json(j, "t", &q));
+  cJSON *j2 = q ? rec_to_json(q) : NULL;
+  char *s1 = cJSON_PrintUnformatted(j), *s2 = j2 ? cJSON_PrintUnformatted(j2) : NULL;
+  CHECK(s2 && !strcmp(s1, s2), "round trip");
+  g_mis = 0;
+  CHECK(q && rec_rederive_check(q, "t", count_mis, NULL) == 0 && g_mis == 0, "round trip re-derives");
+  if (q) {
+    q->metrics[1].value = 2.9; /* the median of t_ref is 3 */
+    q->status = REC_PASS;      /* a check failed: status must be fail */
+    CHECK(rec_rederive_check(q, "t", count_mis, NULL) == 2, "edited median and status found");
+    q->metrics[1].samples[0] = 4;
+    q->metrics[1].value = 3.5;
+    CHECK(rec_rederive_check(q, "t", count_mis, NULL) == 2, "edited sample: stored median no longer follows");
+  }
+  free(s1); free(s2);
+  cJSON_Delete(j); cJSON_Delete(j2);
+  rec_free(q);
+  /* malformed records are errors naming the field */
+  cJSON *bad = cJSON_Parse("{\"suite\":\"s\",\"case_id\":\"c\",\"path\":\"p\",\"params\":{},\"metrics\":[{\"name\":\"m\",\"unit\":\"\","
+                           "\"derive\":\"median\",\"better\":\"up\",\"value\":1,\"samples\":[1]}],\"checks\":[],\"status\":\"pass\",\"reason\":\"\"}");
+  CHECK(rec_from_json(bad, "bad", &q) != V_OK && strstr(verr_msg(), "better"), "bad field named: %s", verr_msg());
+  cJSON_Delete(bad);
+  rec_free(r);
+
+  /* rec_set_status(FAIL) survives finalize (kept as a failed check) */
+  r = rec_new("features", "json_mode", "latency");
+  rec_set_status(r, REC_FAIL, "output is not valid JSON");
+  CHECK_OK(rec_finalize(r));
+  CHECK(r->status == REC_FAIL && r->n_checks == 1, "suite-decided failure kept");
+  rec_set_status(r, REC_NOT_SUPPORTED, "no structured output on this path");
+  CHECK_OK(rec_finalize(r));
+  CHECK(r->status == REC_NOT_SUPPORTED, "not_supported is never re-derived into pass/fail");
+  rec_free(r);
+
+  /* bootstrap: deterministic, CI covers the true ratio */
+  double x1[50], x2[50];
+  uint64_t st = 1;
+  for (int i = 0; i < 50; i++) {
+    x1[i] = 100 + (double)(rec_rng_next(&st) % 1000) / 100.0;
+    x2[i] = 1.2 * (100 + (double)(rec_rng_next(&st) % 1000) / 100.0);
+  }
+  double lo1, hi1, lo2, hi2;
+  double p1 = rec_bootstrap_ratio(x1, 50, x2, 50, 2000, 42, &lo1, &hi1);
+  double p2 = rec_bootstrap_ratio(x1, 50, x2, 50, 2000, 42, &lo2, &hi2);
+  CHECK(p1 == p2 && lo1 == lo2 && hi1 == hi2, "bootstrap deterministic for a fixed seed");
+  CHECK(lo1 < 1.2 && hi1 > 1.2 && lo1 > 1.1 && hi1 < 1.3, "CI [%g, %g] covers 1.2 tightly", lo1, hi1);
+
+  /* compare verdicts on crafted samples */
+  vrecord *ra[3] = {timed("latency", 100, 1.0, 60), NULL, NULL}, *rb[3] = {timed("latency", 100, 1.3, 60), NULL, NULL};
+  vresults A = {.recs = ra, .n = 1}, B = {.recs = rb, .n = 1};
+  cJSON *cmp = compare_results(&A, &B, 0.05);
+  const cJSON *m0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cmp, "metrics"), 0);
+  CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m0, "verdict")), "slower"), "30%% slower");
+  CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "perf_regressions")->valueint == 1, "regression counted");
+  cJSON_Delete(cmp);
+  rec_free(rb[0]);
+  rb[0] = timed("latency", 100, 0.7, 60);
+  cmp = compare_results(&A, &B, 0.05);
+  m0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cmp, "metrics"), 0);
+  CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m0, "verdict")), "faster"), "30%% faster");
+  CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "regressions")->valueint == 0, "faster is no regression");
+  cJSON_Delete(cmp);
+  rec_free(rb[0]);
+  rb[0] = timed("latency", 100, 1.0, 60); /* same samples: same within noise */
+  cmp = compare_results(&A, &B, 0.05);
+  m0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cmp, "metrics"), 0);
+  CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m0, "verdict")), "same-within-noise"), "same");
+  cJSON_Delete(cmp);
+  rec_free(rb[0]);
+  rb[0] = timed("latency", 100, 1.02, 60); /* 2% slower: real, but inside the 5% threshold */
+  cmp = compare_results(&A, &B, 0.05);
+  CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "regressions")->valueint == 0, "2%% slower is within threshold");
+  cJSON_Delete(cmp);
+  rec_free(rb[0]);
+  rec_free(ra[0]);
+
+  /* the DDL in store.c is results-schema/store.sql */
+  char *ddl = NULL;
+  CHECK_OK(bundle_read_file(test_src_path("results-schema/store.sql"), &ddl, NULL));
+  CHECK(ddl && !strcmp(ddl, store_ddl), "store.sql == store_ddl");
+  free(ddl);
+
+  /* secrets */
+  const char *secret[] = {"GITHUB_TOKEN", "aws_secret_access_key", "HF_API_KEY", "db_password", "SSH_AUTH_SOCK", "MY_COOKIE", "sessionid", "PGPASS", "X_CREDENTIALS"};
+  for (size_t i = 0; i < sizeof secret / sizeof *secret; i++) CHECK(manifest_name_is_secret(secret[i]), "%s is secret", secret[i]);
+  const char *plain[] = {"PATH", "HOME", "CUDA_VISIBLE_DEVICES", "LANG"};
+  for (size_t i = 0; i < sizeof plain / sizeof *plain; i++) CHECK(!manifest_name_is_secret(plain[i]), "%s is not secret", plain[i]);
+  char u[256];
+  manifest_strip_userinfo("https://user:tok@github.com/o/r.git", u, sizeof u);
+  CHECK(!strcmp(u, "https://github.com/o/r.git"), "userinfo stripped: %s", u);
+  manifest_strip_userinfo("git@github.com:o/r.git", u, sizeof u);
+  CHECK(!strcmp(u, "git@github.com:o/r.git"), "scp-style kept");
+
+  /* --pr parsing */
+  char repo[64];
+  int pr = 0;
+  CHECK_OK(publish_parse_pr("octo/vouch-x#12", repo, sizeof repo, &pr));
+  CHECK(!strcmp(repo, "octo/vouch-x") && pr == 12, "parse pr");
+  CHECK(publish_parse_pr("octo#12", repo, sizeof repo, &pr) != V_OK, "no repo");
+  CHECK(publish_parse_pr("o/r#x", repo, sizeof repo, &pr) != V_OK, "bad number");
+  CHECK(publish_parse_pr("o/r;rm#1", repo, sizeof repo, &pr) != V_OK, "odd characters");
+  return test_finish();
+}
