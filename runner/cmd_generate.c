@@ -9,6 +9,7 @@
 #include "model/model.h"
 #include "runner/cli.h"
 #include "runner/commands.h"
+#include "runner/record.h"
 #include "suites/paths.h"
 
 static const char USAGE[] =
@@ -227,6 +228,26 @@ int cmd_generate(int argc, char **argv) {
     if (trace_on) vtrace_print(&trace, stdout);
   }
   rc = ls.nonfinite ? EXIT_CHECK_FAILED : EXIT_OK;
+  if (rec_current()) {
+    /* under `vouch run`: one record for this decode */
+    char id[96];
+    snprintf(id, sizeof id, "b%d-n%ld-%s", B, n_new, temperature > 0 ? "sampled" : "greedy");
+    vrecord *r = rec_new("generate", id, path_name);
+    if (!r) { s = V_ERR; goto end; }
+    rec_param_str(r, "model", m.source);
+    rec_param_int(r, "batch", B);
+    rec_param_int(r, "new_tokens", n_new);
+    rec_param_num(r, "temperature", temperature);
+    rec_metric_value(r, "decode_tokens_per_s", "tok/s", RB_HIGHER, t_decode > 0 ? decoded / t_decode : 0);
+    rec_metric_value(r, "prefill_tokens_per_s", "tok/s", RB_HIGHER, t_prefill > 0 ? total_prompt / t_prefill : 0);
+    rec_metric_value(r, "min_top1_margin", "", RB_NONE, ls.min_margin);
+    rec_check_add(r, "logits_finite", ls.nonfinite == 0);
+    char *tj = vtrace_to_json(&trace);
+    s = rec_emit(r, tj);
+    free(tj);
+    rec_free(r);
+    if (s) goto end;
+  }
 end:
   if (s) cli_print_error("generate");
   free(seq); free(ntok); free(pos); free(tok); free(logits); free(out); free(n_out); free(plen); free(done);

@@ -162,6 +162,13 @@ vstatus rec_abandon(vrundir *rd);
  * missing): regenerates results.json and the manifest verdict ("incomplete"). No-op on
  * a finished run. */
 vstatus rec_repair_dir(const char *dir);
+/* The result directory suites add records to while `vouch run` executes a plan (NULL when
+ * a suite runs on its own). */
+void rec_set_current(vrundir *rd);
+vrundir *rec_current(void);
+/* For suites: if a run is current, attaches `trace_json` (may be NULL) and stores r there;
+ * otherwise only finalizes r. The caller still owns and frees r. */
+vstatus rec_emit(vrecord *r, const char *trace_json);
 /* Number of records added so far. */
 int rec_dir_count(const vrundir *rd);
 const char *rec_dir_path(const vrundir *rd);

@@ -254,3 +254,14 @@ vstatus rec_repair_dir(const char *dir) {
   store_close(&st);
   return s;
 }
+
+static vrundir *g_current;
+
+void rec_set_current(vrundir *rd) { g_current = rd; }
+vrundir *rec_current(void) { return g_current; }
+
+vstatus rec_emit(vrecord *r, const char *trace_json) {
+  if (!g_current) return rec_finalize(r);
+  if (trace_json) VTRY(rec_attach_trace(g_current, r, trace_json));
+  return rec_add(g_current, r);
+}

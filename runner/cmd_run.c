@@ -1,0 +1,333 @@
+/* vouch run: executes a plan's suites in order and writes one result directory.
+ *
+ * A plan is JSON: {"name", "description", "vars": {...}, "steps": [{"suite", "args": [...]}]}.
+ * Arguments may use ${var}: vars from the plan, overridden by --model/--paths/--set, plus
+ * ${paths} (= paths_gpu when a GPU is visible, else paths_cpu), ${device} ("gpu"/"cpu").
+ * Each suite runs in-process and stores its records in the run as each case finishes
+ * (rec_emit), so Ctrl-C or a crash keeps every finished case; the run is then "incomplete". */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/interrupt.h"
+#include "runner/cli.h"
+#include "runner/cmd_run.h"
+#include "runner/commands.h"
+#include "runner/manifest.h"
+#include "runner/record.h"
+#include "suites/plans.h"
+#ifdef VOUCH_HAVE_CUDA
+#include "reference/cuda/cuda_info.h"
+#include "reference/cuda/cuda_ref.h"
+#endif
+
+static const char USAGE[] =
+    "usage: vouch run [--plan smoke|h200|FILE] [--out DIR] [--model M] [--paths P] [--set VAR=VALUE]\n"
+    "                 [--no-bundle] [--list]\n"
+    "  Runs the suites a plan names and writes a result directory (default vouch-results/<plan>-<time>),\n"
+    "  then bundles it to DIR.vouch.tar.gz. With no arguments: the smoke plan on the embedded default\n"
+    "  (synthetic tiny checkpoint; GPU paths when a GPU is visible, else CPU).\n"
+    "  Exit code: 0 verdict pass, 1 fail or incomplete, 2 usage or plan error, 130 interrupted.\n";
+
+/* The suites a plan may name: each is the CLI command of the same name. */
+static const struct {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+} SUITES[] = {
+    {"generate", cmd_generate},
+    VOUCH_RUN_EXTRA_SUITES
+};
+
+static int gpu_count(void) {
+#ifdef VOUCH_HAVE_CUDA
+  return cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
+typedef struct {
+  char key[48];
+  char val[512];
+} var;
+
+static const char *var_get(const var *v, int n, const char *key) {
+  for (int i = n - 1; i >= 0; i--)
+    if (!strcmp(v[i].key, key)) return v[i].val;
+  return NULL;
+}
+
+/* Expands ${name} in `in` into out; unknown variables are errors naming the plan and step. */
+static vstatus expand(const char *in, const var *v, int n, char *out, size_t cap, const char *where) {
+  size_t k = 0;
+  for (const char *p = in; *p;) {
+    if (p[0] == '$' && p[1] == '{') {
+      const char *e = strchr(p, '}');
+      if (!e) return VERR("%s: unterminated ${ in '%s'", where, in);
+      char key[48];
+      snprintf(key, sizeof key, "%.*s", (int)(e - p - 2), p + 2);
+      const char *val = var_get(v, n, key);
+      if (!val) return VERR("%s: unknown variable ${%s}", where, key);
+      size_t l = strlen(val);
+      if (k + l >= cap) return VERR("%s: argument too long", where);
+      memcpy(out + k, val, l);
+      k += l;
+      p = e + 1;
+    } else {
+      if (k + 1 >= cap) return VERR("%s: argument too long", where);
+      out[k++] = *p++;
+    }
+  }
+  out[k] = 0;
+  return V_OK;
+}
+
+static char *read_plan(const char *arg, char *name, size_t name_cap) {
+  for (const vplan_text *p = vouch_plans; p->name; p++)
+    if (!strcmp(p->name, arg)) {
+      snprintf(name, name_cap, "%s", p->name);
+      return strdup(p->text);
+    }
+  FILE *f = fopen(arg, "rb");
+  if (!f) {
+    char known[256] = "";
+    for (const vplan_text *p = vouch_plans; p->name; p++) {
+      strncat(known, p->name, sizeof known - strlen(known) - 2);
+      strncat(known, " ", sizeof known - strlen(known) - 1);
+    }
+    VERR("plan '%s' is neither a built-in plan (%s) nor a readable file", arg, known);
+    return NULL;
+  }
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  rewind(f);
+  char *t = n >= 0 && n < (1 << 22) ? malloc((size_t)n + 1) : NULL;
+  if (!t || fread(t, 1, (size_t)n, f) != (size_t)n) {
+    fclose(f);
+    free(t);
+    VERR("%s: cannot read plan", arg);
+    return NULL;
+  }
+  fclose(f);
+  t[n] = 0;
+  const char *base = strrchr(arg, '/');
+  snprintf(name, name_cap, "%s", base ? base + 1 : arg);
+  char *dot = strrchr(name, '.');
+  if (dot) *dot = 0;
+  return t;
+}
+
+/* Checks the plan's shape; every problem names the plan and the field. */
+static vstatus check_plan(const cJSON *plan, const char *pname) {
+  if (!cJSON_IsObject(plan)) return VERR("plan %s: top level must be an object", pname);
+  const cJSON *steps = cJSON_GetObjectItem(plan, "steps");
+  if (!cJSON_IsArray(steps) || cJSON_GetArraySize(steps) == 0) return VERR("plan %s: field 'steps' must be a non-empty list", pname);
+  const cJSON *vars = cJSON_GetObjectItem(plan, "vars");
+  if (vars && !cJSON_IsObject(vars)) return VERR("plan %s: field 'vars' must be an object of strings", pname);
+  const cJSON *v;
+  cJSON_ArrayForEach(v, vars) if (!cJSON_IsString(v)) return VERR("plan %s: vars.%s must be a string", pname, v->string);
+  int i = 0;
+  const cJSON *s;
+  cJSON_ArrayForEach(s, steps) {
+    const cJSON *suite = cJSON_GetObjectItem(s, "suite"), *args = cJSON_GetObjectItem(s, "args");
+    if (!cJSON_IsString(suite)) return VERR("plan %s: steps[%d].suite must be a string", pname, i);
+    bool known = false;
+    for (size_t k = 0; k < sizeof SUITES / sizeof SUITES[0]; k++) known |= !strcmp(SUITES[k].name, suite->valuestring);
+    if (!known) return VERR("plan %s: steps[%d].suite '%s' is not a suite of this build", pname, i, suite->valuestring);
+    if (args && !cJSON_IsArray(args)) return VERR("plan %s: steps[%d].args must be a list of strings", pname, i);
+    const cJSON *a;
+    cJSON_ArrayForEach(a, args) if (!cJSON_IsString(a)) return VERR("plan %s: steps[%d].args must be strings", pname, i);
+    const cJSON *when = cJSON_GetObjectItem(s, "when");
+    if (when && (!cJSON_IsString(when) || (strcmp(when->valuestring, "gpu") && strcmp(when->valuestring, "cpu"))))
+      return VERR("plan %s: steps[%d].when must be \"gpu\" or \"cpu\"", pname, i);
+    i++;
+  }
+  return V_OK;
+}
+
+int cmd_run(int argc, char **argv) {
+  const char *plan_arg = "smoke", *out_arg = NULL, *v;
+  var vars[64];
+  int nv = 0;
+  bool bundle = true, list = false;
+  vstatus err = V_OK;
+  char over[16][600]; /* "VAR=VALUE" from --model, --paths, --set */
+  int n_over = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return EXIT_OK; }
+    if (!strcmp(a, "--no-bundle")) bundle = false;
+    else if (!strcmp(a, "--list")) list = true;
+    else if (cli_opt(argc, argv, &i, "--plan", &v, &err)) { if (v) plan_arg = v; }
+    else if (cli_opt(argc, argv, &i, "--out", &v, &err)) { if (v) out_arg = v; }
+    else if (cli_opt(argc, argv, &i, "--model", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "model=%s", v); }
+    else if (cli_opt(argc, argv, &i, "--paths", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "paths=%s", v); }
+    else if (cli_opt(argc, argv, &i, "--set", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "%s", v);
+    } else err = VERR("unknown option '%s' (see vouch run --help)", a);
+    if (err) { cli_print_error("run"); return EXIT_USAGE; }
+  }
+  if (list) {
+    for (const vplan_text *p = vouch_plans; p->name; p++) {
+      cJSON *j = cJSON_Parse(p->text);
+      const cJSON *d = j ? cJSON_GetObjectItem(j, "description") : NULL;
+      printf("%-10s %s\n", p->name, cJSON_IsString(d) ? d->valuestring : "");
+      cJSON_Delete(j);
+    }
+    return EXIT_OK;
+  }
+  char pname[128];
+  char *text = read_plan(plan_arg, pname, sizeof pname);
+  if (!text) { cli_print_error("run"); return EXIT_USAGE; }
+  cJSON *plan = cJSON_Parse(text);
+  if (!plan) {
+    VERR("plan %s: not valid JSON", pname);
+    cli_print_error("run");
+    free(text);
+    return EXIT_USAGE;
+  }
+  if (check_plan(plan, pname)) { cli_print_error("run"); cJSON_Delete(plan); free(text); return EXIT_USAGE; }
+
+  /* variables: plan, then device-derived, then command-line overrides */
+  const int gpus = gpu_count();
+  const cJSON *pv;
+  cJSON_ArrayForEach(pv, cJSON_GetObjectItem(plan, "vars")) {
+    if (nv == 60) break;
+    snprintf(vars[nv].key, sizeof vars[nv].key, "%s", pv->string);
+    snprintf(vars[nv].val, sizeof vars[nv].val, "%s", pv->valuestring);
+    nv++;
+  }
+  const char *paths = var_get(vars, nv, gpus > 0 ? "paths_gpu" : "paths_cpu");
+  snprintf(vars[nv].key, sizeof vars[nv].key, "paths");
+  snprintf(vars[nv].val, sizeof vars[nv].val, "%s", paths ? paths : "cpu-ref");
+  nv++;
+  snprintf(vars[nv].key, sizeof vars[nv].key, "device");
+  snprintf(vars[nv].val, sizeof vars[nv].val, "%s", gpus > 0 ? "gpu" : "cpu");
+  nv++;
+  for (int i = 0; i < n_over && nv < 64; i++) {
+    const char *eq = strchr(over[i], '=');
+    if (!eq) { VERR("--set '%s': expected VAR=VALUE", over[i]); cli_print_error("run"); return EXIT_USAGE; }
+    snprintf(vars[nv].key, sizeof vars[nv].key, "%.*s", (int)(eq - over[i]), over[i]);
+    snprintf(vars[nv].val, sizeof vars[nv].val, "%s", eq + 1);
+    nv++;
+  }
+
+  char outdir[600];
+  if (out_arg) snprintf(outdir, sizeof outdir, "%s", out_arg);
+  else {
+    char ts[32];
+    time_t now = time(NULL);
+    strftime(ts, sizeof ts, "%Y%m%d-%H%M%S", gmtime(&now));
+    snprintf(outdir, sizeof outdir, "vouch-results/%s-%s", pname, ts);
+    cli_mkdirs("vouch-results");
+  }
+#ifdef VOUCH_HAVE_CUDA
+  char *gi = cuda_gpu_info_json();
+  manifest_set_gpu_info(gi);
+  free(gi);
+#endif
+  uint64_t seeds[1] = {0};
+  const char *seed_s = var_get(vars, nv, "seed");
+  if (seed_s) seeds[0] = strtoull(seed_s, NULL, 0);
+  manifest_opts mo = {.plan_name = pname, .plan_text = text, .argc = argc, .argv = argv, .seeds = seeds, .n_seeds = 1};
+  vrundir *rd = NULL;
+  if (rec_open_dir(&rd, outdir, &mo)) { cli_print_error("run"); cJSON_Delete(plan); free(text); return EXIT_USAGE; }
+  rec_set_current(rd);
+  vinterrupt_install();
+  fprintf(stderr, "vouch run: plan %s on %s (%d GPU%s) -> %s\n", pname, gpus ? "GPU" : "CPU", gpus, gpus == 1 ? "" : "s",
+          outdir);
+
+  int step_i = 0, worst = EXIT_OK;
+  const cJSON *s;
+  cJSON_ArrayForEach(s, cJSON_GetObjectItem(plan, "steps")) {
+    if (vinterrupted()) break;
+    const cJSON *when = cJSON_GetObjectItem(s, "when");
+    const char *suite = cJSON_GetObjectItem(s, "suite")->valuestring;
+    if (when && strcmp(when->valuestring, gpus ? "gpu" : "cpu")) {
+      fprintf(stderr, "vouch run: step %d (%s) needs a %s: skipped\n", step_i, suite, when->valuestring);
+      vrecord *r = rec_new("run", suite, "");
+      if (r) {
+        char id[64];
+        snprintf(id, sizeof id, "step%d-%s", step_i, suite);
+        snprintf(r->case_id, sizeof r->case_id, "%s", id);
+        char why[96];
+        snprintf(why, sizeof why, "this step runs only on a %s", when->valuestring);
+        rec_set_status(r, REC_NOT_RUN, why);
+        rec_emit(r, NULL);
+        rec_free(r);
+      }
+      step_i++;
+      continue;
+    }
+    char *sargv[128], bufs[128][600];
+    int sargc = 0;
+    sargv[sargc++] = (char *)suite;
+    const cJSON *a;
+    char where[160];
+    snprintf(where, sizeof where, "plan %s: steps[%d]", pname, step_i);
+    cJSON_ArrayForEach(a, cJSON_GetObjectItem(s, "args")) {
+      if (sargc == 127) break;
+      if (expand(a->valuestring, vars, nv, bufs[sargc], sizeof bufs[0], where)) {
+        cli_print_error("run");
+        worst = EXIT_USAGE;
+        goto finish;
+      }
+      sargv[sargc] = bufs[sargc];
+      sargc++;
+    }
+    sargv[sargc] = NULL;
+    fprintf(stderr, "vouch run: step %d: vouch", step_i);
+    for (int k = 0; k < sargc; k++) fprintf(stderr, " %s", sargv[k]);
+    fprintf(stderr, "\n");
+    int rc = 2;
+    for (size_t k = 0; k < sizeof SUITES / sizeof SUITES[0]; k++)
+      if (!strcmp(SUITES[k].name, suite)) rc = SUITES[k].fn(sargc, sargv);
+    if (rc != EXIT_OK) {
+      fprintf(stderr, "vouch run: step %d (%s) exited %d\n", step_i, suite, rc);
+      if (rc == EXIT_USAGE) {
+        vrecord *r = rec_new("run", suite, "");
+        if (r) {
+          snprintf(r->case_id, sizeof r->case_id, "step%d-%s", step_i, suite);
+          rec_set_status(r, REC_ERROR, "the suite rejected its arguments (see the log above)");
+          rec_emit(r, NULL);
+          rec_free(r);
+        }
+      }
+      if (worst == EXIT_OK) worst = EXIT_CHECK_FAILED;
+    }
+    step_i++;
+  }
+finish:
+  rec_set_current(NULL);
+  int n = rec_dir_count(rd);
+  bool stopped = vinterrupted();
+  vstatus cs = stopped ? rec_abandon(rd) : rec_close(rd);
+  if (cs) cli_print_error("run");
+  fprintf(stderr, "vouch run: %d records in %s%s\n", n, outdir, stopped ? " (interrupted: marked incomplete)" : "");
+  if (bundle && !cs) {
+    char *bargv[] = {"bundle", outdir, NULL};
+    if (cmd_bundle(2, bargv) != EXIT_OK) worst = EXIT_CHECK_FAILED;
+  }
+  /* the verdict comes from the stored manifest */
+  char mpath[700];
+  snprintf(mpath, sizeof mpath, "%s/manifest.json", outdir);
+  FILE *f = fopen(mpath, "rb");
+  if (f) {
+    char buf[1 << 16];
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    buf[got] = 0;
+    fclose(f);
+    cJSON *m = cJSON_Parse(buf);
+    const cJSON *verdict = m ? cJSON_GetObjectItem(m, "verdict") : NULL;
+    if (cJSON_IsString(verdict)) {
+      printf("verdict: %s (%s)\n", verdict->valuestring, outdir);
+      if (strcmp(verdict->valuestring, "pass") && worst == EXIT_OK) worst = EXIT_CHECK_FAILED;
+    }
+    cJSON_Delete(m);
+  }
+  cJSON_Delete(plan);
+  free(text);
+  if (stopped) return EXIT_INTERRUPTED;
+  return cs ? EXIT_CHECK_FAILED : worst;
+}

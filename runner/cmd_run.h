@@ -1,0 +1,12 @@
+/* vouch run and the suites it can call. */
+#ifndef VOUCH_RUNNER_CMD_RUN_H
+#define VOUCH_RUNNER_CMD_RUN_H
+
+#include "runner/cmd_evidence.h"
+
+int cmd_run(int argc, char **argv);
+
+/* Suites beyond generate, added as their commands land (name, entry point). */
+#define VOUCH_RUN_EXTRA_SUITES
+
+#endif
