@@ -3,10 +3,11 @@
 #define VOUCH_RUNNER_CMD_RUN_H
 
 #include "runner/cmd_evidence.h"
+#include "runner/cmd_kernels.h"
 
 int cmd_run(int argc, char **argv);
 
 /* Suites beyond generate, added as their commands land (name, entry point). */
-#define VOUCH_RUN_EXTRA_SUITES
+#define VOUCH_RUN_EXTRA_SUITES {"kernels", cmd_kernels},
 
 #endif

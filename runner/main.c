@@ -4,6 +4,7 @@
 
 #include "runner/cli.h"
 #include "runner/cmd_evidence.h"
+#include "runner/cmd_kernels.h"
 #include "runner/cmd_run.h"
 #include "runner/commands.h"
 
@@ -33,6 +34,7 @@ static const command COMMANDS[] = {
     {"model", cmd_model, "synth | info: synthetic checkpoints and architecture facts"},
     {"generate", cmd_generate, "decode a batch of prompts on a path (cpu-ref, cuda-ref, ...)"},
     {"trace", cmd_trace, "generate, printing which op variants ran per step and every fallback"},
+    {"kernels", cmd_kernels, "op numerics: every op variant on every path against float64 oracles"},
     {"run", cmd_run, "run a plan's suites (default: smoke) into a result directory and bundle it"},
     {"bundle", cmd_bundle, "pack a result directory into a deterministic NAME.vouch.tar.gz"},
     {"verify", cmd_verify, "check a bundle's hashes, schema and every derived figure"},

@@ -1,0 +1,398 @@
+/* The "cpu" variants of every registered op (path "cpu-ref"): thin adapters that call the
+ * CPU reference ops (reference/cpu/ops.h) on the suite's buffers, and plain float32 C for
+ * the ops the cpu-ref path has no function for (absorbed MLA, split-KV partials and combine,
+ * MoE combine, all-reduce over simulated ranks).
+ *
+ * Also the "test" variants (path "test", run only when asked for): planted bugs the suite
+ * must report as FAIL (split-KV combine without the max rescale, rmsnorm that drops the last
+ * element from its sum of squares, an unwritten element, a write past the end, a variant
+ * that never records itself in the trace) and one that is honestly unsupported for batch > 4. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/opreg.h"
+#include "common/sampling.h"
+#include "reference/cpu/ops.h"
+#include "reference/cpu/oracle.h"
+
+static vtensor vt(vdtype t, int64_t d0, int64_t d1, void *data) {
+  vtensor w;
+  memset(&w, 0, sizeof w);
+  w.dtype = t;
+  w.ndim = d1 > 0 ? 2 : 1;
+  w.shape[0] = d0;
+  w.shape[1] = d1 > 0 ? d1 : 0;
+  w.data = data;
+  return w;
+}
+
+static void ran(vtrace *t, const vop_case *c, const char *path, const char *variant) {
+  char detail[96];
+  snprintf(detail, sizeof detail, "%s/%s B=%d", c->preset, c->shape, c->batch);
+  vtrace_ran(t, path, c->op->name, variant, detail);
+}
+
+static vstatus any_case(const vop_case *c) { return V_OK; }
+
+/* ---------------- adapters over reference/cpu/ops.h ---------------- */
+
+static vstatus embed_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  vtensor tab = vt(DT_BF16, c->d[0], c->d[1], b[1]);
+  cpu_embed(b[2], b[0], &tab, c->batch);
+  ran(t, c, "cpu-ref", "cpu");
+  return V_OK;
+}
+
+static vstatus rmsnorm_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  vtensor w = vt(DT_BF16, c->d[0], 0, b[1]);
+  cpu_rmsnorm(b[2], b[0], &w, c->batch, c->d[0], (float)c->f[0]);
+  ran(t, c, "cpu-ref", "cpu");
+  return V_OK;
+}
+
+static vstatus add_rmsnorm_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  vtensor w = vt(DT_BF16, c->d[0], 0, b[2]);
+  memcpy(b[3], b[0], sizeof(float) * (size_t)l->b[0].n); /* h = x, then added in place */
+  cpu_add_rmsnorm(b[4], b[3], b[1], &w, c->batch, c->d[0], (float)c->f[0]);
+  ran(t, c, "cpu-ref", "cpu");
+  return V_OK;
+}
+
+static vstatus linear_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  vtensor w = vt(DT_BF16, c->d[0], c->d[1], b[1]);
+  cpu_linear(b[2], b[0], &w, c->batch);
+  ran(t, c, "cpu-ref", "cpu");
+  return V_OK;
+}
+
+static vstatus rope_supports(const vop_case *c) {
+  if (c->d[1] % 2 || c->d[1] > 1024) return VUNSUPPORTED("rope dim %d must be even and <= 1024", c->d[1]);
+  return V_OK;
+}
+static vstatus rope_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  float inv[512];
+  float attn = (float)ds_rope_inv_freq(&c->cfg, inv);
+  const int H = c->d[0], r = c->d[1];
+  const int32_t *pos = b[1];
+  float *out = b[2];
+  memcpy(out, b[0], sizeof(float) * (size_t)l->b[0].n);
+  for (int i = 0; i < c->batch; i++)
+    for (int h = 0; h < H; h++) cpu_rope(out + ((int64_t)i * H + h) * r, r, pos[i], inv, attn, c->d[2]);
+  ran(t, c, "cpu-ref", "cpu");
+  return V_OK;
+}
+
+static vstatus mla_decode_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  const int H = c->d[0], qk = c->d[1], vd = c->d[2], L = c->d[3];
+  const int32_t *lens = b[3];
+  float *scores = malloc(sizeof(float) * (size_t)L);
+  if (!scores) return VERR("mla_decode cpu: out of memory (ctx %d)", L);
+  for (int i = 0; i < c->batch; i++)
+    for (int h = 0; h < H; h++) {
+      int64_t bh = (int64_t)i * H + h;
+      cpu_attend((float *)b[4] + bh * vd, (const float *)b[0] + bh * qk, (const float *)b[1] + bh * L * qk, qk,
+                 (const float *)b[2] + bh * L * vd, vd, lens[i], qk, vd, (float)c->f[0], scores);
+    }
+  free(scores);
+  ran(t, c, "cpu-ref", "cpu");
+  return V_OK;
+}
+
+static vstatus router_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  const int E = c->d[0], k = c->d[1];
+  for (int i = 0; i < c->batch; i++)
+    cpu_router_topk((const float *)b[0] + (int64_t)i * E, b[1], &c->cfg, (int32_t *)b[2] + (int64_t)i * k,
+                    (float *)b[3] + (int64_t)i * k);
+  ran(t, c, "cpu-ref", "cpu");
+  return V_OK;
+}
+static vstatus router_supports(const vop_case *c) {
+  if (c->cfg.n_routed_experts != c->d[0] || c->cfg.num_experts_per_tok != c->d[1])
+    return VUNSUPPORTED("case config does not match its dims (experts %d/%d, top-k %d/%d)", c->cfg.n_routed_experts,
+                        c->d[0], c->cfg.num_experts_per_tok, c->d[1]);
+  return V_OK;
+}
+
+static vstatus swiglu_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  const int64_t D = c->d[0], I = c->d[1];
+  vtensor g = vt(DT_BF16, I, D, b[1]), u = vt(DT_BF16, I, D, b[2]), d = vt(DT_BF16, D, I, b[3]);
+  float *tmp = malloc(sizeof(float) * 2 * (size_t)I * (size_t)c->batch);
+  if (!tmp) return VERR("swiglu cpu: out of memory (inter %lld)", (long long)I);
+  cpu_swiglu_mlp(b[4], b[0], &g, &u, &d, c->batch, tmp);
+  free(tmp);
+  ran(t, c, "cpu-ref", "cpu");
+  return V_OK;
+}
+
+static vstatus sample_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  const int V = c->d[0];
+  vsampling s = {.temperature = (float)c->f[0], .top_k = c->d[1], .top_p = (float)c->f[1], .seed = 0};
+  void *work = malloc((size_t)V * 16);
+  if (!work) return VERR("sample cpu: out of memory (vocab %d)", V);
+  for (int i = 0; i < c->batch; i++)
+    ((int32_t *)b[2])[i] = vsample_with_u((const float *)b[0] + (int64_t)i * V, V, &s, ((const float *)b[1])[i], work);
+  free(work);
+  ran(t, c, "cpu-ref", "cpu");
+  return V_OK;
+}
+
+/* ---------------- plain float32 C variants ---------------- */
+
+/* Absorbed MLA for one sequence: q_lat = W_UK^T q_nope per head, scores over [ckv, kpe],
+ * o_lat = p . ckv, out = W_UV o_lat. */
+static vstatus mla_absorbed_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  const int H = c->d[0], n = c->d[1], r = c->d[2], v = c->d[3], kvl = c->d[4], L = c->d[5];
+  const int32_t *lens = b[5];
+  const uint16_t *w = b[4];
+  float *ql = malloc(sizeof(float) * (size_t)kvl * 2), *s = malloc(sizeof(float) * (size_t)L);
+  if (!ql || !s) { free(ql); free(s); return VERR("mla_absorbed cpu: out of memory (ctx %d)", L); }
+  float *ol = ql + kvl;
+  for (int i = 0; i < c->batch; i++) {
+    const float *ckv = (const float *)b[2] + (int64_t)i * L * kvl, *kpe = (const float *)b[3] + (int64_t)i * L * r;
+    for (int h = 0; h < H; h++) {
+      const uint16_t *wuk = w + (int64_t)h * (n + v) * kvl, *wuv = wuk + (int64_t)n * kvl;
+      const float *qn = (const float *)b[0] + ((int64_t)i * H + h) * n;
+      const float *qp = (const float *)b[1] + ((int64_t)i * H + h) * r;
+      for (int cc = 0; cc < kvl; cc++) ql[cc] = 0;
+      for (int j = 0; j < n; j++)
+        for (int cc = 0; cc < kvl; cc++) ql[cc] += qn[j] * bf16_to_f32(wuk[(int64_t)j * kvl + cc]);
+      float m = -INFINITY, z = 0;
+      for (int tt = 0; tt < lens[i]; tt++) {
+        float d = 0;
+        for (int cc = 0; cc < kvl; cc++) d += ql[cc] * ckv[(int64_t)tt * kvl + cc];
+        for (int j = 0; j < r; j++) d += qp[j] * kpe[(int64_t)tt * r + j];
+        s[tt] = d * (float)c->f[0];
+        if (s[tt] > m) m = s[tt];
+      }
+      for (int tt = 0; tt < lens[i]; tt++) z += (s[tt] = expf(s[tt] - m));
+      for (int cc = 0; cc < kvl; cc++) ol[cc] = 0;
+      for (int tt = 0; tt < lens[i]; tt++) {
+        float p = s[tt] / z;
+        for (int cc = 0; cc < kvl; cc++) ol[cc] += p * ckv[(int64_t)tt * kvl + cc];
+      }
+      float *out = (float *)b[6] + ((int64_t)i * H + h) * v;
+      for (int j = 0; j < v; j++) {
+        float a = 0;
+        for (int cc = 0; cc < kvl; cc++) a += bf16_to_f32(wuv[(int64_t)j * kvl + cc]) * ol[cc];
+        out[j] = a;
+      }
+    }
+  }
+  free(ql);
+  free(s);
+  ran(t, c, "cpu-ref", "cpu");
+  return V_OK;
+}
+
+/* Split-KV partials: per split, softmax-normalized output and lse = max + log(sum). */
+static vstatus attn_partial_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  const int H = c->d[0], qk = c->d[1], vd = c->d[2], L = c->d[3], S = c->d[4];
+  const int32_t *lens = b[3];
+  float *s = malloc(sizeof(float) * (size_t)L);
+  if (!s) return VERR("attn_partial cpu: out of memory (ctx %d)", L);
+  for (int i = 0; i < c->batch; i++)
+    for (int h = 0; h < H; h++) {
+      int64_t bh = (int64_t)i * H + h;
+      const float *q = (const float *)b[0] + bh * qk, *k = (const float *)b[1] + bh * L * qk,
+                  *v = (const float *)b[2] + bh * L * vd;
+      for (int sp = 0; sp < S; sp++) {
+        int j0 = oracle_split_begin(sp, lens[i], S), j1 = oracle_split_begin(sp + 1, lens[i], S);
+        float m = -INFINITY, z = 0;
+        for (int j = j0; j < j1; j++) {
+          float d = 0;
+          for (int e = 0; e < qk; e++) d += q[e] * k[(int64_t)j * qk + e];
+          s[j] = d * (float)c->f[0];
+          if (s[j] > m) m = s[j];
+        }
+        for (int j = j0; j < j1; j++) z += (s[j] = expf(s[j] - m));
+        float *o = (float *)b[4] + (bh * S + sp) * vd;
+        for (int e = 0; e < vd; e++) o[e] = 0;
+        for (int j = j0; j < j1; j++)
+          for (int e = 0; e < vd; e++) o[e] += s[j] * v[(int64_t)j * vd + e];
+        for (int e = 0; e < vd; e++) o[e] /= z;
+        ((float *)b[5])[bh * S + sp] = m + logf(z);
+      }
+    }
+  free(s);
+  ran(t, c, "cpu-ref", "cpu");
+  return V_OK;
+}
+
+static void combine(const vop_case *c, void *const *b, bool rescale) {
+  const int64_t H = c->d[0], vd = c->d[1], S = c->d[2];
+  const float *o = b[0], *lse = b[1];
+  for (int64_t bh = 0; bh < c->batch * H; bh++) {
+    float m = -INFINITY, z = 0;
+    if (rescale)
+      for (int64_t s = 0; s < S; s++) m = fmaxf(m, lse[bh * S + s]);
+    else
+      m = 0; /* planted bug: weights exp(lse) overflow for large lse */
+    float *out = (float *)b[2] + bh * vd;
+    for (int64_t e = 0; e < vd; e++) out[e] = 0;
+    for (int64_t s = 0; s < S; s++) {
+      float w = expf(lse[bh * S + s] - m);
+      z += w;
+      for (int64_t e = 0; e < vd; e++) out[e] += w * o[(bh * S + s) * vd + e];
+    }
+    for (int64_t e = 0; e < vd; e++) out[e] /= z;
+  }
+}
+static vstatus lse_combine_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  combine(c, b, true);
+  ran(t, c, "cpu-ref", "cpu");
+  return V_OK;
+}
+
+static vstatus moe_combine_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  const int64_t D = c->d[0], k = c->d[1];
+  const float *y = b[0], *w = b[1], *sh = b[2], *res = b[3];
+  float *out = b[4];
+  for (int64_t i = 0; i < c->batch; i++)
+    for (int64_t e = 0; e < D; e++) {
+      float s = 0;
+      for (int64_t j = 0; j < k; j++) s += w[i * k + j] * y[(i * k + j) * D + e];
+      out[i * D + e] = res[i * D + e] + (s + sh[i * D + e]); /* HF: routed + shared, then the residual */
+    }
+  ran(t, c, "cpu-ref", "cpu");
+  return V_OK;
+}
+
+/* Ring all-reduce over R simulated ranks: R-1 reduce-scatter steps, R-1 all-gather steps,
+ * chunk r of n owned by rank r; each rank only reads its left neighbour's buffer. */
+static vstatus allreduce_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  const int R = c->d[0];
+  const int64_t n = c->d[1];
+  float *out = b[1];
+  memcpy(out, b[0], sizeof(float) * (size_t)(R * n));
+  /* reduce-scatter: at step s rank r adds chunk (left - s) mod R from its left neighbour's
+   * buffer as it was after step s-1; afterwards rank r holds the full sum of chunk (r+1) mod R. */
+  float *snap = malloc(sizeof(float) * (size_t)(R * n));
+  if (!snap) return VERR("allreduce cpu: out of memory (%d ranks x %lld)", R, (long long)n);
+  for (int step = 0; step < R - 1; step++) {
+    memcpy(snap, out, sizeof(float) * (size_t)(R * n));
+    for (int r = 0; r < R; r++) {
+      int left = (r + R - 1) % R, ch = ((left - step) % R + R) % R;
+      int64_t c0 = ch * n / R, c1 = (ch + 1) * n / R;
+      for (int64_t i = c0; i < c1; i++) out[(int64_t)r * n + i] += snap[(int64_t)left * n + i];
+    }
+  }
+  /* all-gather: each step passes one complete chunk to the right neighbour. */
+  for (int step = 0; step < R - 1; step++) {
+    memcpy(snap, out, sizeof(float) * (size_t)(R * n));
+    for (int r = 0; r < R; r++) {
+      int left = (r + R - 1) % R, ch = ((left + 1 - step) % R + R) % R;
+      int64_t c0 = ch * n / R, c1 = (ch + 1) * n / R;
+      for (int64_t i = c0; i < c1; i++) out[(int64_t)r * n + i] = snap[(int64_t)left * n + i];
+    }
+  }
+  free(snap);
+  ran(t, c, "cpu-ref", "cpu");
+  return V_OK;
+}
+
+/* ---------------- planted bugs (path "test") ---------------- */
+
+static vstatus combine_nomax_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  combine(c, b, false);
+  ran(t, c, "test", "nomax");
+  return V_OK;
+}
+
+/* mode 0: drops the last element from the sum of squares; 1: leaves the last output element
+ * of each row unwritten; 2: writes one element past the end of out; 3: correct, no trace. */
+static void rmsnorm_buggy(const vop_case *c, void *const *b, int mode) {
+  const int n = c->d[0];
+  const uint16_t *w = b[1];
+  for (int i = 0; i < c->batch; i++) {
+    const float *x = (const float *)b[0] + (int64_t)i * n;
+    float *o = (float *)b[2] + (int64_t)i * n;
+    double ss = 0;
+    for (int j = 0; j < (mode == 0 ? n - 1 : n); j++) ss += (double)x[j] * x[j];
+    float r = (float)(1.0 / sqrt(ss / n + c->f[0]));
+    for (int j = 0; j < (mode == 1 ? n - 1 : n); j++) o[j] = bf16_to_f32(w[j]) * (x[j] * r);
+  }
+  if (mode == 2) ((float *)b[2])[(int64_t)c->batch * n] = 0.0f;
+}
+static vstatus rms_skiplast_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  rmsnorm_buggy(c, b, 0);
+  ran(t, c, "test", "skiplast");
+  return V_OK;
+}
+static vstatus rms_unwritten_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  rmsnorm_buggy(c, b, 1);
+  ran(t, c, "test", "unwritten");
+  return V_OK;
+}
+static vstatus rms_oob_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  rmsnorm_buggy(c, b, 2);
+  ran(t, c, "test", "oob");
+  return V_OK;
+}
+static vstatus rms_notrace_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  rmsnorm_buggy(c, b, 3);
+  ran(t, c, "test", "cpu"); /* records a different variant's name: the intended one did not run */
+  return V_OK;
+}
+static vstatus b4only_supports(const vop_case *c) {
+  if (c->batch > 4) return VUNSUPPORTED("batch %d > 4 (this variant handles batch 1-4)", c->batch);
+  return V_OK;
+}
+static vstatus rms_b4only_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  rmsnorm_buggy(c, b, 3);
+  ran(t, c, "test", "b4only");
+  return V_OK;
+}
+
+/* ---------------- registration ---------------- */
+
+typedef struct {
+  const char *op, *path, *name, *desc;
+  vstatus (*supports)(const vop_case *);
+  vstatus (*run)(const vop_case *, const vop_layout *, void *const *, vtrace *);
+} entry;
+
+static const entry k_entries[] = {
+    {"embed", "cpu-ref", "cpu", "cpu_embed", any_case, embed_run},
+    {"rmsnorm", "cpu-ref", "cpu", "cpu_rmsnorm", any_case, rmsnorm_run},
+    {"add_rmsnorm", "cpu-ref", "cpu", "cpu_add_rmsnorm", any_case, add_rmsnorm_run},
+    {"linear", "cpu-ref", "cpu", "cpu_linear (OpenMP over rows of W)", any_case, linear_run},
+    {"rope", "cpu-ref", "cpu", "cpu_rope per head", rope_supports, rope_run},
+    {"mla_decode", "cpu-ref", "cpu", "cpu_attend per head", any_case, mla_decode_run},
+    {"mla_absorbed", "cpu-ref", "cpu", "plain f32 absorbed MLA", any_case, mla_absorbed_run},
+    {"attn_partial", "cpu-ref", "cpu", "plain f32 split-KV partials", any_case, attn_partial_run},
+    {"lse_combine", "cpu-ref", "cpu", "plain f32 log-sum-exp combine", any_case, lse_combine_run},
+    {"router", "cpu-ref", "cpu", "cpu_router_topk", router_supports, router_run},
+    {"swiglu", "cpu-ref", "cpu", "cpu_swiglu_mlp", any_case, swiglu_run},
+    {"moe_combine", "cpu-ref", "cpu", "plain f32 weighted sum + shared + residual", any_case, moe_combine_run},
+    {"sample", "cpu-ref", "cpu", "vsample_with_u (common/sampling.c)", any_case, sample_run},
+    {"allreduce", "cpu-ref", "cpu", "simulated ring: reduce-scatter + all-gather", any_case, allreduce_run},
+    {"lse_combine", "test", "nomax", "PLANTED BUG: no max subtraction before exp", any_case, combine_nomax_run},
+    {"rmsnorm", "test", "skiplast", "PLANTED BUG: last element missing from the sum of squares", any_case,
+     rms_skiplast_run},
+    {"rmsnorm", "test", "unwritten", "PLANTED BUG: last output element of each row not written", any_case,
+     rms_unwritten_run},
+    {"rmsnorm", "test", "oob", "PLANTED BUG: writes one element past the end of out", any_case, rms_oob_run},
+    {"rmsnorm", "test", "notrace", "PLANTED BUG: correct, but the trace names another variant", any_case,
+     rms_notrace_run},
+    {"rmsnorm", "test", "b4only", "correct for batch <= 4, unsupported above", b4only_supports, rms_b4only_run},
+};
+
+#define N_ENTRIES (sizeof k_entries / sizeof k_entries[0])
+
+void cpu_variants_register(void) {
+  static vop_variant vars[N_ENTRIES];
+  for (size_t i = 0; i < N_ENTRIES; i++) {
+    const entry *e = &k_entries[i];
+    const vop *op = vopreg_find_op(e->op);
+    if (!op) {
+      fprintf(stderr, "vouch: cpu variants: op '%s' is not registered\n", e->op);
+      continue;
+    }
+    vars[i] = (vop_variant){.op = op, .path = e->path, .name = e->name, .desc = e->desc,
+                            .backend = vop_backend_cpu(), .act_dtype = DT_F32, .supports = e->supports,
+                            .run = e->run};
+    if (vopreg_add_variant(&vars[i]) != V_OK) fprintf(stderr, "vouch: %s\n", verr_msg());
+  }
+}

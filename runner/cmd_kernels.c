@@ -1,0 +1,133 @@
+/* vouch kernels [--op NAME] [--path P] [--variant V] [--batch 1,2,64] [--seeds N]
+ *               [--preset tiny|small|k2-slice|edge|all] [--json FILE] [--quick|--full] [--list] */
+#include "runner/cmd_kernels.h"
+#include "runner/record.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/opreg.h"
+#include "runner/cli.h"
+#include "suites/kernels.h"
+
+static const char USAGE[] =
+    "usage: vouch kernels [--op NAME] [--path P] [--variant V] [--batch 1,2,64] [--seeds N]\n"
+    "                     [--preset tiny|small|k2-slice|edge|all] [--json FILE] [--quick|--full]\n"
+    "                     [--list] [--failures-only]\n"
+    "  Runs every registered op x every variant that supports it x cases (preset shapes, edge\n"
+    "  sizes, batches, seeds, input distributions) against a float64 CPU oracle, and prints a\n"
+    "  table: op, path, variant, shape, batch, dtype, distribution, metric, error, bound, status.\n"
+    "  Per case: outputs poisoned (0xFF) before each run, 4 KiB guard regions around every\n"
+    "  output, NaN/Inf first, then the op's metric vs its stated bound, two runs compared\n"
+    "  bitwise, and the trace must show the intended variant ran.\n"
+    "  --path      cpu-ref, cuda-ref, latency, or test (planted-bug variants, never run by default)\n"
+    "  --quick     a CPU-sized subset (default): big shapes once at batch 1, size budget per case\n"
+    "  --full      every shape x batch x seed x distribution (slow on a CPU)\n"
+    "  --list      list ops and variants and exit\n"
+    "  Exit code: 0 all pass (not supported is neither pass nor fail), 1 a case failed, 2 usage.\n";
+
+static void list_registry(void) {
+  printf("ops:\n");
+  for (int i = 0; i < vopreg_n_ops(); i++) printf("  %-13s %s\n", vopreg_op(i)->name, vopreg_op(i)->desc);
+  printf("variants (op, path, name, backend, activations):\n");
+  for (int i = 0; i < vopreg_n_variants(); i++) {
+    const vop_variant *v = vopreg_variant(i);
+    printf("  %-13s %-9s %-10s %-5s %-5s %s\n", v->op->name, v->path, v->name, v->backend->name,
+           v->act_dtype == DT_BF16 ? "bf16" : "f32", v->desc ? v->desc : "");
+  }
+}
+
+/* Under `vouch run`: one record per case in the run's store (error <= bound is the threshold). */
+static vstatus emit_records(const kernels_result *res) {
+  for (int i = 0; i < res->n; i++) {
+    const kernels_record *k = &res->r[i];
+    vrecord *r = rec_new("kernels", k->id, k->path);
+    if (!r) return V_ERR;
+    rec_param_str(r, "op", k->op);
+    rec_param_str(r, "variant", k->variant);
+    rec_param_str(r, "preset", k->preset);
+    rec_param_str(r, "shape", k->shape);
+    rec_param_int(r, "batch", k->batch);
+    rec_param_str(r, "dims", k->dims);
+    rec_param_str(r, "dtype", k->dtype);
+    rec_param_int(r, "seed", (int64_t)k->seed);
+    rec_param_str(r, "output", k->output);
+    rec_param_str(r, "deterministic", k->deterministic ? "yes" : "no");
+    if (k->status == KS_UNSUPPORTED) {
+      rec_set_status(r, REC_NOT_SUPPORTED, k->reason);
+    } else {
+      rec_metric_value(r, k->metric[0] ? k->metric : "error", "", RB_LOWER, k->error);
+      rec_set_threshold(r, k->metric[0] ? k->metric : "error", "<=", k->bound);
+      if (k->status == KS_FAIL) rec_set_status(r, REC_FAIL, k->reason[0] ? k->reason : "failed");
+    }
+    vstatus s = rec_emit(r, k->trace_json);
+    rec_free(r);
+    VTRY(s);
+  }
+  return V_OK;
+}
+
+int cmd_kernels(int argc, char **argv) {
+  kernels_opts o;
+  memset(&o, 0, sizeof o);
+  o.quick = true;
+  const char *json = NULL, *v;
+  long *batches = NULL, seeds = 0;
+  int n_batches = 0;
+  bool list = false, failures_only = false;
+  vstatus err = V_OK;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(USAGE, stdout); free(batches); return EXIT_OK; }
+    if (!strcmp(argv[i], "--quick")) o.quick = true;
+    else if (!strcmp(argv[i], "--full")) o.quick = false;
+    else if (!strcmp(argv[i], "--list")) list = true;
+    else if (!strcmp(argv[i], "--failures-only")) failures_only = true;
+    else if (cli_opt(argc, argv, &i, "--op", &v, &err)) { if (v) o.op = v; }
+    else if (cli_opt(argc, argv, &i, "--path", &v, &err)) { if (v) o.path = v; }
+    else if (cli_opt(argc, argv, &i, "--variant", &v, &err)) { if (v) o.variant = v; }
+    else if (cli_opt(argc, argv, &i, "--preset", &v, &err)) { if (v) o.preset = v; }
+    else if (cli_opt(argc, argv, &i, "--json", &v, &err)) { if (v) json = v; }
+    else if (cli_opt(argc, argv, &i, "--seeds", &v, &err)) { if (v) err = cli_int("--seeds", v, 1, 1000, &seeds); }
+    else if (cli_opt(argc, argv, &i, "--batch", &v, &err)) {
+      if (v) {
+        free(batches);
+        batches = NULL;
+        err = cli_size_list("--batch", v, &batches, &n_batches);
+        for (int k = 0; k < n_batches && !err; k++)
+          if (batches[k] < 1 || batches[k] > 4096) err = VERR("option --batch: %ld is outside 1..4096", batches[k]);
+      }
+    } else err = VERR("unknown option '%s' (see vouch kernels --help)", argv[i]);
+    if (err) { cli_print_error("kernels"); free(batches); return EXIT_USAGE; }
+  }
+  int *bi = NULL;
+  if (n_batches) {
+    bi = malloc(sizeof(int) * (size_t)n_batches);
+    if (!bi) { free(batches); return EXIT_USAGE; }
+    for (int k = 0; k < n_batches; k++) bi[k] = (int)batches[k];
+  }
+  free(batches);
+  o.batches = bi;
+  o.n_batches = n_batches;
+  o.seeds = (int)seeds;
+  vopreg_init();
+  if (list) { list_registry(); free(bi); return EXIT_OK; }
+
+  o.table = failures_only ? NULL : stdout;
+  o.progress = failures_only && cli_is_tty(2) ? stderr : NULL;
+  kernels_result res;
+  vstatus s = kernels_run(&o, &res);
+  free(bi);
+  if (s != V_OK) { cli_print_error("kernels"); kernels_result_free(&res); return EXIT_USAGE; }
+  if (failures_only)
+    for (int i = 0; i < res.n; i++)
+      if (res.r[i].status == KS_FAIL) printf("FAIL %s: %s\n", res.r[i].id, res.r[i].reason);
+  printf("\nkernels: %d cases run, %d passed, %d FAILED, %d not supported; %d left out by --quick; %.1f s\n",
+         res.run, res.passed, res.failed, res.unsupported, res.skipped_budget, res.wall_s);
+  int rc = res.failed ? EXIT_CHECK_FAILED : EXIT_OK;
+  if (json && kernels_write_json(&res, json) != V_OK) { cli_print_error("kernels"); rc = EXIT_CHECK_FAILED; }
+  if (rec_current() && emit_records(&res) != V_OK) { cli_print_error("kernels"); rc = EXIT_CHECK_FAILED; }
+  kernels_result_free(&res);
+  return rc;
+}

@@ -1,0 +1,172 @@
+/* The kernel numerics suite, in process, on a quick subset (tiny + edge presets):
+ * every cpu variant passes; the planted bugs (path "test") FAIL for the right reason;
+ * an unsupported case is counted not-supported (never pass or fail); the guard check
+ * catches a write past the end; the poison check catches an unwritten element; a variant
+ * missing from the trace fails; and the MLA expanded and absorbed oracles agree. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/opreg.h"
+#include "reference/cpu/oracle.h"
+#include "suites/kernels.h"
+#include "tests/harness.h"
+
+static kernels_result run(const char *op, const char *path, const char *variant, const char *preset) {
+  kernels_opts o;
+  memset(&o, 0, sizeof o);
+  o.op = op;
+  o.path = path;
+  o.variant = variant;
+  o.preset = preset;
+  o.quick = true;
+  kernels_result r;
+  vstatus s = kernels_run(&o, &r);
+  CHECK(s == V_OK, "kernels_run(%s,%s,%s,%s): %s", op ? op : "*", path ? path : "*", variant ? variant : "*",
+        preset, verr_msg());
+  return r;
+}
+
+/* Count of records of `variant` with `status`; with `why`, only those whose reason contains it. */
+static int count(const kernels_result *r, const char *variant, int status, const char *why) {
+  int n = 0;
+  for (int i = 0; i < r->n; i++)
+    if (!strcmp(r->r[i].variant, variant) && r->r[i].status == status && (!why || strstr(r->r[i].reason, why))) n++;
+  return n;
+}
+
+static void test_cpu_variants_pass(const char *preset) {
+  kernels_result r = run(NULL, "cpu-ref", NULL, preset);
+  CHECK(r.n > 100, "%s: only %d records", preset, r.n);
+  CHECK(r.failed == 0, "%s: %d cpu cases failed", preset, r.failed);
+  for (int i = 0; i < r.n && i < 100000; i++)
+    if (r.r[i].status == KS_FAIL) fprintf(stderr, "  FAIL %s: %s\n", r.r[i].id, r.r[i].reason);
+  CHECK(r.unsupported == 0, "%s: %d cpu cases not supported", preset, r.unsupported);
+  /* every registered op ran at least one case */
+  for (int k = 0; k < vopreg_n_ops(); k++) {
+    int seen = 0;
+    for (int i = 0; i < r.n; i++) seen += r.r[i].op == vopreg_op(k)->name && r.r[i].status == KS_PASS;
+    CHECK(seen > 0, "%s: op %s has no passing case", preset, vopreg_op(k)->name);
+  }
+  /* records carry the trace that proves the variant ran */
+  CHECK(r.n > 0 && r.r[0].trace_json && strstr(r.r[0].trace_json, "\"cpu\""), "trace json of the first record: %s",
+        r.n && r.r[0].trace_json ? r.r[0].trace_json : "(none)");
+  kernels_result_free(&r);
+}
+
+static void test_planted_bugs(void) {
+  kernels_result r = run(NULL, "test", NULL, "tiny");
+  /* split-KV combine without the max rescale: exp(lse) overflows for large lse */
+  int nomax_large_fail = 0, nomax_large = 0;
+  for (int i = 0; i < r.n; i++)
+    if (!strcmp(r.r[i].variant, "nomax") && r.r[i].dist == VD_LARGE) {
+      nomax_large++;
+      nomax_large_fail += r.r[i].status == KS_FAIL;
+    }
+  CHECK(nomax_large > 0 && nomax_large_fail == nomax_large, "nomax: %d of %d large-lse cases FAIL", nomax_large_fail,
+        nomax_large);
+  /* rmsnorm dropping the last element of the sum of squares: caught by the metric */
+  CHECK(count(&r, "skiplast", KS_PASS, NULL) == 0, "skiplast passed %d tiny cases", count(&r, "skiplast", KS_PASS, NULL));
+  CHECK(count(&r, "skiplast", KS_FAIL, "bound") > 0, "skiplast: no metric failure");
+  /* unwritten element: caught by the poison check */
+  CHECK(count(&r, "unwritten", KS_PASS, NULL) == 0, "unwritten passed");
+  CHECK(count(&r, "unwritten", KS_FAIL, "not written") == count(&r, "unwritten", KS_FAIL, NULL) &&
+            count(&r, "unwritten", KS_FAIL, NULL) > 0,
+        "unwritten: poison check did not name the failure");
+  /* one element past the end: caught by the guard region */
+  CHECK(count(&r, "oob", KS_PASS, NULL) == 0, "oob passed");
+  CHECK(count(&r, "oob", KS_FAIL, "out-of-bounds") > 0 &&
+            count(&r, "oob", KS_FAIL, "out-of-bounds") == count(&r, "oob", KS_FAIL, NULL),
+        "oob: guard check did not name the failure");
+  /* correct numbers, but the trace shows another variant: fails */
+  CHECK(count(&r, "notrace", KS_PASS, NULL) == 0 && count(&r, "notrace", KS_FAIL, "trace") > 0, "notrace not caught");
+  /* unsupported above batch 4: counted not supported, never pass/fail */
+  int b4_big = 0, b4_big_unsup = 0;
+  for (int i = 0; i < r.n; i++)
+    if (!strcmp(r.r[i].variant, "b4only")) {
+      if (r.r[i].batch > 4) b4_big++, b4_big_unsup += r.r[i].status == KS_UNSUPPORTED;
+      else CHECK(r.r[i].status == KS_PASS, "b4only batch %d: %s", r.r[i].batch, r.r[i].reason);
+    }
+  CHECK(b4_big > 0 && b4_big == b4_big_unsup, "b4only: %d of %d big-batch cases not supported", b4_big_unsup, b4_big);
+  CHECK(r.unsupported == b4_big_unsup, "unsupported count %d != %d", r.unsupported, b4_big_unsup);
+  CHECK(r.run == r.passed + r.failed && r.run + r.unsupported == r.n, "counts: run %d passed %d failed %d unsup %d n %d",
+        r.run, r.passed, r.failed, r.unsupported, r.n);
+  /* JSON records */
+  char path[512];
+  snprintf(path, sizeof path, "%s/kernels.json", test_tmpdir());
+  CHECK_OK(kernels_write_json(&r, path));
+  FILE *f = fopen(path, "r");
+  CHECK(f != NULL, "json not written");
+  if (f) {
+    char buf[4096] = "";
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    CHECK(strstr(buf, "\"suite\"") && strstr(buf, "\"kernels\"") && strstr(buf, "\"bound\""), "json content");
+  }
+  kernels_result_free(&r);
+  /* test variants are not run unless asked for */
+  kernels_result d = run("rmsnorm", NULL, NULL, "tiny");
+  CHECK(count(&d, "oob", KS_FAIL, NULL) + count(&d, "oob", KS_PASS, NULL) == 0, "test variants ran by default");
+  CHECK(d.failed == 0 && d.passed > 0, "default rmsnorm run: %d failed", d.failed);
+  kernels_result_free(&d);
+}
+
+static void test_usage_errors(void) {
+  kernels_opts o;
+  memset(&o, 0, sizeof o);
+  kernels_result r;
+  o.op = "no_such_op";
+  CHECK(kernels_run(&o, &r) == V_ERR && strstr(verr_msg(), "no_such_op"), "unknown op: %s", verr_msg());
+  o.op = NULL;
+  o.path = "warp-drive";
+  CHECK(kernels_run(&o, &r) == V_ERR, "unknown path accepted");
+  o.path = NULL;
+  o.preset = "huge";
+  CHECK(kernels_run(&o, &r) == V_ERR, "unknown preset accepted");
+}
+
+/* Expanding k_nope = W_UK ckv, value = W_UV ckv in double and running the expanded attention
+ * must equal the absorbed oracle: the two forms are the same math. */
+static void test_mla_forms_agree(void) {
+  const int H = 3, n = 8, r = 4, v = 6, kvl = 16, L = 11;
+  float qn[H * n], qp[H * r], ckv[L * kvl], kpe[L * r];
+  uint16_t w[H * (n + v) * kvl];
+  oracle_fill_f32(qn, H * n, VD_NORMAL, 1, 1.0, 0);
+  oracle_fill_f32(qp, H * r, VD_NORMAL, 2, 1.0, 0);
+  oracle_fill_f32(ckv, L * kvl, VD_HEAVY, 3, 1.0, kvl);
+  oracle_fill_f32(kpe, L * r, VD_NORMAL, 4, 1.0, 0);
+  oracle_fill_bf16(w, H * (n + v) * kvl, 5, 0.25);
+  double absorbed[H * v], expanded[H * v];
+  const double scale = 1.0 / sqrt((double)(n + r));
+  oracle_mla_absorbed_f64(absorbed, qn, qp, ckv, kpe, w, H, n, r, v, kvl, L, scale);
+  for (int h = 0; h < H; h++) {
+    double q[n + r], k[L * (n + r)], val[L * v];
+    for (int i = 0; i < n; i++) q[i] = qn[h * n + i];
+    for (int i = 0; i < r; i++) q[n + i] = qp[h * r + i];
+    for (int t = 0; t < L; t++) {
+      for (int i = 0; i < n + v; i++) {
+        double s = 0;
+        for (int c = 0; c < kvl; c++) s += (double)bf16_to_f32(w[((int64_t)h * (n + v) + i) * kvl + c]) * ckv[t * kvl + c];
+        if (i < n) k[t * (n + r) + i] = s;
+        else val[t * v + (i - n)] = s;
+      }
+      for (int i = 0; i < r; i++) k[t * (n + r) + n + i] = kpe[t * r + i];
+    }
+    oracle_attention_f64(expanded + h * v, q, k, n + r, val, v, L, n + r, v, scale, NULL);
+  }
+  double md = 0, mx = 0;
+  for (int i = 0; i < H * v; i++) md = fmax(md, fabs(absorbed[i] - expanded[i])), mx = fmax(mx, fabs(expanded[i]));
+  CHECK(mx > 0.01 && md <= 1e-12 * mx, "absorbed vs expanded oracle: max diff %g (max %g)", md, mx);
+}
+
+int main(void) {
+  vopreg_init();
+  CHECK(vopreg_n_ops() >= 14, "ops registered: %d", vopreg_n_ops());
+  test_cpu_variants_pass("tiny");
+  test_cpu_variants_pass("edge");
+  test_planted_bugs();
+  test_usage_errors();
+  test_mla_forms_agree();
+  return test_finish();
+}
