@@ -230,7 +230,15 @@ int cmd_run(int argc, char **argv) {
   uint64_t seeds[1] = {0};
   const char *seed_s = var_get(vars, nv, "seed");
   if (seed_s) seeds[0] = strtoull(seed_s, NULL, 0);
-  manifest_opts mo = {.plan_name = pname, .plan_text = text, .argc = argc, .argv = argv, .seeds = seeds, .n_seeds = 1};
+  /* replay.sh passes the same variables again */
+  char replay[16 * 620] = "";
+  for (int i = 0; i < n_over; i++) {
+    size_t k = strlen(replay);
+    if (strchr(over[i], '\'')) continue; /* cannot be single-quoted; replay.sh then lacks it */
+    snprintf(replay + k, sizeof replay - k, "%s--set '%.600s'", k ? " " : "", over[i]);
+  }
+  manifest_opts mo = {.plan_name = pname, .plan_text = text, .argc = argc, .argv = argv, .seeds = seeds, .n_seeds = 1,
+                      .replay_args = replay[0] ? replay : NULL};
   vrundir *rd = NULL;
   if (rec_open_dir(&rd, outdir, &mo)) { cli_print_error("run"); cJSON_Delete(plan); free(text); return EXIT_USAGE; }
   rec_set_current(rd);

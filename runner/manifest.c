@@ -22,6 +22,7 @@
 #ifndef VOUCH_C_COMPILER
 #define VOUCH_C_COMPILER "unknown"
 #endif
+#include "vouch_build_options.h" /* VOUCH_CMAKE_OPTIONS, configured by CMake */
 #ifndef VOUCH_BUILD_FLAGS
 #define VOUCH_BUILD_FLAGS ""
 #endif
@@ -265,6 +266,10 @@ vstatus manifest_build(const manifest_opts *o, cJSON **out) {
   cJSON *b = cJSON_AddObjectToObject(m, "build");
   cJSON_AddStringToObject(b, "compiler", VOUCH_C_COMPILER);
   cJSON_AddStringToObject(b, "flags", VOUCH_BUILD_FLAGS);
+  cJSON_AddStringToObject(b, "cmake_options", VOUCH_CMAKE_OPTIONS);
+  const char *digest = getenv("VOUCH_IMAGE_DIGEST");
+  if (digest && *digest) cJSON_AddStringToObject(b, "image_digest", digest);
+  else cJSON_AddNullToObject(b, "image_digest");
 #ifdef VOUCH_HAVE_CUDA
   cJSON_AddBoolToObject(b, "cuda", 1);
 #else

@@ -12,6 +12,7 @@
 #include "runner/manifest.h"
 #include "runner/record.h"
 #include "runner/store.h"
+#include "vouch_build_options.h"
 
 struct vrundir {
   char dir[PATH_MAX];   /* the result directory */
@@ -111,25 +112,39 @@ static void sh_quote(const char *s, char *out, size_t cap) {
 }
 
 static vstatus write_replay(vrundir *rd, const manifest_opts *o) {
-  char text[8192], line[1024];
+  char text[12288], line[1024];
   int n = snprintf(text, sizeof text,
       "#!/bin/sh\n"
-      "# Replays this run with the same plan and seeds, then compares the new results with\n"
-      "# these. Usage: sh replay.sh [OUT_DIR]   (VOUCH=/path/to/vouch to pick the binary)\n"
+      "# Replays this run: rebuilds vouch at the commit that made it with the same cmake options,\n"
+      "# reruns the same plan, variables and seeds, and compares the new results with these.\n"
+      "# Usage: sh replay.sh [OUT_DIR]\n"
+      "#   VOUCH_SRC=DIR  a git checkout of vouch holding that commit (default: the current directory)\n"
+      "#   VOUCH=BINARY   skip the rebuild and use this vouch\n"
       "# Original command line:");
   for (int i = 0; i < o->argc && n < (int)sizeof text - 512; i++) {
     sh_quote(cJSON_GetStringValue(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(rd->manifest, "command_line"), i)),
              line, sizeof line);
     n += snprintf(text + n, sizeof text - (size_t)n, " %s", line);
   }
+  char opts_q[1024];
+  sh_quote(VOUCH_CMAKE_OPTIONS, opts_q, sizeof opts_q);
   n += snprintf(text + n, sizeof text - (size_t)n,
       "\nset -eu\n"
       "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
       "out=${1:-replay-$(date +%%Y%%m%%d-%%H%%M%%S)}\n"
-      "vouch=${VOUCH:-vouch}\n"
-      "\"$vouch\" run --plan \"$here/plan.json\" --out \"$out\"%s%s\n"
-      "\"$vouch\" compare \"$here\" \"$out\"\n",
-      o->replay_args ? " " : "", o->replay_args ? o->replay_args : "");
+      "commit=%s\n"
+      "cmake_options=%s\n"
+      "if [ -z \"${VOUCH:-}\" ]; then\n"
+      "  src=${VOUCH_SRC:-.}\n"
+      "  wt=\"${TMPDIR:-/tmp}/vouch-replay-$commit\"\n"
+      "  [ -d \"$wt\" ] || git -C \"$src\" worktree add --detach \"$wt\" \"$commit\"\n"
+      "  eval cmake -S \"\\$wt\" -B \"\\$wt/build\" $cmake_options\n"
+      "  cmake --build \"$wt/build\" -j\"$(nproc)\"\n"
+      "  VOUCH=$wt/build/vouch\n"
+      "fi\n"
+      "\"$VOUCH\" run --plan \"$here/plan.json\" --out \"$out\"%s%s\n"
+      "\"$VOUCH\" compare \"$here\" \"$out\"\n",
+      VOUCH_GIT_COMMIT, opts_q, o->replay_args ? " " : "", o->replay_args ? o->replay_args : "");
   if (n >= (int)sizeof text) return VERR("%s/replay.sh: command line too long", rd->dir);
   return write_file(rd->dir, "replay.sh", text, 0755);
 }
