@@ -1,6 +1,8 @@
 /* vouch: evaluation runner for LLM decode paths. Dispatches subcommands. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runner/cli.h"
 #include "runner/cmd_evidence.h"
@@ -53,6 +55,14 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+  /* OpenMP's default busy-wait turns a shared or oversubscribed machine (CI, a laptop running a
+   * build) into a 20-50x slowdown of the CPU path. libgomp reads the policy when it loads, before
+   * main, so set it and re-execute once when the user has not chosen one. */
+  if (!getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv);
+    /* exec failed (no /proc): carry on with the default policy */
+  }
   if (argc < 2) { usage(stderr); return EXIT_USAGE; }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return EXIT_OK; }
   if (!strcmp(argv[1], "--version")) { printf("vouch %s %s\n", VOUCH_VERSION, VOUCH_GIT_COMMIT); return EXIT_OK; }
