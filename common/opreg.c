@@ -136,6 +136,7 @@ void vopreg_init(void) {
   g_inited = true;
   oracle_register_ops();
   cpu_variants_register();
+  comm_variants_register();
 #if defined(VOUCH_HAVE_CUDA) && defined(VOUCH_HAVE_CUDA_VARIANTS)
   cuda_ref_register_variants();
 #endif

@@ -12,11 +12,10 @@
  * Registration is explicit (no constructors): vopreg_init() calls
  *   oracle_register_ops()        reference/cpu/oracle.c   every op descriptor
  *   cpu_variants_register()      reference/cpu/cpu_variants.c   the "cpu" variants (+ "test" ones)
- *   cuda_ref_register_variants() only when both VOUCH_HAVE_CUDA and VOUCH_HAVE_CUDA_VARIANTS
- *                                are defined. VOUCH_HAVE_CUDA_VARIANTS is defined by nobody yet:
- *                                the CUDA helper defines it (CMake) when reference/cuda provides
- *                                that function. It should call vopreg_set_cuda_backend() with its
- *                                backend and vopreg_add_variant() for each variant.
+ *   cuda_ref_register_variants() reference/cuda/cuda_variants.cu, in CUDA builds (CMake defines
+ *                                VOUCH_HAVE_CUDA_VARIANTS with VOUCH_HAVE_CUDA): it sets the CUDA
+ *                                backend (reference/cuda/cuda_backend.cu) and adds the cuda-ref
+ *                                variants.
  *
  * Adding a CUDA backend from a .cu file: fill a static vop_backend with cudaMalloc /
  * cudaFree / cudaMemcpy / cudaMemset / cudaDeviceSynchronize wrappers (each returns
@@ -185,8 +184,10 @@ const vop_backend *vopreg_cuda_backend(void);
 /* Provided by the modules vopreg_init() calls. */
 void oracle_register_ops(void);
 void cpu_variants_register(void);
+void comm_variants_register(void); /* reference/cpu/comm_variants.c: simulated-rank all-reduce */
 #if defined(VOUCH_HAVE_CUDA) && defined(VOUCH_HAVE_CUDA_VARIANTS)
 void cuda_ref_register_variants(void);
+const vop_backend *vop_backend_cuda(void); /* reference/cuda/cuda_backend.cu */
 #endif
 
 #endif
