@@ -48,6 +48,9 @@ typedef struct {
   int device;             /* GPU ordinal for CUDA paths */
   const char *variant;    /* force a kernel variant by name (NULL: the path chooses) */
   vtrace *trace;          /* events go here; may be NULL */
+  int tp;                 /* tensor-parallel degree for vpath_open (0 or 1: none; docs/tensor-parallel.md) */
+  const struct vcomm *comm; /* set by the TP wrapper: this rank's communicator (common/comm.h); the model
+                           * is then the rank's shard (model/shard.h). NULL: the path runs unsharded */
 } vpath_opts;
 
 typedef struct vpath_ops {
@@ -73,6 +76,9 @@ typedef struct vpath_ops {
    * work (GPU paths); NULL for host paths (callers then use the wall clock). */
   double (*last_step_ms)(void *state);
   void (*close)(void *state);
+  /* KV layout hint for roofline byte counts (suites/sweep): true when the path caches the MLA
+   * latent (kv_lora + rope per position per layer), false for HF's expanded per-head K/V. */
+  bool latent_kv;
 } vpath_ops;
 
 /* An open path. */

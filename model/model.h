@@ -53,6 +53,10 @@ typedef struct ds_model_s {
   uint64_t seed;             /* synthetic: the RNG seed */
   char preset[32];           /* synthetic: preset name */
   char source[600];          /* where the weights came from, for messages and manifests */
+  /* tensor parallelism (model/shard.h): a model built by ds_shard_model is rank tp_rank's shard
+   * of tp_size; a full model has tp_size 0 (read as 1) and vocab_end 0 (read as vocab_size) */
+  int tp_rank, tp_size;      /* this shard's rank, the TP degree */
+  int vocab_begin, vocab_end;/* lm_head rows cover vocabulary ids [vocab_begin, vocab_end) */
 } ds_model;
 
 /* One tensor the architecture needs: its name and shape (from the config alone). */

@@ -1,6 +1,7 @@
 /* Built-in model presets for synthetic checkpoints.
  *  tiny:     a few M params, every architecture feature on (q LoRA, 4 groups with topk_group 2,
- *            shared expert, 1 dense + 2 MoE layers, YaRN with positions past the original window).
+ *            shared expert, 1 dense + 2 MoE layers, YaRN with positions past the original window);
+ *            16 narrow heads so that every TP degree 1..16 divides heads, widths and vocabulary.
  *  small:    CPU-friendly but realistic proportions (~0.25 B params).
  *  k2-slice: Kimi K2's dimensions, 1 dense + 2 MoE layers by default (~37 B params). */
 #include <stdio.h>
@@ -40,11 +41,11 @@ vstatus ds_preset_config(const char *name, int layers, ds_config *c) {
   common_defaults(c);
   if (strcmp(name, "tiny") == 0) {
     c->vocab_size = 1024; c->hidden_size = 256; c->intermediate_size = 512;
-    c->moe_intermediate_size = 64; c->num_hidden_layers = 3; c->num_attention_heads = 4;
+    c->moe_intermediate_size = 64; c->num_hidden_layers = 3; c->num_attention_heads = 16;
     c->n_shared_experts = 1; c->n_routed_experts = 16; c->num_experts_per_tok = 4;
     c->n_group = 4; c->topk_group = 2; c->routed_scaling_factor = 2.5;
-    c->q_lora_rank = 96; c->kv_lora_rank = 64; c->qk_nope_head_dim = 32; c->qk_rope_head_dim = 16;
-    c->v_head_dim = 32; c->max_position_embeddings = 16384; c->rope_theta = 10000;
+    c->q_lora_rank = 96; c->kv_lora_rank = 64; c->qk_nope_head_dim = 16; c->qk_rope_head_dim = 16;
+    c->v_head_dim = 16; c->max_position_embeddings = 16384; c->rope_theta = 10000;
     yarn(c, 4.0, 4096, 1.0);
   } else if (strcmp(name, "small") == 0) {
     c->vocab_size = 32000; c->hidden_size = 1024; c->intermediate_size = 2816;

@@ -7,6 +7,7 @@
 
 #include "common/sampling.h"
 #include "model/model.h"
+#include "model/shard.h"
 #include "runner/cli.h"
 #include "runner/commands.h"
 #include "runner/record.h"
@@ -15,10 +16,13 @@
 static const char USAGE[] =
     "usage: vouch generate [--model DIR|synth:PRESET] [--path NAME] [--tokens 1,2,3] [-n N] [--batch B]\n"
     "                      [--temperature T] [--top-k K] [--top-p P] [--sample-seed S] [--stop ID,..]\n"
-    "                      [--seed S] [--layers N] [--threads N] [--path-lib FILE] [--trace] [--json]\n"
+    "                      [--seed S] [--layers N] [--threads N] [--tp N] [--path-lib FILE] [--trace] [--json]\n"
     "  Prefills --batch sequences in one step (sequence b is the prompt plus b extra tokens, so the\n"
     "  prompt lengths differ), then decodes N tokens per sequence, all sequences in each step.\n"
     "  Prints the tokens, per-step logit statistics and prefill/decode tokens per second.\n"
+    "  --tp N runs the path tensor-parallel over N ranks (docs/tensor-parallel.md): cpu-ref as N\n"
+    "  simulated ranks in threads, cuda-ref on N GPUs with NCCL; the model's heads and MLP widths\n"
+    "  must divide by N. --tp 1 runs the TP code path with one rank.\n"
     "  defaults: --model synth:tiny --path cpu-ref --tokens 1,2,3,4 -n 32 --batch 1 (greedy)\n";
 
 typedef struct {
@@ -48,7 +52,7 @@ static void stats_add(logit_stats *s, const float *l, int vocab) {
 
 int cmd_generate(int argc, char **argv) {
   const char *model_spec = "synth:tiny", *path_name = "cpu-ref", *tokens_s = "1,2,3,4", *stop_s = NULL, *v;
-  long n_new = 32, batch = 1, layers = 0, threads = 0, top_k = 0;
+  long n_new = 32, batch = 1, layers = 0, threads = 0, top_k = 0, tp = 0;
   double temperature = 0, top_p = 1;
   uint64_t seed = 0, sample_seed = 0;
   bool json = false, trace_on = false;
@@ -67,6 +71,7 @@ int cmd_generate(int argc, char **argv) {
     else if (cli_opt(argc, argv, &i, "--batch", &v, &err)) { if (v) err = cli_int("--batch", v, 1, 4096, &batch); }
     else if (cli_opt(argc, argv, &i, "--layers", &v, &err)) { if (v) err = cli_int("--layers", v, 1, 1000, &layers); }
     else if (cli_opt(argc, argv, &i, "--threads", &v, &err)) { if (v) err = cli_int("--threads", v, 0, 4096, &threads); }
+    else if (cli_opt(argc, argv, &i, "--tp", &v, &err)) { if (v) err = cli_int("--tp", v, 1, SHARD_MAX_TP, &tp); }
     else if (cli_opt(argc, argv, &i, "--top-k", &v, &err)) { if (v) err = cli_int("--top-k", v, 0, 1 << 30, &top_k); }
     else if (cli_opt(argc, argv, &i, "--temperature", &v, &err)) { if (v) err = cli_double("--temperature", v, &temperature); }
     else if (cli_opt(argc, argv, &i, "--top-p", &v, &err)) { if (v) err = cli_double("--top-p", v, &top_p); }
@@ -94,7 +99,15 @@ int cmd_generate(int argc, char **argv) {
   }
   ds_model m;
   bool is_cpu = strncmp(path_name, "cpu", 3) == 0;
-  if (ds_model_open(&m, model_spec, seed, (int)layers, is_cpu)) { cli_print_error("generate"); free(prompt); return EXIT_CHECK_FAILED; }
+  /* under TP each rank synthesizes only its shard: no full host copy */
+  if (ds_model_open(&m, model_spec, seed, (int)layers, is_cpu && tp == 0)) { cli_print_error("generate"); free(prompt); return EXIT_CHECK_FAILED; }
+  if (tp > 0 && ds_shard_check(&m.cfg, (int)tp) != V_OK) {
+    verr_prefix("--tp: %s", m.source);
+    cli_print_error("generate");
+    ds_model_close(&m);
+    free(prompt);
+    return EXIT_USAGE;
+  }
   const int vocab = m.cfg.vocab_size;
   int rc = EXIT_CHECK_FAILED;
   for (int i = 0; i < n_prompt; i++)
@@ -109,7 +122,8 @@ int cmd_generate(int argc, char **argv) {
   int max_prompt = n_prompt + B - 1;
   vtrace trace;
   vtrace_init(&trace, trace_on || json);
-  vpath_opts po = {.max_seq = B, .max_ctx = max_prompt + (int)n_new + 1, .n_threads = (int)threads, .trace = &trace};
+  vpath_opts po = {.max_seq = B, .max_ctx = max_prompt + (int)n_new + 1, .n_threads = (int)threads, .trace = &trace,
+                     .tp = (int)tp};
   if (po.max_ctx > m.cfg.max_position_embeddings) {
     VERR("prompt + -n = %d positions exceeds max_position_embeddings %d", po.max_ctx, m.cfg.max_position_embeddings);
     cli_print_error("generate");
@@ -187,6 +201,7 @@ int cmd_generate(int argc, char **argv) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", m.source);
     cJSON_AddStringToObject(o, "path", path_name);
+    cJSON_AddNumberToObject(o, "tp", (double)tp);
     cJSON *seqs = cJSON_AddArrayToObject(o, "sequences");
     for (int b = 0; b < B; b++) {
       cJSON *so = cJSON_CreateObject();
@@ -213,8 +228,9 @@ int cmd_generate(int argc, char **argv) {
     free(txt);
     cJSON_Delete(o);
   } else {
-    printf("model %s, path %s, batch %d, %s\n", m.source, path_name, B,
+    printf("model %s, path %s%s, batch %d, %s\n", m.source, path_name, tp > 0 ? " (tensor parallel)" : "", B,
            temperature > 0 ? "sampling" : "greedy");
+    if (tp > 0) printf("tp %ld\n", tp);
     for (int b = 0; b < B; b++) {
       printf("seq %d (prompt %d):", b, plen[b]);
       for (int j = 0; j < n_out[b]; j++) printf(" %d", out[(size_t)b * (n_new + 1) + j]);
@@ -236,6 +252,7 @@ int cmd_generate(int argc, char **argv) {
     if (!r) { s = V_ERR; goto end; }
     rec_param_str(r, "model", m.source);
     rec_param_int(r, "batch", B);
+    rec_param_int(r, "tp", tp);
     rec_param_int(r, "new_tokens", n_new);
     rec_param_num(r, "temperature", temperature);
     rec_metric_value(r, "decode_tokens_per_s", "tok/s", RB_HIGHER, t_decode > 0 ? decoded / t_decode : 0);

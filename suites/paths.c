@@ -2,11 +2,17 @@
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "reference/cpu/cpu_ref.h"
+#include "reference/cpu/cpu_tp.h"
 #ifdef VOUCH_HAVE_CUDA
+#include "kernels/latency.h"
 #include "reference/cuda/cuda_ref.h"
+#endif
+#ifdef VOUCH_HAVE_NCCL
+#include "reference/cuda/comm_nccl.h"
 #endif
 
 #define MAX_LOADED 8
@@ -17,22 +23,41 @@ static const vpath_ops *const g_builtin[] = {
     &cpu_ref_ops,
 #ifdef VOUCH_HAVE_CUDA
     &cuda_ref_ops,
+    &latency_ops,
 #endif
 };
 
 const char *vpaths_names(void) {
 #ifdef VOUCH_HAVE_CUDA
-  return "cpu-ref cuda-ref";
+  return "cpu-ref cuda-ref latency";
 #else
   return "cpu-ref (cuda-ref needs a CUDA build)";
 #endif
 }
 
+/* Splits "NAME:tpN" into NAME and N (tp 0 when there is no suffix); false on a bad suffix. */
+static bool parse_name(const char *name, char *base, size_t n, int *tp) {
+  *tp = 0;
+  snprintf(base, n, "%s", name);
+  char *c = strrchr(base, ':');
+  if (!c) return true;
+  if (strncmp(c, ":tp", 3) != 0) return false;
+  char *end;
+  long v = strtol(c + 3, &end, 10);
+  if (end == c + 3 || *end || v < 1 || v > 4096) return false;
+  *tp = (int)v;
+  *c = 0;
+  return true;
+}
+
 const vpath_ops *vpaths_find(const char *name) {
+  char base[128];
+  int tp;
+  if (!parse_name(name, base, sizeof base, &tp)) return NULL;
   for (size_t i = 0; i < sizeof g_builtin / sizeof g_builtin[0]; i++)
-    if (strcmp(g_builtin[i]->name, name) == 0) return g_builtin[i];
+    if (strcmp(g_builtin[i]->name, base) == 0) return g_builtin[i];
   for (int i = 0; i < g_n_loaded; i++)
-    if (strcmp(g_loaded[i]->name, name) == 0) return g_loaded[i];
+    if (strcmp(g_loaded[i]->name, base) == 0) return g_loaded[i];
   return NULL;
 }
 
@@ -48,16 +73,84 @@ vstatus vpaths_load_lib(const char *file) {
   return V_OK;
 }
 
+/* The communicator factory for TP of path `ops`; NULL when the path has no TP support. */
+static tp_group_fn tp_group_of(const vpath_ops *ops) {
+  if (ops == &cpu_ref_ops) return tp_threads_group;
+#ifdef VOUCH_HAVE_NCCL
+  if (ops == &cuda_ref_ops) return comm_nccl_tp_group;
+#endif
+  return NULL;
+}
+
+static vpath_ops g_tp_ops[sizeof g_builtin / sizeof g_builtin[0]];
+
+#ifdef VOUCH_HAVE_NCCL
+static vpath_ops g_rank_ops[sizeof g_builtin / sizeof g_builtin[0]];
+#endif
+
+static vstatus open_tp(vpath *p, const vpath_ops *ops, const ds_model *m, const vpath_opts *o) {
+#ifdef VOUCH_HAVE_NCCL
+  /* started by a launcher with one process per GPU: this process is one rank */
+  int rank, size, local;
+  vstatus le;
+  bool launched = vcomm_env_launch(&rank, &size, &local, &le);
+  if (le) return le;
+  if (ops == &cuda_ref_ops && launched && size > 1) {
+    if (o->tp != size)
+      return VERR("--tp %d but the launcher started %d processes: with one process per GPU, --tp must equal the "
+                  "world size", o->tp, size);
+    vcomm *c;
+    VTRY(comm_nccl_from_env(&c, local));
+    vpath_opts lo = *o;
+    lo.device = local;
+    for (size_t i = 0; i < sizeof g_builtin / sizeof g_builtin[0]; i++)
+      if (g_builtin[i] == ops) {
+        tp_path_make_rank_ops(&g_rank_ops[i], ops);
+        vstatus s = tp_path_open_rank(&p->state, ops, c, comm_nccl_free, m, &lo);
+        if (s == V_OK) p->ops = &g_rank_ops[i];
+        return s;
+      }
+  }
+#endif
+  tp_group_fn group = tp_group_of(ops);
+  if (!group)
+    return VERR("path %s: --tp %d: this path has no tensor-parallel support (cpu-ref%s do)", ops->name, o->tp,
+#ifdef VOUCH_HAVE_NCCL
+                " and cuda-ref"
+#else
+                ""
+#endif
+    );
+  for (size_t i = 0; i < sizeof g_builtin / sizeof g_builtin[0]; i++)
+    if (g_builtin[i] == ops) {
+      tp_path_make_ops(&g_tp_ops[i], ops);
+      vstatus s = tp_path_open(&p->state, ops, group, m, o);
+      if (s == V_OK) p->ops = &g_tp_ops[i];
+      return s;
+    }
+  return VERR("path %s: not a built-in path", ops->name);
+}
+
 vstatus vpath_open(vpath *p, const char *name, const ds_model *m, const vpath_opts *o) {
   memset(p, 0, sizeof *p);
   const vpath_ops *ops = vpaths_find(name);
-  if (!ops) return VERR("unknown path '%s' (known: %s)", name, vpaths_names());
-  p->ops = ops;
+  if (!ops) return VERR("unknown path '%s' (known: %s; NAME:tpN opens TP N)", name, vpaths_names());
+  char base[128];
+  int tp_suffix = 0;
+  parse_name(name, base, sizeof base, &tp_suffix);
   p->opts = *o;
-  vstatus s = ops->open(&p->state, m, o);
+  if (tp_suffix > 0) p->opts.tp = tp_suffix;
+  vstatus s;
+  if (p->opts.tp > 0) {
+    s = open_tp(p, ops, m, &p->opts);
+  } else {
+    p->ops = ops;
+    s = ops->open(&p->state, m, o);
+  }
   if (s != V_OK) {
     verr_prefix("path %s", name);
     p->ops = NULL;
+    p->state = NULL;
   }
   return s;
 }

@@ -6,13 +6,17 @@
 #include "common/path.h"
 #include "model/model.h"
 
-/* NULL when unknown. */
+/* NULL when unknown ("NAME:tpN" finds NAME). */
 const vpath_ops *vpaths_find(const char *name);
 /* Space-separated names of the built-in paths. */
 const char *vpaths_names(void);
 /* Loads a path from a shared library; it is then found by its ops->name. */
 vstatus vpaths_load_lib(const char *file);
-/* Finds and opens a path; unknown names are an error listing the known ones. */
+/* Finds and opens a path; unknown names are an error listing the known ones.
+ * Tensor parallelism (docs/tensor-parallel.md): o->tp >= 1, or a name "NAME:tpN", opens the
+ * TP wrapper (reference/cpu/cpu_tp.h) of NAME at degree N on m's shards: cpu-ref with thread
+ * communicators, cuda-ref with NCCL. tp 1 runs the wrapper and its communication calls with
+ * one rank (the cost of the TP code path); tp 0 opens the plain path. */
 vstatus vpath_open(vpath *p, const char *name, const ds_model *m, const vpath_opts *o);
 void vpath_close(vpath *p);
 

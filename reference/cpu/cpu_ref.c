@@ -13,8 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/comm.h"
 #include "model/model.h"
 #include "model/philox.h"
+#include "model/shard.h"
 #include "reference/cpu/ops.h"
 
 #define PATH_NAME "cpu-ref"
@@ -48,6 +50,12 @@ typedef struct {
   int nthr;              /* threads for attention */
   float *scores;         /* [nthr, max_ctx] attention scratch */
   int64_t step;          /* forward() calls so far */
+  /* tensor parallelism (model/shard.h): NULL comm = unsharded */
+  const vcomm *comm;     /* this rank's communicator (vpath_opts.comm) */
+  int v0, v1, vblk;      /* lm_head rows cover vocab [v0, v1); gather blocks of vblk = ceil(V/N) rows */
+  float *lg_local;       /* [rows, vblk] this rank's logit block */
+  float *lg_all;         /* [N, rows, vblk] the gathered blocks */
+  int lg_rows;           /* rows the two logit buffers hold */
 } cpu_ref;
 
 static size_t kv_bytes_per_pos(const cpu_ref *r) {
@@ -132,6 +140,8 @@ static void ref_close(void *state) {
   free(r->tok_slot);
   free(r->tok_pos);
   free(r->out_row);
+  free(r->lg_local);
+  free(r->lg_all);
   free(r);
 }
 
@@ -150,6 +160,19 @@ static vstatus ref_open(void **state, const ds_model *m, const vpath_opts *o) {
   if (c->attention_bias) return VERR(PATH_NAME ": config field 'attention_bias': projection biases are not supported");
   if (!m->layers) return VERR(PATH_NAME ": model has no layers bound");
   VTRY(check_weights(m));
+  int v0, v1;
+  ds_model_vocab_range(m, &v0, &v1);
+  if (o->comm) {
+    if (o->comm->size != ds_model_tp_size(m) || o->comm->rank != (m->tp_size > 1 ? m->tp_rank : 0))
+      return VERR(PATH_NAME ": communicator rank %d of %d does not match the model's TP shard %d of %d", o->comm->rank,
+                  o->comm->size, m->tp_rank, ds_model_tp_size(m));
+  } else if (ds_model_tp_size(m) > 1) {
+    return VERR(PATH_NAME ": %s is TP shard %d of %d but no communicator was given (open it with vpath_opts.tp)",
+                m->source, m->tp_rank, m->tp_size);
+  }
+  if (m->lm_head->shape[0] != v1 - v0)
+    return VERR(PATH_NAME ": tensor '%s': %lld rows, expected the vocabulary block [%d, %d)", m->lm_head->name,
+                (long long)m->lm_head->shape[0], v0, v1);
 
   cpu_ref *r = vcalloc(1, sizeof *r, PATH_NAME " state");
   if (!r) return V_ERR;
@@ -167,6 +190,10 @@ static vstatus ref_open(void **state, const ds_model *m, const vpath_opts *o) {
   r->ql = c->q_lora_rank;
   r->E = c->n_routed_experts;
   r->K = c->num_experts_per_tok;
+  r->comm = o->comm;
+  r->v0 = v0;
+  r->v1 = v1;
+  r->vblk = o->comm ? ds_shard_vocab_block(c->vocab_size, o->comm->size) : c->vocab_size;
 
   /* KV cache bound: the worst case (every slot full) must fit in half the host memory */
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
@@ -312,21 +339,64 @@ static vstatus validate(const cpu_ref *r, const vstep *s) {
     for (int j = 0; j < i; j++)
       if (s->seq[j] == s->seq[i])
         return VERR(PATH_NAME ": sequences %d and %d both use slot %d (slots must be distinct)", j, i, s->seq[i]);
-    if (s->start_pos[i] != r->len[s->seq[i]])
-      return VERR(PATH_NAME ": sequence %d: start_pos %d but slot %d holds %d cached positions", i, s->start_pos[i],
-                  s->seq[i], r->len[s->seq[i]]);
+    /* start_pos below the cached length rewinds the slot (rejected speculative drafts):
+     * positions from start_pos on are overwritten */
+    if (s->start_pos[i] > r->len[s->seq[i]])
+      return VERR(PATH_NAME ": sequence %d: start_pos %d but slot %d holds only %d cached positions", i,
+                  s->start_pos[i], s->seq[i], r->len[s->seq[i]]);
   }
   int T = vstep_total_tokens(s);
   for (int t = 0; t < T; t++)
     if (s->tokens[t] < 0 || s->tokens[t] >= r->c.vocab_size)
       return VERR(PATH_NAME ": token %d: id %d out of range [0, %d)", t, (int)s->tokens[t], r->c.vocab_size);
+  if (s->forced_experts) {
+    int n_moe = 0;
+    for (int l = 0; l < r->L; l++) n_moe += r->m->layers[l].is_moe ? 1 : 0;
+    const int32_t *f = s->forced_experts;
+    for (int64_t row = 0; row < (int64_t)n_moe * T; row++)
+      for (int k = 0; k < r->K; k++) {
+        int32_t e = f[row * r->K + k];
+        if (e < 0 || e >= r->E)
+          return VERR(PATH_NAME ": forced_experts: MoE layer %lld token %lld: expert %d out of range [0, %d)",
+                      (long long)(row / T), (long long)(row % T), (int)e, r->E);
+        for (int k2 = 0; k2 < k; k2++)
+          if (f[row * r->K + k2] == e)
+            return VERR(PATH_NAME ": forced_experts: MoE layer %lld token %lld: expert %d chosen twice",
+                        (long long)(row / T), (long long)(row % T), (int)e);
+      }
+  }
   return V_OK;
+}
+
+/* The cache-write ops of layer l for T rows whose compressed vectors r->ckv [T, kv_lora + rope]
+ * (kv_a_proj_with_mqa's output) are given: kv_a_layernorm, kv_b_proj, RoPE on k_rot at the
+ * row's position, then keys and values stored at (tok_slot, tok_pos). Shared by forward()
+ * and fill_cache(). */
+static void cache_write(cpu_ref *r, int l, int T) {
+  const ds_layer *y = &r->m->layers[l];
+  const int H = r->H, qk = r->qk, vd = r->vd, nope = r->nope, rope = r->rope, kvl = r->kvl;
+  for (int t = 0; t < T; t++) memcpy(r->lat + (size_t)t * kvl, r->ckv + (size_t)t * (kvl + rope), sizeof(float) * kvl);
+  cpu_rmsnorm(r->lat, r->lat, y->kv_a_layernorm, T, kvl, (float)r->c.rms_norm_eps);
+  cpu_linear(r->kv, r->lat, y->kv_b_proj, T);
+  for (int t = 0; t < T; t++) {
+    int s = r->tok_slot[t], p = r->tok_pos[t];
+    float *krot = r->ckv + (size_t)t * (kvl + rope) + kvl;
+    cpu_rope(krot, rope, p, r->inv_freq, r->attn_factor, r->c.rope_interleave);
+    float *kd = r->kc[s * r->L + l] + (size_t)p * H * qk;
+    float *vdst = r->vc[s * r->L + l] + (size_t)p * H * vd;
+    for (int h = 0; h < H; h++) {
+      const float *kvh = r->kv + ((size_t)t * H + h) * (nope + vd);
+      memcpy(kd + (size_t)h * qk, kvh, sizeof(float) * nope);
+      memcpy(kd + (size_t)h * qk + nope, krot, sizeof(float) * rope);
+      memcpy(vdst + (size_t)h * vd, kvh + nope, sizeof(float) * vd);
+    }
+  }
 }
 
 /* Attention block for all T rows of layer l: xn -> r->o2 (after o_proj). Writes the cache. */
 static void attention(cpu_ref *r, int l, int T) {
   const ds_layer *y = &r->m->layers[l];
-  const int H = r->H, qk = r->qk, vd = r->vd, nope = r->nope, rope = r->rope, kvl = r->kvl;
+  const int H = r->H, qk = r->qk, vd = r->vd, nope = r->nope, rope = r->rope;
   const int il = r->c.rope_interleave;
   const float eps = (float)r->c.rms_norm_eps;
   if (r->ql > 0) {
@@ -337,24 +407,10 @@ static void attention(cpu_ref *r, int l, int T) {
     cpu_linear(r->q, r->xn, y->q_proj, T);
   }
   cpu_linear(r->ckv, r->xn, y->kv_a_proj_with_mqa, T);
-  for (int t = 0; t < T; t++) memcpy(r->lat + (size_t)t * kvl, r->ckv + (size_t)t * (kvl + rope), sizeof(float) * kvl);
-  cpu_rmsnorm(r->lat, r->lat, y->kv_a_layernorm, T, kvl, eps);
-  cpu_linear(r->kv, r->lat, y->kv_b_proj, T);
-  /* RoPE, then write keys and values of the new tokens into the cache */
-  for (int t = 0; t < T; t++) {
-    int s = r->tok_slot[t], p = r->tok_pos[t];
-    float *krot = r->ckv + (size_t)t * (kvl + rope) + kvl;
-    cpu_rope(krot, rope, p, r->inv_freq, r->attn_factor, il);
-    float *kd = r->kc[s * r->L + l] + (size_t)p * H * qk;
-    float *vdst = r->vc[s * r->L + l] + (size_t)p * H * vd;
-    for (int h = 0; h < H; h++) {
-      cpu_rope(r->q + ((size_t)t * H + h) * qk + nope, rope, p, r->inv_freq, r->attn_factor, il);
-      const float *kvh = r->kv + ((size_t)t * H + h) * (nope + vd);
-      memcpy(kd + (size_t)h * qk, kvh, sizeof(float) * nope);
-      memcpy(kd + (size_t)h * qk + nope, krot, sizeof(float) * rope);
-      memcpy(vdst + (size_t)h * vd, kvh + nope, sizeof(float) * vd);
-    }
-  }
+  cache_write(r, l, T);
+  for (int t = 0; t < T; t++)
+    for (int h = 0; h < H; h++)
+      cpu_rope(r->q + ((size_t)t * H + h) * qk + nope, rope, r->tok_pos[t], r->inv_freq, r->attn_factor, il);
   /* each (token, head) attends to positions [0, pos] of its slot */
   int64_t work = 0;
   for (int t = 0; t < T; t++) work += (int64_t)(r->tok_pos[t] + 1) * H * (qk + vd);
@@ -370,14 +426,39 @@ static void attention(cpu_ref *r, int l, int T) {
   cpu_linear(r->o2, r->att, y->o_proj, T);
 }
 
-/* MoE block for all T rows: xn -> r->mo. */
-static vstatus moe(cpu_ref *r, int l, int T) {
+/* Router weights of forced experts idx[K] from one token's router logits: sigmoid scores,
+ * normalized (+1e-20) if norm_topk_prob, times routed_scaling_factor; the same float
+ * operations in the same order as cpu_router_topk, so forcing the router's own choice
+ * gives identical weights. */
+static void forced_weights(const cpu_ref *r, const float *logits, const int32_t *idx, float *wt) {
+  float sum = 0.0f;
+  for (int k = 0; k < r->K; k++) {
+    wt[k] = 1.0f / (1.0f + expf(-logits[idx[k]]));
+    sum += wt[k];
+  }
+  if (r->c.norm_topk_prob) {
+    float den = sum + 1e-20f;
+    for (int k = 0; k < r->K; k++) wt[k] /= den;
+  }
+  float rs = (float)r->c.routed_scaling_factor;
+  for (int k = 0; k < r->K; k++) wt[k] *= rs;
+}
+
+/* MoE block for all T rows: xn -> r->mo. forced: NULL (the router chooses) or [T, K] expert ids
+ * of this layer (vstep.forced_experts). */
+static vstatus moe(cpu_ref *r, int l, int T, const int32_t *forced) {
   const ds_layer *y = &r->m->layers[l];
   const int D = r->D, E = r->E, K = r->K;
   cpu_linear(r->rl, r->xn, y->router, T);
   memset(r->ecount, 0, sizeof(int) * (size_t)E);
   for (int t = 0; t < T; t++) {
-    cpu_router_topk(r->rl + (size_t)t * E, r->router_bias[l], &r->c, r->eidx + (size_t)t * K, r->ewt + (size_t)t * K);
+    if (forced) {
+      memcpy(r->eidx + (size_t)t * K, forced + (size_t)t * K, sizeof(int32_t) * (size_t)K);
+      forced_weights(r, r->rl + (size_t)t * E, r->eidx + (size_t)t * K, r->ewt + (size_t)t * K);
+    } else {
+      cpu_router_topk(r->rl + (size_t)t * E, r->router_bias[l], &r->c, r->eidx + (size_t)t * K,
+                      r->ewt + (size_t)t * K);
+    }
     for (int k = 0; k < K; k++) {
       int e = r->eidx[(size_t)t * K + k];
       if (e < 0 || e >= E) return VERR(PATH_NAME ": layer %d token %d: router chose invalid expert %d", l, t, e);
@@ -442,6 +523,34 @@ static void trace_step(cpu_ref *r, const vstep *s, int T, int R) {
   }
   snprintf(d, sizeof d, "rows=%d vocab=%d", R, r->c.vocab_size);
   vtrace_ran(tr, PATH_NAME, "lm_head", "cpu", d);
+  if (r->comm) {
+    snprintf(d, sizeof d, "tp=%d rank %d: after o_proj and after mlp/moe, %d layers, f32 [%d, %d]", r->comm->size,
+             r->comm->rank, r->L, T, r->D);
+    vtrace_ran(tr, PATH_NAME, "allreduce", r->comm->name, d);
+    snprintf(d, sizeof d, "tp=%d: logits, vocab blocks of %d rows", r->comm->size, r->vblk);
+    vtrace_ran(tr, PATH_NAME, "allgather", r->comm->name, d);
+  }
+}
+
+/* TP: this rank's logits for vocab [v0, v1) of the R normed rows in r->xn, gathered over the
+ * ranks into logits [R, vocab] (blocks of vblk rows per rank, common/comm.h). */
+static vstatus tp_logits(cpu_ref *r, int R, float *logits) {
+  const int N = r->comm->size, nl = r->v1 - r->v0, bk = r->vblk;
+  if (r->lg_rows < R) {
+    VTRY(grow((void **)&r->lg_local, (size_t)R * bk, sizeof(float), "TP logit block"));
+    VTRY(grow((void **)&r->lg_all, (size_t)N * R * bk, sizeof(float), "TP gathered logits"));
+    r->lg_rows = R;
+  }
+  float *mine = nl == bk ? r->lg_local : r->lg_all; /* the last block may be short: compute, then pad */
+  cpu_linear(mine, r->xn, r->m->lm_head, R);
+  if (nl != bk)
+    for (int i = 0; i < R; i++) {
+      memcpy(r->lg_local + (size_t)i * bk, mine + (size_t)i * nl, sizeof(float) * (size_t)nl);
+      memset(r->lg_local + (size_t)i * bk + nl, 0, sizeof(float) * (size_t)(bk - nl));
+    }
+  VTRY(r->comm->allgather(r->comm, r->lg_local, r->lg_all, (int64_t)R * bk, DT_F32, NULL));
+  vcomm_place_vocab_blocks(logits, r->lg_all, R, r->c.vocab_size, N);
+  return V_OK;
 }
 
 static vstatus ref_forward(void *state, const vstep *s, float *logits) {
@@ -464,23 +573,29 @@ static vstatus ref_forward(void *state, const vstep *s, float *logits) {
     }
 
   cpu_embed(r->x, s->tokens, r->m->embed, T);
+  int moe_j = 0; /* index of the next MoE layer (forced_experts is [n_moe_layers][T][K]) */
   for (int l = 0; l < r->L; l++) {
     const ds_layer *y = &r->m->layers[l];
     cpu_rmsnorm(r->xn, r->x, y->input_layernorm, T, D, eps);
     attention(r, l, T);
+    if (r->comm) VTRY(r->comm->allreduce_sum(r->comm, r->o2, (int64_t)T * D, DT_F32, NULL)); /* TP: sum heads */
     cpu_add_rmsnorm(r->xn, r->x, r->o2, y->post_attention_layernorm, T, D, eps);
     if (y->is_moe) {
-      VTRY(moe(r, l, T));
+      const int32_t *f = s->forced_experts ? s->forced_experts + (size_t)moe_j * T * r->K : NULL;
+      VTRY(moe(r, l, T, f));
+      moe_j++;
     } else {
       cpu_swiglu_mlp(r->mo, r->xn, y->gate_proj, y->up_proj, y->down_proj, T, r->tmp);
     }
+    if (r->comm) VTRY(r->comm->allreduce_sum(r->comm, r->mo, (int64_t)T * D, DT_F32, NULL)); /* TP: sum slices */
     for (size_t i = 0; i < (size_t)T * D; i++) r->x[i] += r->mo[i];
   }
   /* the new tokens are cached in every layer now */
   for (int i = 0; i < s->n_seq; i++) r->len[s->seq[i]] = s->start_pos[i] + s->n_tokens[i];
   for (int k = 0; k < R; k++) memcpy(r->xe + (size_t)k * D, r->x + (size_t)r->out_row[k] * D, sizeof(float) * D);
   cpu_rmsnorm(r->xn, r->xe, r->m->final_norm, R, D, eps);
-  cpu_linear(logits, r->xn, r->m->lm_head, R);
+  if (r->comm) VTRY(tp_logits(r, R, logits));
+  else cpu_linear(logits, r->xn, r->m->lm_head, R);
   trace_step(r, s, T, R);
   r->step++;
   return V_OK;
@@ -503,18 +618,30 @@ static vstatus ref_fill_cache(void *state, int seq, int len, uint64_t seed) {
   if (len < 0 || len > r->o.max_ctx)
     return VERR(PATH_NAME ": fill_cache: length %d out of range [0, %d] (max_ctx)", len, r->o.max_ctx);
   if (len > 0) VTRY(ensure_cap(r, seq, len));
-  for (int l = 0; l < r->L; l++) {
-    char name[48];
-    snprintf(name, sizeof name, "cpu-ref.k.L%d", l);
-    uint64_t kk = philox_key(seed, name);
-    snprintf(name, sizeof name, "cpu-ref.v.L%d", l);
-    uint64_t kv = philox_key(seed, name);
-    float *kd = r->kc[seq * r->L + l], *vdst = r->vc[seq * r->L + l];
-    int64_t nk = (int64_t)len * r->H * r->qk, nv = (int64_t)len * r->H * r->vd;
-#pragma omp parallel for schedule(static) if (nk > 65536)
-    for (int64_t i = 0; i < nk; i++) kd[i] = philox_symmetric(kk, (uint64_t)i);
-#pragma omp parallel for schedule(static) if (nv > 65536)
-    for (int64_t i = 0; i < nv; i++) vdst[i] = philox_symmetric(kv, (uint64_t)i);
+  /* the shared rule (common/path.h): the compressed vector of each position is synthetic,
+   * then the normal cache-write ops run on it, in chunks of positions */
+  const int w = r->kvl + r->rope, chunk = len < 256 ? (len > 0 ? len : 1) : 256;
+  VTRY(ensure_rows(r, chunk));
+  cpu_ops_set_threads(r->o.n_threads);
+  for (int p0 = 0; p0 < len; p0 += chunk) {
+    const int c = len - p0 < chunk ? len - p0 : chunk;
+    for (int t = 0; t < c; t++) {
+      r->tok_slot[t] = seq;
+      r->tok_pos[t] = p0 + t;
+    }
+    for (int l = 0; l < r->L; l++) {
+      char name[48];
+      snprintf(name, sizeof name, "kvfill.L%d", l);
+      const uint64_t key = philox_key(seed, name);
+      for (int64_t i = 0; i < (int64_t)c * w; i++)
+        r->ckv[i] = bf16_to_f32(f32_to_bf16(philox_symmetric(key, (uint64_t)p0 * (uint64_t)w + (uint64_t)i)));
+      cache_write(r, l, c);
+    }
+  }
+  if (r->o.trace) {
+    char d[160];
+    snprintf(d, sizeof d, "latent philox -> kv_a_layernorm -> kv_b_proj -> rope -> store, slot %d len %d", seq, len);
+    vtrace_ran(r->o.trace, PATH_NAME, "fill_cache", "cpu", d);
   }
   r->len[seq] = len;
   return V_OK;

@@ -13,7 +13,7 @@
 #define ROPE_STACK_DIM 1024 /* rope dims handled with a stack copy (more: heap) */
 #define ROUTER_STACK_E 1024 /* experts handled with stack scratch (more: heap) */
 
-static int g_threads; /* 0: OpenMP default */
+static _Thread_local int g_threads; /* 0: OpenMP default; per thread, since TP ranks are threads */
 
 void cpu_ops_set_threads(int n) { g_threads = n > 0 ? n : 0; }
 

@@ -9,6 +9,10 @@
 #include "reference/cuda/cuda_common.h"
 #include "reference/cuda/cuda_ref.h"
 #include "reference/cuda/cuda_ref_kernels.h"
+extern "C" {
+#include "common/comm.h"
+#include "model/shard.h"
+}
 
 #define PATH_NAME "cuda-ref"
 
@@ -63,6 +67,12 @@ typedef struct {
   /* CUDA */
   cudaStream_t stream;
   cublasHandle_t blas;
+  cudaEvent_t ev_start, ev_end; /* recorded around the device work of each forward() */
+  float last_ms;             /* device time of the last forward() (ms); NaN before the first */
+  /* step being run */
+  const int32_t *forced;     /* vstep.forced_experts of the current step, or NULL */
+  int moe_j;                 /* index of the MoE layer being run (rows of `forced`) */
+  int step_T;                /* tokens of the current step */
   /* weights */
   void *warena;              /* one allocation holding every weight */
   size_t wbytes;
@@ -104,6 +114,14 @@ typedef struct {
   /* logits */
   float *logits;             /* device [logits_cap, V] float32 */
   int logits_cap;
+  /* tensor parallelism (model/shard.h); comm NULL = unsharded */
+  const vcomm *comm;         /* this rank's communicator (vpath_opts.comm) */
+  int v0, v1, vblk;          /* lm_head rows cover vocab [v0, v1); gather blocks of vblk = ceil(V/N) rows */
+  float *tpo;                /* device [tpo_cap, D] float32: this rank's partial block output, all-reduced */
+  int tpo_cap;
+  float *lg_all;             /* device [N, lg_cap, vblk] gathered logit blocks */
+  float *lg_pad;             /* device [lg_cap, vblk] the last (short) block padded, when v1 - v0 < vblk */
+  int lg_cap;
   /* open-time plan */
   wentry *we;
   int n_we, cap_we;
@@ -453,15 +471,61 @@ static vstatus swiglu(cstate *S, uint16_t *out, const uint16_t *x, const uint16_
   return V_OK;
 }
 
-/* MoE block: adds sum_k w_k expert_k(xn) + shared(xn) into the residual stream x. */
-static vstatus moe_block(cstate *S, dlayer *d, int T) {
+static __device__ __forceinline__ float fw_bf2f(uint16_t h) { return __uint_as_float((unsigned)h << 16); }
+
+/* Router weights of forced experts (vstep.forced_experts), one block per token row, one warp
+ * per chosen expert: logit = x . w[e] with the same lane-strided fp32 sum and warp reduction
+ * as the router kernel, score = sigmoid(logit); then the scores are normalized (+1e-20) if
+ * norm and scaled by rsf, in the router kernel's order, so forcing the router's own choice
+ * gives the same weights bit for bit. */
+static __global__ void forced_weights_kernel(float *wt, const int32_t *idx, const uint16_t *x, const uint16_t *w,
+                                             int D, int K, int norm, float rsf) {
+  extern __shared__ float fw_sm[]; /* [K] scores */
+  const int r = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  const uint16_t *xr = x + (size_t)r * (size_t)D;
+  for (int k = warp; k < K; k += nw) {
+    const uint16_t *we = w + (size_t)idx[(size_t)r * K + k] * (size_t)D;
+    float s = 0.0f;
+    for (int i = lane; i < D; i += 32) s += fw_bf2f(xr[i]) * fw_bf2f(we[i]);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) fw_sm[k] = 1.0f / (1.0f + expf(-s));
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  float *wr = wt + (size_t)r * K;
+  float sum = 0.0f;
+  for (int k = 0; k < K; k++) {
+    wr[k] = fw_sm[k];
+    sum += wr[k];
+  }
+  if (norm) {
+    const float den = sum + 1e-20f;
+    for (int k = 0; k < K; k++) wr[k] /= den;
+  }
+  for (int k = 0; k < K; k++) wr[k] *= rsf;
+}
+
+/* MoE block: adds sum_k w_k expert_k(xn) + shared(xn) into acc (the residual stream x, or
+ * under TP the zeroed partial buffer tpo that is all-reduced before the residual add). */
+static vstatus moe_block(cstate *S, dlayer *d, int T, float *acc) {
   const int E = S->E, K = S->K;
-  VTRY(curef_router(S->idx, S->wt, S->xn, d->router, d->router_bias, T, S->D, E, K, S->c.n_group, S->c.topk_group,
-                    S->c.norm_topk_prob ? 1 : 0, (float)S->c.routed_scaling_factor, S->stream));
-  trace_ran(S, "router_topk", "sigmoid group-limited E=%d k=%d groups=%d/%d rows=%d", E, K, S->c.topk_group,
-            S->c.n_group, T);
   const size_t nk = (size_t)T * (size_t)K;
-  CUDA_CHECK(cudaMemcpyAsync(S->h_idx, S->idx, nk * sizeof(int32_t), cudaMemcpyDeviceToHost, S->stream));
+  if (S->forced) {
+    /* benchmark routing: the step's expert ids replace the router's choice */
+    memcpy(S->h_idx, S->forced + (size_t)S->moe_j * nk, nk * sizeof(int32_t));
+    CUDA_CHECK(cudaMemcpyAsync(S->idx, S->h_idx, nk * sizeof(int32_t), cudaMemcpyHostToDevice, S->stream));
+    const int threads = 32 * (K < 8 ? K : 8);
+    forced_weights_kernel<<<T, threads, (size_t)K * sizeof(float), S->stream>>>(
+        S->wt, S->idx, S->xn, d->router, S->D, K, S->c.norm_topk_prob ? 1 : 0, (float)S->c.routed_scaling_factor);
+    CUDA_CHECK_LAUNCH();
+    trace_ran(S, "router_forced", "forced experts, sigmoid weights E=%d k=%d rows=%d", E, K, T);
+  } else {
+    VTRY(curef_router(S->idx, S->wt, S->xn, d->router, d->router_bias, T, S->D, E, K, S->c.n_group,
+                      S->c.topk_group, S->c.norm_topk_prob ? 1 : 0, (float)S->c.routed_scaling_factor, S->stream));
+    trace_ran(S, "router_topk", "sigmoid group-limited E=%d k=%d groups=%d/%d rows=%d", E, K, S->c.topk_group,
+              S->c.n_group, T);
+    CUDA_CHECK(cudaMemcpyAsync(S->h_idx, S->idx, nk * sizeof(int32_t), cudaMemcpyDeviceToHost, S->stream));
+  }
   CUDA_CHECK(cudaMemcpyAsync(S->h_wt, S->wt, nk * sizeof(float), cudaMemcpyDeviceToHost, S->stream));
   CUDA_CHECK(cudaStreamSynchronize(S->stream));
   /* bucket (token, weight) pairs by expert on the host, tokens in row order */
@@ -488,34 +552,122 @@ static vstatus moe_block(cstate *S, dlayer *d, int T) {
     VTRY(curef_gather_rows(S->xg, S->xn, S->perm_tok + S->h_off[e], c, S->D, S->stream));
     trace_ran(S, "moe_gather", "D=%d", S->D);
     VTRY(swiglu(S, S->y, S->xg, d->exp_gate[e], d->exp_up[e], d->exp_down[e], c, S->F, "expert"));
-    VTRY(curef_scatter_add(S->x, S->y, S->perm_tok + S->h_off[e], S->perm_w + S->h_off[e], c, S->D, S->stream));
+    VTRY(curef_scatter_add(acc, S->y, S->perm_tok + S->h_off[e], S->perm_w + S->h_off[e], c, S->D, S->stream));
     trace_ran(S, "moe_scatter_add", "weighted into fp32 residual D=%d", S->D);
   }
   trace_ran(S, "moe_experts", "per-expert GEMMs rows=%d", T);
   if (d->sh_gate) {
     VTRY(swiglu(S, S->o, S->xn, d->sh_gate, d->sh_up, d->sh_down, T, S->Fs, "shared_expert"));
-    VTRY(curef_add_bf16(S->x, S->o, (size_t)T * S->D, S->stream));
+    VTRY(curef_add_bf16(acc, S->o, (size_t)T * S->D, S->stream));
     trace_ran(S, "residual_add", "fp32 += bf16 D=%d", S->D);
   }
   return V_OK;
 }
 
+/* TP: tpo (zeroed) += bf16 block output, all-reduced over the ranks in fp32. */
+static vstatus tp_reduce_begin(cstate *S, size_t nd) {
+  CUDA_CHECK(cudaMemsetAsync(S->tpo, 0, nd * sizeof(float), S->stream));
+  return V_OK;
+}
+/* TP: x += all-reduce(tpo). */
+static vstatus tp_reduce_end(cstate *S, size_t nd, const char *what) {
+  VTRY(S->comm->allreduce_sum(S->comm, S->tpo, (int64_t)nd, DT_F32, S->stream));
+  if (S->trace && S->trace->enabled) {
+    char det[160];
+    snprintf(det, sizeof det, "%s, tp=%d rank %d, fp32 [%zu]", what, S->comm->size, S->comm->rank, nd);
+    vtrace_ran(S->trace, PATH_NAME, "allreduce", S->comm->name, det);
+  }
+  const float one = 1.0f;
+  CUBLAS_CHECK(cublasSaxpy(S->blas, (int)nd, &one, S->tpo, 1, S->x, 1));
+  trace_ran(S, "residual_add", "fp32 += fp32 (all-reduced) D=%d", S->D);
+  return V_OK;
+}
+
+static vstatus ensure_tpo(cstate *S, int rows) {
+  if (rows <= S->tpo_cap) return V_OK;
+  CUDA_CHECK(cudaStreamSynchronize(S->stream));
+  if (S->tpo) cudaFree(S->tpo);
+  S->tpo = NULL;
+  S->tpo_cap = 0;
+  const int cap = (rows + 63) / 64 * 64;
+  cudaError_t e = cudaMalloc((void **)&S->tpo, (size_t)cap * (size_t)S->D * sizeof(float));
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    S->tpo = NULL;
+    return VERR(PATH_NAME ": TP partial buffer for %d rows: %s", rows, cudaGetErrorString(e));
+  }
+  S->tpo_cap = cap;
+  return V_OK;
+}
+
 static vstatus layer_forward(cstate *S, dlayer *d, int T) {
   const size_t nd = (size_t)T * (size_t)S->D;
+  float *acc = S->comm ? S->tpo : S->x; /* under TP block outputs are partial sums: reduce, then add */
   VTRY(curef_rmsnorm_f32(S->xn, S->x, S->D, d->in_norm, T, S->D, S->eps, S->stream));
   trace_ran(S, "rmsnorm", "input_layernorm n=%d rows=%d", S->D, T);
   VTRY(attention_block(S, d, T));
-  VTRY(curef_add_bf16(S->x, S->o, nd, S->stream));
-  trace_ran(S, "residual_add", "fp32 += bf16 D=%d", S->D);
+  if (S->comm) VTRY(tp_reduce_begin(S, nd));
+  VTRY(curef_add_bf16(acc, S->o, nd, S->stream));
+  if (S->comm) VTRY(tp_reduce_end(S, nd, "attention o_proj"));
+  else trace_ran(S, "residual_add", "fp32 += bf16 D=%d", S->D);
   VTRY(curef_rmsnorm_f32(S->xn, S->x, S->D, d->post_norm, T, S->D, S->eps, S->stream));
   trace_ran(S, "rmsnorm", "post_attention_layernorm n=%d rows=%d", S->D, T);
+  if (S->comm) VTRY(tp_reduce_begin(S, nd));
   if (!d->is_moe) {
     VTRY(swiglu(S, S->o, S->xn, d->gate, d->up, d->down, T, S->I, "dense_mlp"));
-    VTRY(curef_add_bf16(S->x, S->o, nd, S->stream));
+    VTRY(curef_add_bf16(acc, S->o, nd, S->stream));
+    if (S->comm) return tp_reduce_end(S, nd, "dense mlp");
     trace_ran(S, "residual_add", "fp32 += bf16 D=%d", S->D);
     return V_OK;
   }
-  return moe_block(S, d, T);
+  VTRY(moe_block(S, d, T, acc));
+  S->moe_j++;
+  if (S->comm) VTRY(tp_reduce_end(S, nd, "moe"));
+  return V_OK;
+}
+
+/* TP: this rank's logits for vocab [v0, v1) of the R rows in hx, gathered over the ranks and
+ * copied into the host rows logits [R, V] (blocks of vblk columns per rank). */
+static vstatus tp_logits(cstate *S, const uint16_t *hx, int R, float *logits) {
+  const int N = S->comm->size, nl = S->v1 - S->v0, bk = S->vblk;
+  if (R > S->lg_cap) {
+    CUDA_CHECK(cudaStreamSynchronize(S->stream));
+    if (S->lg_all) cudaFree(S->lg_all);
+    if (S->lg_pad) cudaFree(S->lg_pad);
+    S->lg_all = S->lg_pad = NULL;
+    S->lg_cap = 0;
+    cudaError_t e = cudaMalloc((void **)&S->lg_all, (size_t)N * R * bk * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&S->lg_pad, (size_t)R * bk * sizeof(float));
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      return VERR(PATH_NAME ": TP logit gather buffers for %d rows: %s", R, cudaGetErrorString(e));
+    }
+    S->lg_cap = R;
+  }
+  trace_ran(S, "lm_head", "[%d x %d] vocab [%d, %d) rows=%d cublasGemmEx bf16 -> fp32", nl, S->D, S->v0, S->v1, R);
+  VTRY(curef_linear(S->blas, S->logits, 1, hx, S->lm_head, R, S->D, nl));
+  const float *send = S->logits;
+  if (nl != bk) { /* pad the short block to vblk columns */
+    CUDA_CHECK(cudaMemsetAsync(S->lg_pad, 0, (size_t)R * bk * sizeof(float), S->stream));
+    CUDA_CHECK(cudaMemcpy2DAsync(S->lg_pad, (size_t)bk * sizeof(float), S->logits, (size_t)nl * sizeof(float),
+                                 (size_t)nl * sizeof(float), (size_t)R, cudaMemcpyDeviceToDevice, S->stream));
+    send = S->lg_pad;
+  }
+  VTRY(S->comm->allgather(S->comm, send, S->lg_all, (int64_t)R * bk, DT_F32, S->stream));
+  if (S->trace && S->trace->enabled) {
+    char det[160];
+    snprintf(det, sizeof det, "logits, tp=%d, vocab blocks of %d rows x %d", N, bk, R);
+    vtrace_ran(S->trace, PATH_NAME, "allgather", S->comm->name, det);
+  }
+  for (int r = 0; r < N; r++) {
+    int a, b;
+    ds_shard_vocab(S->V, N, r, &a, &b);
+    if (b <= a) continue;
+    CUDA_CHECK(cudaMemcpy2DAsync(logits + a, (size_t)S->V * sizeof(float), S->lg_all + (size_t)r * R * bk,
+                                 (size_t)bk * sizeof(float), (size_t)(b - a) * sizeof(float), (size_t)R,
+                                 cudaMemcpyDeviceToHost, S->stream));
+  }
+  return V_OK;
 }
 
 /* ---- vpath ops ---- */
@@ -556,6 +708,7 @@ static vstatus cr_forward(void *st, const vstep *s, float *logits) {
   const int T = vstep_total_tokens(s), R = vstep_logit_rows(s);
   VTRY(ensure_ws(S, T));
   VTRY(ensure_logits(S, R));
+  if (S->comm) VTRY(ensure_tpo(S, T));
   int t = 0;
   for (int i = 0; i < s->n_seq; i++) {
     for (int j = 0; j < s->n_tokens[i]; j++, t++) {
@@ -569,6 +722,26 @@ static vstatus cr_forward(void *st, const vstep *s, float *logits) {
     }
     if (!s->all_logits) S->h_rows[i] = t - 1;
   }
+  if (s->forced_experts) {
+    int n_moe = 0;
+    for (int l = 0; l < S->c.num_hidden_layers; l++) n_moe += S->L[l].is_moe ? 1 : 0;
+    const int32_t *f = s->forced_experts;
+    for (size_t row = 0; row < (size_t)n_moe * (size_t)T; row++)
+      for (int k = 0; k < S->K; k++) {
+        const int32_t e = f[row * S->K + k];
+        if (e < 0 || e >= S->E)
+          return VERR("step: forced_experts: MoE layer %zu token %zu: expert %d outside [0, %d)", row / T, row % T,
+                      (int)e, S->E);
+        for (int k2 = 0; k2 < k; k2++)
+          if (f[row * S->K + k2] == e)
+            return VERR("step: forced_experts: MoE layer %zu token %zu: expert %d chosen twice", row / T, row % T,
+                        (int)e);
+      }
+  }
+  S->forced = s->forced_experts;
+  S->moe_j = 0;
+  S->step_T = T;
+  CUDA_CHECK(cudaEventRecord(S->ev_start, S->stream));
   const size_t ib = (size_t)T * sizeof(int32_t);
   CUDA_CHECK(cudaMemcpyAsync(S->tok, S->h_tok, ib, cudaMemcpyHostToDevice, S->stream));
   CUDA_CHECK(cudaMemcpyAsync(S->slot, S->h_slot, ib, cudaMemcpyHostToDevice, S->stream));
@@ -586,14 +759,27 @@ static vstatus cr_forward(void *st, const vstep *s, float *logits) {
     trace_ran(S, "logit_rows_gather", "rows=%d of %d", R, T);
     hx = S->xg;
   }
-  trace_ran(S, "lm_head", "[%d x %d] rows=%d cublasGemmEx bf16 -> fp32", S->V, S->D, R);
-  VTRY(curef_linear(S->blas, S->logits, 1, hx, S->lm_head, R, S->D, S->V));
-  CUDA_CHECK(cudaMemcpyAsync(logits, S->logits, (size_t)R * (size_t)S->V * sizeof(float), cudaMemcpyDeviceToHost,
-                             S->stream));
+  if (S->comm) {
+    VTRY(tp_logits(S, hx, R, logits));
+  } else {
+    trace_ran(S, "lm_head", "[%d x %d] rows=%d cublasGemmEx bf16 -> fp32", S->V, S->D, R);
+    VTRY(curef_linear(S->blas, S->logits, 1, hx, S->lm_head, R, S->D, S->V));
+    CUDA_CHECK(cudaMemcpyAsync(logits, S->logits, (size_t)R * (size_t)S->V * sizeof(float), cudaMemcpyDeviceToHost,
+                               S->stream));
+  }
+  CUDA_CHECK(cudaEventRecord(S->ev_end, S->stream));
   CUDA_CHECK(cudaStreamSynchronize(S->stream));
+  S->forced = NULL;
+  CUDA_CHECK(cudaEventElapsedTime(&S->last_ms, S->ev_start, S->ev_end));
   for (int i = 0; i < s->n_seq; i++) S->len[s->seq[i]] = s->start_pos[i] + s->n_tokens[i];
   S->steps++;
   return V_OK;
+}
+
+/* Device time of the last forward(), from the events recorded around its device work. */
+static double cr_last_step_ms(void *st) {
+  const cstate *S = (const cstate *)st;
+  return S ? (double)S->last_ms : NAN;
 }
 
 static vstatus cr_reset(void *st, int seq) {
@@ -646,6 +832,9 @@ static void cr_close(void *st) {
   if (S->stream) cudaStreamSynchronize(S->stream);
   free_ws(S);
   if (S->logits) cudaFree(S->logits);
+  if (S->tpo) cudaFree(S->tpo);
+  if (S->lg_all) cudaFree(S->lg_all);
+  if (S->lg_pad) cudaFree(S->lg_pad);
   if (S->warena) cudaFree(S->warena);
   if (S->kvarena) cudaFree(S->kvarena);
   if (S->inv_freq) cudaFree(S->inv_freq);
@@ -658,6 +847,8 @@ static void cr_close(void *st) {
     free(S->L);
   }
   if (S->blas) cublasDestroy(S->blas);
+  if (S->ev_start) cudaEventDestroy(S->ev_start);
+  if (S->ev_end) cudaEventDestroy(S->ev_end);
   if (S->stream) cudaStreamDestroy(S->stream);
   free(S->len);
   free(S->seen);
@@ -699,6 +890,20 @@ static vstatus open_impl(cstate *S, const ds_model *m, const vpath_opts *o) {
   S->Fs = c->moe_intermediate_size * c->n_shared_experts;
   S->I = c->intermediate_size;
   S->V = c->vocab_size;
+  ds_model_vocab_range(m, &S->v0, &S->v1);
+  if (o->comm) {
+    if (o->comm->size != ds_model_tp_size(m) || o->comm->rank != (m->tp_size > 1 ? m->tp_rank : 0))
+      return VERR(PATH_NAME ": communicator rank %d of %d does not match the model's TP shard %d of %d",
+                  o->comm->rank, o->comm->size, m->tp_rank, ds_model_tp_size(m));
+  } else if (ds_model_tp_size(m) > 1) {
+    return VERR(PATH_NAME ": %s is TP shard %d of %d but no communicator was given (open it with vpath_opts.tp)",
+                m->source, m->tp_rank, m->tp_size);
+  }
+  if (!m->lm_head || m->lm_head->shape[0] != S->v1 - S->v0)
+    return VERR(PATH_NAME ": tensor 'lm_head.weight': %lld rows, expected the vocabulary block [%d, %d)",
+                m->lm_head ? (long long)m->lm_head->shape[0] : -1ll, S->v0, S->v1);
+  S->comm = o->comm;
+  S->vblk = o->comm ? ds_shard_vocab_block(S->V, o->comm->size) : S->V;
   S->eps = (float)c->rms_norm_eps;
   S->attn_scale = (float)ds_attention_scale(c);
   int Imax = S->F > S->Fs ? S->F : S->Fs;
@@ -717,6 +922,9 @@ static vstatus open_impl(cstate *S, const ds_model *m, const vpath_opts *o) {
   CUDA_CHECK(cudaStreamCreate(&S->stream));
   CUBLAS_CHECK(cublasCreate(&S->blas));
   CUBLAS_CHECK(cublasSetStream(S->blas, S->stream));
+  CUDA_CHECK(cudaEventCreate(&S->ev_start));
+  CUDA_CHECK(cudaEventCreate(&S->ev_end));
+  S->last_ms = NAN;
 
   S->L = (dlayer *)calloc((size_t)c->num_hidden_layers, sizeof(dlayer));
   S->len = (int *)calloc((size_t)o->max_seq, sizeof(int));
@@ -832,6 +1040,6 @@ extern "C" const vpath_ops cuda_ref_ops = {
     cr_forward,
     cr_reset,
     cr_fill_cache,
-    NULL, /* last_step_ms */
+    cr_last_step_ms,
     cr_close,
 };

@@ -11,7 +11,12 @@
  * cache from the same seed: for layer l, position p < len, i < kv_lora + rope,
  *   ckv[p][i] = bf16(philox_symmetric(philox_key(seed, "kvfill.L<l>"), p*(kv_lora+rope) + i))
  * is taken as kv_a_proj_with_mqa's output ([latent | k_rot]); then kv_a_layernorm,
- * kv_b_proj, RoPE at position p and the cache store run exactly as in prefill. */
+ * kv_b_proj, RoPE at position p and the cache store run exactly as in prefill.
+ *
+ * vstep.forced_experts replaces the router's top-k in every MoE layer; a small kernel computes
+ * the forced experts' sigmoid scores with the router kernel's arithmetic, then normalizes and
+ * scales them as the router does. last_step_ms is the time between CUDA events recorded on the
+ * path's stream at the start and the end (after the logits copy) of each forward(). */
 #ifndef VOUCH_REFERENCE_CUDA_CUDA_REF_H
 #define VOUCH_REFERENCE_CUDA_CUDA_REF_H
 

@@ -1,0 +1,1111 @@
+/* The "latency" decode path (see latency.h): weights, latent cache, the step plan, CUDA
+ * graphs per step shape, fallbacks. Per step (T token rows, R logit rows):
+ *   embed + rmsnorm -> per layer:
+ *     [q_a | kv_a] GEMM -> prep (q_a norm, kv norm, RoPE k_rot, latent cache store) -> q_b GEMM
+ *     -> RoPE(q_rot) -> absorbed q (batched GEMM over heads, W_UK^T) -> split-KV attention over
+ *     the latent cache -> LSE combine -> W_UV (batched GEMM) -> o_proj GEMM -> add + rmsnorm
+ *     dense: [gate|up] GEMM with SwiGLU epilogue -> down GEMM -> add + rmsnorm (next norm)
+ *     MoE:   shared expert on stream 2 || router GEMM -> top-k -> buckets -> grouped
+ *            gate/up (SwiGLU) -> grouped down -> join -> combine + residual + next rmsnorm
+ *   -> lm_head GEMM on the logit rows (fp32). */
+#include "reference/cuda/cuda_common.h"
+#include "reference/cuda/cuda_ref.h"
+#include "reference/cuda/cuda_ref_kernels.h"
+#include "kernels/latency.h"
+#include "kernels/latency_kernels.h"
+
+#define PATH_NAME "latency"
+#define TC 64       /* most token rows of one graph step (and of one fallback chunk) */
+#define MAX_TPS 8   /* most tokens per sequence inside the envelope (K+1) */
+#define MAX_GRAPHS 48
+#define WS_BYTES ((size_t)32 << 20)
+#define FILL_ROWS 256
+
+/* Device weights and cache of one decoder layer (bf16 unless noted). */
+typedef struct {
+  const uint16_t *in_norm, *post_norm;      /* [D] */
+  const uint16_t *wa;                       /* [NA, D]: q_a (or q_proj) rows, then kv_a_proj_with_mqa rows */
+  const uint16_t *q_a_norm;                 /* [ql]; NULL without q LoRA */
+  const uint16_t *q_b;                      /* [H*dk, ql]; NULL without q LoRA */
+  const uint16_t *kv_a_norm;                /* [kl] */
+  const uint16_t *kv_b;                     /* [H*(n+v), kl] */
+  uint16_t *wukt;                           /* [H, kl, n] W_UK transposed per head */
+  const uint16_t *o_proj;                   /* [D, H*v] */
+  bool is_moe;
+  int moe_index;                            /* index among the MoE layers, -1 for dense */
+  const uint16_t *gu, *down;                /* dense: [2I, D] gate/up interleaved by 8 rows, [D, I] */
+  const uint16_t *router;                   /* [E, D] */
+  const float *router_bias;                 /* [E] float32 or NULL */
+  const uint16_t **d_egu, **d_edown;        /* device arrays [E]: expert [2F, D] interleaved, [D, F] */
+  const uint16_t *sh_gu, *sh_down;          /* shared expert [2Fs, D] interleaved, [D, Fs]; NULL without */
+  uint16_t *cache;                          /* latent cache [max_seq, max_ctx, kl + r] */
+} llayer;
+
+/* One captured step shape. */
+typedef struct {
+  int T, R, S_att, forced;                  /* the key */
+  cudaGraphExec_t exec;
+  vtrace_event *ev;                         /* [n_ev] trace events recorded at capture, replayed */
+  int n_ev, cap_ev;
+} gentry;
+
+typedef struct {
+  const ds_model *m;
+  ds_config c;
+  vpath_opts opt;
+  vtrace *trace;
+  int64_t steps;
+  char info[320];
+  /* delegate: unsupported config -> cuda-ref does everything */
+  void *ref;                                /* cuda-ref state, or NULL */
+  char ref_reason[160];
+  /* sizes */
+  int D, H, nope, rope, v, dk, ql, kl, E, K, F, Fs, I, V, NA, W, n_moe, G, TG;
+  float eps, scale, attn_factor;
+  int sms;
+  /* choices */
+  bool use_graphs;
+  int force_variant;                        /* 0: table */
+  /* CUDA */
+  cudaStream_t st, st2;
+  cublasHandle_t blas, blas2;
+  cudaEvent_t ev_fork, ev_join, ev0, ev1;
+  float last_ms;
+  /* allocations */
+  void **allocs;
+  int n_allocs, cap_allocs;
+  /* weights */
+  const uint16_t *embed, *final_norm, *lm_head;
+  llayer *L;
+  float *inv_freq;                          /* [r/2] */
+  uint16_t *tmp;                            /* staging for interleaved gate/up, [max rows, D] */
+  ds_tensor_spec *specs;
+  int n_specs;
+  /* workspace (TC rows) */
+  float *x;                                 /* [TC, D] residual stream */
+  uint16_t *xn;                             /* [TC, D] */
+  uint16_t *qkva;                           /* [TC, NA] */
+  uint16_t *qan;                            /* [TC, ql] */
+  uint16_t *q;                              /* [TC, H*dk] */
+  float *qlat;                              /* [TC, H, kl] */
+  float *pm, *pl, *pacc;                    /* [PR, H], [PR, H], [PR, H, kl] attention partials */
+  int PR;                                   /* rows x splits the partials hold */
+  uint16_t *olat;                           /* [TC, H, kl] */
+  uint16_t *attn;                           /* [TC, H*v] */
+  uint16_t *y;                              /* [TC, D] */
+  uint16_t *act;                            /* [TC, I] */
+  float *rl;                                /* [TC, E] router logits */
+  int32_t *idx;                             /* [TC, K] */
+  float *wt;                                /* [TC, K] */
+  int32_t *n_act;                           /* [n_moe] */
+  int32_t *act_e, *act_off, *act_cnt;       /* [E] */
+  int32_t *perm_tok, *perm_pair;            /* [TC*K] */
+  uint16_t *hbuf;                           /* [TC*K, F] */
+  uint16_t *Ybuf;                           /* [TC*K, D] */
+  uint16_t *ash, *ysh;                      /* [TC, Fs], [TC, D] */
+  int32_t *d_tok, *d_slot, *d_pos, *d_rows; /* [TC] */
+  int32_t *d_forced;                        /* [n_moe, TC, K] */
+  float *logits;                            /* [TC, V] */
+  float *ws1, *ws2;                         /* split-K scratch per stream */
+  uint16_t *fill_ckv;                       /* [FILL_ROWS, W] */
+  int32_t *fill_slot, *fill_pos;            /* [FILL_ROWS] */
+  /* host (pinned) */
+  int32_t *h_tok, *h_slot, *h_pos, *h_rows, *h_forced;
+  int *len, *seen;                          /* [max_seq] */
+  /* graphs */
+  gentry graphs[MAX_GRAPHS];
+  int n_graphs, next_evict;
+  gentry *rec;                              /* capture in progress: trace events go here too */
+  /* profiling */
+  bool prof;
+  cudaEvent_t pev[64];
+  int pphase[64];
+  int n_pev;
+} lstate;
+
+/* ---- trace ---- */
+
+static void tr_add(lstate *S, const char *op, const char *variant, const char *detail) {
+  if (S->rec) {
+    gentry *g = S->rec;
+    if (g->n_ev == g->cap_ev) {
+      const int cap = g->cap_ev ? 2 * g->cap_ev : 64;
+      vtrace_event *nv = (vtrace_event *)realloc(g->ev, (size_t)cap * sizeof *nv);
+      if (nv) g->ev = nv, g->cap_ev = cap;
+    }
+    if (g->n_ev < g->cap_ev) {
+      vtrace_event *e = &g->ev[g->n_ev++];
+      memset(e, 0, sizeof *e);
+      snprintf(e->op, sizeof e->op, "%s", op);
+      snprintf(e->variant, sizeof e->variant, "%s", variant);
+      snprintf(e->detail, sizeof e->detail, "%s", detail);
+    }
+  }
+  if (S->trace && S->trace->enabled) vtrace_ran(S->trace, PATH_NAME, op, variant, detail);
+}
+
+static void tr(lstate *S, const char *op, const char *variant, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void tr(lstate *S, const char *op, const char *variant, const char *fmt, ...) {
+  if (!S->rec && !(S->trace && S->trace->enabled)) return;
+  char d[160];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(d, sizeof d, fmt, ap);
+  va_end(ap);
+  tr_add(S, op, variant, d);
+}
+
+static const char *bucket_name(int T) {
+  return T <= 2 ? "1-2" : T <= 8 ? "3-8" : T <= 16 ? "9-16" : T <= 32 ? "17-32" : "33-64";
+}
+
+/* GEMM variant per batch bucket (a guess, to be replaced by measurements on the H200). */
+static const struct {
+  int lo, hi, variant;
+} g_gemm_table[] = {
+    {1, 2, LAT_V1_MMA_N8}, {3, 8, LAT_V1_MMA_N8}, {9, 16, LAT_V2_MMA_N16}, {17, 32, LAT_V3_MMA_N32},
+    {33, 64, LAT_V4_MMA_N64},
+};
+
+static int pick_variant(const lstate *S, int T) {
+  if (S->force_variant && lat_gemm_variant_max_tokens(S->force_variant) >= T) return S->force_variant;
+  for (size_t i = 0; i < sizeof g_gemm_table / sizeof g_gemm_table[0]; i++)
+    if (T >= g_gemm_table[i].lo && T <= g_gemm_table[i].hi) return g_gemm_table[i].variant;
+  return LAT_V5_CUBLAS;
+}
+
+/* ---- profiling marks ---- */
+
+static vstatus mark(lstate *S, int phase) {
+  if (!S->prof || S->n_pev >= 64) return V_OK;
+  CUDA_CHECK(cudaEventRecord(S->pev[S->n_pev], S->st));
+  S->pphase[S->n_pev] = phase;
+  S->n_pev++;
+  return V_OK;
+}
+
+/* ---- GEMM wrapper ---- */
+
+static vstatus gemm(lstate *S, lat_gemm_args *a, bool second_stream, const char *what) {
+  a->ws = second_stream ? S->ws2 : S->ws1;
+  a->ws_bytes = WS_BYTES;
+  const int v = pick_variant(S, a->T);
+  int splits = 1, ran = v;
+  VTRY(lat_gemm(a, v, S->sms, second_stream ? S->blas2 : S->blas, second_stream ? S->st2 : S->st, &splits, &ran));
+  tr(S, "linear", lat_gemm_variant_name(ran), "%s [%d x %d]%s rows=%d bucket %s splits=%d", what, a->N, a->K,
+     a->Z > 1 ? (a->wptr ? " grouped" : " batched") : "", a->T, bucket_name(a->T), splits);
+  return V_OK;
+}
+
+static lat_gemm_args dense_args(const uint16_t *W, const uint16_t *x, int ldx, void *out, int ldo, int N, int K, int T,
+                                int ep) {
+  lat_gemm_args a;
+  memset(&a, 0, sizeof a);
+  a.W = W;
+  a.x = x;
+  a.ldx = ldx;
+  a.out = out;
+  a.ldo = ldo;
+  a.N = N;
+  a.K = K;
+  a.T = T;
+  a.Z = 1;
+  a.ep = ep;
+  return a;
+}
+
+/* ---- the step ---- */
+
+static vstatus attention(lstate *S, llayer *d, int T, int S_att) {
+  const int H = S->H, n = S->nope, r = S->rope, kl = S->kl, dk = S->dk;
+  const int il = S->c.rope_interleave ? 1 : 0;
+  lat_gemm_args a = dense_args(d->wa, S->xn, S->D, S->qkva, S->NA, S->NA, S->D, T, LAT_EP_BF16);
+  VTRY(gemm(S, &a, false, S->ql > 0 ? "q_a_proj+kv_a_proj_with_mqa" : "q_proj+kv_a_proj_with_mqa"));
+  const int kv_off = S->ql > 0 ? S->ql : H * dk;
+  VTRY(lat_mla_prep(S->qkva, S->NA, S->ql > 0 ? 0 : -1, S->ql, d->q_a_norm, S->qan, kv_off, kl, r, d->kv_a_norm,
+                    d->cache, S->d_slot, S->d_pos, S->opt.max_ctx, S->inv_freq, S->attn_factor, il, S->eps, T,
+                    S->st));
+  tr(S, "mla_prep", "v1", "q_a_norm+kv_a_norm+rope(k_rot)+latent store kl=%d r=%d rows=%d", kl, r, T);
+  const uint16_t *qsrc = S->qkva;
+  int q_ld = S->NA;
+  if (S->ql > 0) {
+    a = dense_args(d->q_b, S->qan, S->ql, S->q, H * dk, H * dk, S->ql, T, LAT_EP_BF16);
+    VTRY(gemm(S, &a, false, "q_b_proj"));
+    qsrc = S->q;
+    q_ld = H * dk;
+  }
+  VTRY(curef_rope((uint16_t *)qsrc, T, H, q_ld, dk, n, r, S->d_pos, S->inv_freq, S->attn_factor, il, S->st));
+  tr(S, "rope", "ref", "q dim=%d heads=%d rows=%d interleave=%d", r, H, T, il);
+  /* q_lat[t][h] = W_UK_h^T q_nope[t][h] (fp32) */
+  a = dense_args(d->wukt, qsrc, q_ld, S->qlat, H * kl, kl, n, T, LAT_EP_F32);
+  a.Z = H;
+  a.w_bstride = (long long)kl * n;
+  a.x_bstride = dk;
+  a.o_bstride = kl;
+  VTRY(gemm(S, &a, false, "mla_absorb_q W_UK"));
+  VTRY(lat_mla_attn(S->pm, S->pl, S->pacc, S->qlat, qsrc, q_ld, dk, n, d->cache, S->d_slot, S->d_pos, T, H, kl, r,
+                    S->opt.max_ctx, S_att, S->scale, S->st));
+  tr(S, "mla_decode", "v1_split", "latent %d+%d H=%d head-group %d splits=%d rows=%d", kl, r, H,
+     lat_mla_head_group(H), S_att, T);
+  VTRY(lat_mla_combine(S->olat, S->pm, S->pl, S->pacc, T, H, kl, S_att, S->st));
+  tr(S, "mla_combine", "v1", "lse merge of %d splits H=%d rows=%d", S_att, H, T);
+  a = dense_args(d->kv_b + (size_t)n * kl, S->olat, H * kl, S->attn, H * S->v, S->v, kl, T, LAT_EP_BF16);
+  a.Z = H;
+  a.w_bstride = (long long)(n + S->v) * kl;
+  a.x_bstride = kl;
+  a.o_bstride = S->v;
+  VTRY(gemm(S, &a, false, "mla_out W_UV"));
+  a = dense_args(d->o_proj, S->attn, H * S->v, S->y, S->D, S->D, H * S->v, T, LAT_EP_BF16);
+  VTRY(gemm(S, &a, false, "o_proj"));
+  return V_OK;
+}
+
+static vstatus moe(lstate *S, llayer *d, int T, bool forced, const uint16_t *next_norm) {
+  const int E = S->E, K = S->K;
+  const bool sh = d->sh_gu != NULL;
+  if (sh) {
+    CUDA_CHECK(cudaEventRecord(S->ev_fork, S->st));
+    CUDA_CHECK(cudaStreamWaitEvent(S->st2, S->ev_fork, 0));
+    lat_gemm_args a = dense_args(d->sh_gu, S->xn, S->D, S->ash, S->Fs, 2 * S->Fs, S->D, T, LAT_EP_SWIGLU);
+    VTRY(gemm(S, &a, true, "shared_expert gate|up+silu (stream 2)"));
+    a = dense_args(d->sh_down, S->ash, S->Fs, S->ysh, S->D, S->D, S->Fs, T, LAT_EP_BF16);
+    VTRY(gemm(S, &a, true, "shared_expert down (stream 2)"));
+    CUDA_CHECK(cudaEventRecord(S->ev_join, S->st2));
+  }
+  lat_gemm_args a = dense_args(d->router, S->xn, S->D, S->rl, E, E, S->D, T, LAT_EP_F32);
+  VTRY(gemm(S, &a, false, "router logits"));
+  const int32_t *fx = forced ? S->d_forced + (size_t)d->moe_index * T * K : NULL;
+  VTRY(lat_router_topk(S->idx, S->wt, S->rl, d->router_bias, fx, T, E, K, S->G, S->TG, S->c.norm_topk_prob ? 1 : 0,
+                       (float)S->c.routed_scaling_factor, S->st));
+  tr(S, "router_topk", forced ? "v1_forced" : "v1", "sigmoid+bias group-limited E=%d k=%d groups=%d/%d rows=%d", E, K,
+     S->TG, S->G, T);
+  int32_t *nact = S->n_act + d->moe_index;
+  VTRY(lat_moe_bucket(S->idx, T, K, E, nact, S->act_e, S->act_off, S->act_cnt, S->perm_tok, S->perm_pair, S->st));
+  tr(S, "moe_bucket", "v1", "device buckets pairs=%d E=%d", T * K, E);
+  const int zmax = E < T * K ? E : T * K;
+  a = dense_args(NULL, S->xn, S->D, S->hbuf, S->F, 2 * S->F, S->D, T, LAT_EP_SWIGLU);
+  a.wptr = d->d_egu;
+  a.xmap = S->perm_tok;
+  a.Z = zmax;
+  a.n_act = nact;
+  a.act_e = S->act_e;
+  a.act_off = S->act_off;
+  a.act_cnt = S->act_cnt;
+  VTRY(gemm(S, &a, false, "moe_experts gate|up+silu"));
+  a = dense_args(NULL, S->hbuf, S->F, S->Ybuf, S->D, S->D, S->F, T, LAT_EP_BF16);
+  a.wptr = d->d_edown;
+  a.omap = S->perm_pair;
+  a.Z = zmax;
+  a.n_act = nact;
+  a.act_e = S->act_e;
+  a.act_off = S->act_off;
+  a.act_cnt = S->act_cnt;
+  VTRY(gemm(S, &a, false, "moe_experts down"));
+  if (sh) CUDA_CHECK(cudaStreamWaitEvent(S->st, S->ev_join, 0));
+  VTRY(lat_moe_combine_norm(S->x, S->xn, S->Ybuf, S->wt, sh ? S->ysh : NULL, next_norm, T, K, S->D, S->eps, S->st));
+  tr(S, "moe_combine", "v1", "weighted experts + shared + residual + rmsnorm D=%d k=%d rows=%d", S->D, K, T);
+  return V_OK;
+}
+
+/* Enqueues a whole step for T rows already in d_tok/d_slot/d_pos, logits for R rows d_rows. */
+static vstatus enqueue_step(lstate *S, int T, int R, int S_att, bool forced) {
+  const int nl = S->c.num_hidden_layers;
+  VTRY(mark(S, LAT_PH_ATTN));
+  VTRY(lat_embed_norm(S->x, S->xn, S->d_tok, S->embed, S->L[0].in_norm, T, S->D, S->eps, S->st));
+  tr(S, "embed_norm", "v1", "embed + input_layernorm D=%d rows=%d", S->D, T);
+  for (int l = 0; l < nl; l++) {
+    llayer *d = &S->L[l];
+    const uint16_t *next_norm = l + 1 < nl ? S->L[l + 1].in_norm : S->final_norm;
+    VTRY(attention(S, d, T, S_att));
+    VTRY(lat_add_rmsnorm(S->x, S->xn, S->y, d->post_norm, T, S->D, S->eps, S->st));
+    tr(S, "add_rmsnorm", "v1", "residual + post_attention_layernorm D=%d rows=%d", S->D, T);
+    VTRY(mark(S, d->is_moe ? LAT_PH_MOE : LAT_PH_DENSE));
+    if (!d->is_moe) {
+      lat_gemm_args a = dense_args(d->gu, S->xn, S->D, S->act, S->I, 2 * S->I, S->D, T, LAT_EP_SWIGLU);
+      VTRY(gemm(S, &a, false, "dense_mlp gate|up+silu"));
+      a = dense_args(d->down, S->act, S->I, S->y, S->D, S->D, S->I, T, LAT_EP_BF16);
+      VTRY(gemm(S, &a, false, "dense_mlp down"));
+      VTRY(lat_add_rmsnorm(S->x, S->xn, S->y, next_norm, T, S->D, S->eps, S->st));
+      tr(S, "add_rmsnorm", "v1", "residual + %s D=%d rows=%d", l + 1 < nl ? "next input_layernorm" : "final norm",
+         S->D, T);
+    } else {
+      VTRY(moe(S, d, T, forced, next_norm));
+    }
+    VTRY(mark(S, l + 1 < nl ? LAT_PH_ATTN : LAT_PH_LMHEAD));
+  }
+  lat_gemm_args a = dense_args(S->lm_head, S->xn, S->D, S->logits, S->V, S->V, S->D, R, LAT_EP_F32);
+  a.xmap = S->d_rows;
+  VTRY(gemm(S, &a, false, "lm_head"));
+  VTRY(mark(S, LAT_PH_LMHEAD));
+  return V_OK;
+}
+
+/* ---- graphs ---- */
+
+static void graph_free(gentry *g) {
+  if (g->exec) cudaGraphExecDestroy(g->exec);
+  free(g->ev);
+  memset(g, 0, sizeof *g);
+}
+
+static vstatus graph_get(lstate *S, int T, int R, int S_att, bool forced, gentry **out, bool *captured) {
+  *captured = false;
+  for (int i = 0; i < S->n_graphs; i++) {
+    gentry *g = &S->graphs[i];
+    if (g->T == T && g->R == R && g->S_att == S_att && g->forced == (int)forced) {
+      *out = g;
+      return V_OK;
+    }
+  }
+  gentry *g;
+  if (S->n_graphs < MAX_GRAPHS) {
+    g = &S->graphs[S->n_graphs++];
+  } else {
+    g = &S->graphs[S->next_evict];
+    S->next_evict = (S->next_evict + 1) % MAX_GRAPHS;
+    graph_free(g);
+  }
+  memset(g, 0, sizeof *g);
+  g->T = T, g->R = R, g->S_att = S_att, g->forced = forced;
+  CUDA_CHECK(cudaStreamBeginCapture(S->st, cudaStreamCaptureModeThreadLocal));
+  S->rec = g;
+  vstatus s = enqueue_step(S, T, R, S_att, forced);
+  S->rec = NULL;
+  cudaGraph_t graph = NULL;
+  cudaError_t e = cudaStreamEndCapture(S->st, &graph);
+  if (s == V_OK && e != cudaSuccess)
+    s = VERR(PATH_NAME ": graph capture for %d rows failed: %s", T, cudaGetErrorString(e));
+  if (s == V_OK) {
+    e = cudaGraphInstantiate(&g->exec, graph, 0);
+    if (e != cudaSuccess) s = VERR(PATH_NAME ": graph instantiate for %d rows: %s", T, cudaGetErrorString(e));
+  }
+  if (graph) cudaGraphDestroy(graph);
+  if (s != V_OK) {
+    (void)cudaGetLastError();
+    graph_free(g);
+    g->T = -1;
+    return s;
+  }
+  *out = g;
+  *captured = true;
+  return V_OK;
+}
+
+/* Runs T rows whose host arrays are filled (h_tok, h_slot, h_pos, h_rows, h_forced). */
+static vstatus run_core(lstate *S, int T, int R, int max_keys, bool forced, bool graph, float *ms) {
+  const size_t ib = (size_t)T * sizeof(int32_t);
+  CUDA_CHECK(cudaMemcpyAsync(S->d_tok, S->h_tok, ib, cudaMemcpyHostToDevice, S->st));
+  CUDA_CHECK(cudaMemcpyAsync(S->d_slot, S->h_slot, ib, cudaMemcpyHostToDevice, S->st));
+  CUDA_CHECK(cudaMemcpyAsync(S->d_pos, S->h_pos, ib, cudaMemcpyHostToDevice, S->st));
+  CUDA_CHECK(cudaMemcpyAsync(S->d_rows, S->h_rows, (size_t)R * sizeof(int32_t), cudaMemcpyHostToDevice, S->st));
+  if (forced)
+    CUDA_CHECK(cudaMemcpyAsync(S->d_forced, S->h_forced, (size_t)S->n_moe * T * S->K * sizeof(int32_t),
+                               cudaMemcpyHostToDevice, S->st));
+  int S_att = lat_mla_splits(T, S->H, max_keys, S->sms);
+  while (S_att > 1 && T * S_att > S->PR) S_att--;
+  if (graph) {
+    gentry *g = NULL;
+    bool captured = false;
+    VTRY(graph_get(S, T, R, S_att, forced, &g, &captured));
+    if (!captured && S->trace && S->trace->enabled)
+      for (int i = 0; i < g->n_ev; i++) vtrace_ran(S->trace, PATH_NAME, g->ev[i].op, g->ev[i].variant, g->ev[i].detail);
+    tr(S, "cuda_graph", captured ? "capture+replay" : "replay", "rows=%d logit rows=%d splits=%d%s", T, R, S_att, forced ? " forced experts" : "");
+    CUDA_CHECK(cudaEventRecord(S->ev0, S->st));
+    CUDA_CHECK(cudaGraphLaunch(g->exec, S->st));
+    CUDA_CHECK(cudaEventRecord(S->ev1, S->st));
+  } else {
+    CUDA_CHECK(cudaEventRecord(S->ev0, S->st));
+    VTRY(enqueue_step(S, T, R, S_att, forced));
+    CUDA_CHECK(cudaEventRecord(S->ev1, S->st));
+  }
+  CUDA_CHECK(cudaEventSynchronize(S->ev1));
+  float t = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&t, S->ev0, S->ev1));
+  *ms += t;
+  return V_OK;
+}
+
+/* ---- step checks ---- */
+
+static vstatus check_step(lstate *S, const vstep *s) {
+  if (!s || s->n_seq <= 0) return VERR("step: n_seq %d must be >= 1", s ? s->n_seq : 0);
+  if (!s->seq || !s->n_tokens || !s->start_pos || !s->tokens) return VERR("step: NULL array");
+  for (int i = 0; i < s->n_seq; i++) {
+    const int sl = s->seq[i];
+    if (sl < 0) return VERR("step: sequence %d: slot %d is negative", i, sl);
+    if (sl >= S->opt.max_seq)
+      return VUNSUPPORTED(PATH_NAME ": slot %d outside the %d cache slots opened (max_seq)", sl, S->opt.max_seq);
+    if (s->n_tokens[i] < 1) return VERR("step: sequence %d: n_tokens %d must be >= 1", i, s->n_tokens[i]);
+    if (s->start_pos[i] < 0) return VERR("step: sequence %d: start_pos %d is negative", i, s->start_pos[i]);
+    if ((int64_t)s->start_pos[i] + s->n_tokens[i] > S->opt.max_ctx)
+      return VUNSUPPORTED(PATH_NAME ": positions %d..%d of slot %d exceed max_ctx %d (open with a larger max_ctx)",
+                          s->start_pos[i], s->start_pos[i] + s->n_tokens[i] - 1, sl, S->opt.max_ctx);
+    if (s->start_pos[i] > S->len[sl])
+      return VERR("step: sequence %d (slot %d) starts at position %d but its cache holds %d positions", i, sl,
+                  s->start_pos[i], S->len[sl]);
+  }
+  for (int i = 0; i < s->n_seq; i++) S->seen[s->seq[i]] = -1;
+  for (int i = 0; i < s->n_seq; i++) {
+    if (S->seen[s->seq[i]] >= 0)
+      return VERR("step: sequences %d and %d use the same slot %d", S->seen[s->seq[i]], i, s->seq[i]);
+    S->seen[s->seq[i]] = i;
+  }
+  const int T = vstep_total_tokens(s);
+  for (int t = 0; t < T; t++)
+    if (s->tokens[t] < 0 || s->tokens[t] >= S->V)
+      return VERR("step: token %d: id %d outside the vocabulary [0, %d)", t, (int)s->tokens[t], S->V);
+  if (s->forced_experts && S->n_moe > 0)
+    for (size_t i = 0; i < (size_t)S->n_moe * T * S->K; i++)
+      if (s->forced_experts[i] < 0 || s->forced_experts[i] >= S->E)
+        return VERR("step: forced_experts[%zu] = %d outside [0, %d)", i, (int)s->forced_experts[i], S->E);
+  return V_OK;
+}
+
+/* Why a valid step is outside the envelope ("" when inside). */
+static void envelope_reason(const vstep *s, char *why, size_t n, const char **to) {
+  const int T = vstep_total_tokens(s);
+  int big = 0, small = 0;
+  for (int i = 0; i < s->n_seq; i++) (s->n_tokens[i] > MAX_TPS ? big : small)++;
+  why[0] = 0;
+  if (big && small) {
+    snprintf(why, n, "mixed prefill+decode (%d sequences with > %d tokens, %d decoding)", big, MAX_TPS, small);
+    *to = "prefill-ref";
+  } else if (big) {
+    snprintf(why, n, "prefill (n_tokens > K+1 = %d)", MAX_TPS);
+    *to = "prefill-ref";
+  } else if (T > TC) {
+    snprintf(why, n, "batch %d > %d tokens", T, TC);
+    *to = "batch-chunked";
+  }
+}
+
+/* ---- vpath ops ---- */
+
+static vstatus lt_supports(void *st, const vstep *s) {
+  lstate *S = (lstate *)st;
+  if (S->ref) return cuda_ref_ops.supports(S->ref, s);
+  return check_step(S, s); /* forward() runs every valid step (outside the envelope as a traced fallback) */
+}
+
+static vstatus lt_forward_impl(lstate *S, const vstep *s, float *logits) {
+  VTRY(check_step(S, s));
+  if (!logits) return VERR("forward: logits buffer is NULL");
+  const int T = vstep_total_tokens(s);
+  const bool forced = s->forced_experts != NULL && S->n_moe > 0;
+  char why[160];
+  const char *to = "";
+  envelope_reason(s, why, sizeof why, &to);
+  float ms = 0;
+  if (!why[0] && !S->prof) {
+    int t = 0, max_keys = 1;
+    for (int i = 0; i < s->n_seq; i++) {
+      for (int j = 0; j < s->n_tokens[i]; j++, t++) {
+        S->h_tok[t] = s->tokens[t];
+        S->h_slot[t] = s->seq[i];
+        S->h_pos[t] = s->start_pos[i] + j;
+        if (s->all_logits) S->h_rows[t] = t;
+      }
+      if (!s->all_logits) S->h_rows[i] = t - 1;
+      if (s->start_pos[i] + s->n_tokens[i] > max_keys) max_keys = s->start_pos[i] + s->n_tokens[i];
+    }
+    if (forced) memcpy(S->h_forced, s->forced_experts, (size_t)S->n_moe * T * S->K * sizeof(int32_t));
+    const int R = vstep_logit_rows(s);
+    VTRY(run_core(S, T, R, max_keys, forced, S->use_graphs, &ms));
+    CUDA_CHECK(cudaMemcpy(logits, S->logits, (size_t)R * S->V * sizeof(float), cudaMemcpyDeviceToHost));
+  } else {
+    if (why[0] && S->trace) vtrace_fallback(S->trace, PATH_NAME, "decode_step", to, why);
+    /* chunks of <= TC consecutive tokens (flat order); each chunk is a valid sub-step */
+    int seq_of[TC], j_of[TC];
+    int t0 = 0, i = 0, j = 0;
+    while (t0 < T) {
+      int c = 0, max_keys = 1, R = 0;
+      while (c < TC && t0 + c < T) {
+        S->h_tok[c] = s->tokens[t0 + c];
+        S->h_slot[c] = s->seq[i];
+        S->h_pos[c] = s->start_pos[i] + j;
+        if (S->h_pos[c] + 1 > max_keys) max_keys = S->h_pos[c] + 1;
+        seq_of[c] = i, j_of[c] = j;
+        const bool last = j == s->n_tokens[i] - 1;
+        if (s->all_logits || last) S->h_rows[R++] = c;
+        c++;
+        if (++j == s->n_tokens[i]) i++, j = 0;
+      }
+      if (forced)
+        for (int mi = 0; mi < S->n_moe; mi++)
+          memcpy(S->h_forced + (size_t)mi * c * S->K, s->forced_experts + ((size_t)mi * T + t0) * S->K,
+                 (size_t)c * S->K * sizeof(int32_t));
+      if (R > 0 || c > 0) {
+        if (R == 0) S->h_rows[R++] = c - 1; /* lm_head needs a row; its logits are dropped */
+        VTRY(run_core(S, c, R, max_keys, forced, false, &ms));
+        {
+          int r = 0;
+          for (int cc = 0; cc < c && r < R; cc++) {
+            if (S->h_rows[r] != cc) continue;
+            const int dst = s->all_logits ? t0 + cc : (j_of[cc] == s->n_tokens[seq_of[cc]] - 1 ? seq_of[cc] : -1);
+            if (dst >= 0)
+              CUDA_CHECK(cudaMemcpy(logits + (size_t)dst * S->V, S->logits + (size_t)r * S->V, (size_t)S->V * sizeof(float),
+                                    cudaMemcpyDeviceToHost));
+            r++;
+          }
+        }
+      }
+      t0 += c;
+    }
+  }
+  S->last_ms = ms;
+  for (int k = 0; k < s->n_seq; k++) S->len[s->seq[k]] = s->start_pos[k] + s->n_tokens[k];
+  return V_OK;
+}
+
+static vstatus lt_forward(void *st, const vstep *s, float *logits) {
+  lstate *S = (lstate *)st;
+  if (S->ref) {
+    if (S->trace) vtrace_fallback(S->trace, PATH_NAME, "decode_step", "cuda-ref", S->ref_reason);
+    return cuda_ref_ops.forward(S->ref, s, logits);
+  }
+  const vstatus r = lt_forward_impl(S, s, logits);
+  S->steps++;
+  return r;
+}
+
+static vstatus lt_reset(void *st, int seq) {
+  lstate *S = (lstate *)st;
+  if (S->ref) return cuda_ref_ops.reset(S->ref, seq);
+  if (seq < 0 || seq >= S->opt.max_seq) return VERR("reset: slot %d outside [0, %d)", seq, S->opt.max_seq);
+  S->len[seq] = 0;
+  return V_OK;
+}
+
+static vstatus lt_fill_cache(void *st, int seq, int len, uint64_t seed) {
+  lstate *S = (lstate *)st;
+  if (S->ref) return cuda_ref_ops.fill_cache(S->ref, seq, len, seed);
+  if (seq < 0 || seq >= S->opt.max_seq) return VERR("fill_cache: slot %d outside [0, %d)", seq, S->opt.max_seq);
+  if (len < 0) return VERR("fill_cache: length %d is negative", len);
+  if (len > S->opt.max_ctx)
+    return VUNSUPPORTED(PATH_NAME ": fill_cache of %d positions exceeds max_ctx %d", len, S->opt.max_ctx);
+  const int W = S->W, il = S->c.rope_interleave ? 1 : 0;
+  for (int p0 = 0; p0 < len; p0 += FILL_ROWS) {
+    const int c = len - p0 < FILL_ROWS ? len - p0 : FILL_ROWS;
+    int32_t hs[FILL_ROWS], hp[FILL_ROWS];
+    for (int i = 0; i < c; i++) hs[i] = seq, hp[i] = p0 + i;
+    CUDA_CHECK(cudaMemcpyAsync(S->fill_slot, hs, (size_t)c * sizeof(int32_t), cudaMemcpyHostToDevice, S->st));
+    CUDA_CHECK(cudaMemcpyAsync(S->fill_pos, hp, (size_t)c * sizeof(int32_t), cudaMemcpyHostToDevice, S->st));
+    for (int l = 0; l < S->c.num_hidden_layers; l++) {
+      char name[48];
+      snprintf(name, sizeof name, "kvfill.L%d", l);
+      VTRY(curef_synth_fill(S->fill_ckv, DT_BF16, (uint64_t)c * W, SYN_EMBED, 0.0f, philox_key(seed, name),
+                            (uint64_t)p0 * W, S->st));
+      VTRY(lat_mla_prep(S->fill_ckv, W, -1, 0, NULL, NULL, 0, S->kl, S->rope, S->L[l].kv_a_norm, S->L[l].cache,
+                        S->fill_slot, S->fill_pos, S->opt.max_ctx, S->inv_freq, S->attn_factor, il, S->eps, c,
+                        S->st));
+    }
+    CUDA_CHECK(cudaStreamSynchronize(S->st)); /* hs/hp are on the stack */
+  }
+  tr(S, "fill_cache", "v1", "latent philox -> kv_a_layernorm + rope -> latent store, slot %d len %d", seq, len);
+  S->len[seq] = len;
+  return V_OK;
+}
+
+static double lt_last_step_ms(void *st) {
+  lstate *S = (lstate *)st;
+  if (S->ref) return cuda_ref_ops.last_step_ms ? cuda_ref_ops.last_step_ms(S->ref) : 0.0;
+  return (double)S->last_ms;
+}
+
+static void lt_close(void *st) {
+  lstate *S = (lstate *)st;
+  if (!S) return;
+  if (S->ref) cuda_ref_ops.close(S->ref);
+  if (S->st) cudaStreamSynchronize(S->st);
+  if (S->st2) cudaStreamSynchronize(S->st2);
+  for (int i = 0; i < S->n_graphs; i++) graph_free(&S->graphs[i]);
+  for (int i = 0; i < S->n_allocs; i++) cudaFree(S->allocs[i]);
+  free(S->allocs);
+  if (S->L) {
+    free(S->L);
+  }
+  if (S->h_tok) cudaFreeHost(S->h_tok);
+  if (S->h_slot) cudaFreeHost(S->h_slot);
+  if (S->h_pos) cudaFreeHost(S->h_pos);
+  if (S->h_rows) cudaFreeHost(S->h_rows);
+  if (S->h_forced) cudaFreeHost(S->h_forced);
+  for (int i = 0; i < 64; i++)
+    if (S->pev[i]) cudaEventDestroy(S->pev[i]);
+  if (S->ev_fork) cudaEventDestroy(S->ev_fork);
+  if (S->ev_join) cudaEventDestroy(S->ev_join);
+  if (S->ev0) cudaEventDestroy(S->ev0);
+  if (S->ev1) cudaEventDestroy(S->ev1);
+  if (S->blas) cublasDestroy(S->blas);
+  if (S->blas2) cublasDestroy(S->blas2);
+  if (S->st) cudaStreamDestroy(S->st);
+  if (S->st2) cudaStreamDestroy(S->st2);
+  free(S->len);
+  free(S->seen);
+  free(S->specs);
+  free(S);
+}
+
+/* ---- open: weights ---- */
+
+static vstatus dalloc(lstate *S, void **p, size_t bytes, const char *what) {
+  *p = NULL;
+  if (S->n_allocs == S->cap_allocs) {
+    const int cap = S->cap_allocs ? 2 * S->cap_allocs : 256;
+    void **nv = (void **)realloc(S->allocs, (size_t)cap * sizeof *nv);
+    if (!nv) return VERR("out of memory");
+    S->allocs = nv;
+    S->cap_allocs = cap;
+  }
+  cudaError_t e = cudaMalloc(p, bytes > 0 ? bytes : 256);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    size_t fr = 0, tot = 0;
+    cudaMemGetInfo(&fr, &tot);
+    return VERR(PATH_NAME ": %s: cannot allocate %.1f MiB of GPU memory (%.1f GiB free of %.1f GiB): %s "
+                "(lower max_seq/max_ctx or use fewer layers)",
+                what, (double)bytes / 1048576.0, (double)fr / 1073741824.0, (double)tot / 1073741824.0,
+                cudaGetErrorString(e));
+  }
+  S->allocs[S->n_allocs++] = *p;
+  return V_OK;
+}
+
+#define DALLOC(ptr, type, count, what) VTRY(dalloc(S, (void **)&(ptr), (size_t)(count) * sizeof(type), (what)))
+
+static vstatus upload(void *dev, const vtensor *t, vdtype dt, cudaStream_t st) {
+  const int64_t n = vtensor_numel(t);
+  if (t->dtype != DT_BF16 && t->dtype != DT_F16 && t->dtype != DT_F32)
+    return VERR("tensor '%s': dtype %s is not a float type", t->name, vdtype_name(t->dtype));
+  CUDA_CHECK(cudaStreamSynchronize(st));
+  if (t->dtype == dt) {
+    CUDA_CHECK(cudaMemcpy(dev, t->data, (size_t)n * vdtype_size(dt), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize()); /* later work runs on a non-blocking stream */
+    return V_OK;
+  }
+  const int64_t chunk = 1 << 22;
+  float *f = (float *)malloc((size_t)chunk * sizeof(float));
+  uint16_t *h = (uint16_t *)malloc((size_t)chunk * sizeof(uint16_t));
+  vstatus s = (f && h) ? V_OK : VERR("out of memory converting tensor '%s'", t->name);
+  const size_t esz = vdtype_size(t->dtype), osz = vdtype_size(dt);
+  for (int64_t i0 = 0; i0 < n && s == V_OK; i0 += chunk) {
+    const int64_t c = n - i0 < chunk ? n - i0 : chunk;
+    vconvert_to_f32(f, (const char *)t->data + (size_t)i0 * esz, t->dtype, c);
+    const void *src = f;
+    if (dt == DT_BF16) {
+      for (int64_t i = 0; i < c; i++) h[i] = f32_to_bf16(f[i]);
+      src = h;
+    }
+    cudaError_t e = cudaMemcpy((char *)dev + (size_t)i0 * osz, src, (size_t)c * osz, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) s = VERR("tensor '%s': upload: %s", t->name, cudaGetErrorString(e));
+  }
+  free(f);
+  free(h);
+  if (s == V_OK) CUDA_CHECK(cudaDeviceSynchronize());
+  return s;
+}
+
+/* Writes tensor t (numel elements) as dt into device memory dst: upload or GPU synthesis. */
+static vstatus load_tensor(lstate *S, void *dst, const vtensor *t, vdtype dt, const char *what) {
+  if (!t) return VERR("%s: tensor '%s' is missing from the model", S->m->source, what);
+  if (t->data) return upload(dst, t, dt, S->st);
+  if (!S->m->is_synthetic) return VERR("%s: tensor '%s' has no data (not loaded)", S->m->source, t->name);
+  const ds_tensor_spec *sp = NULL;
+  const ds_model *m = S->m;
+  if (m->synth && t >= m->synth && t < m->synth + m->n_synth) {
+    const int i = (int)(t - m->synth);
+    if (i < S->n_specs && strcmp(S->specs[i].name, t->name) == 0) sp = &S->specs[i];
+  }
+  for (int i = 0; !sp && i < S->n_specs; i++)
+    if (strcmp(S->specs[i].name, t->name) == 0) sp = &S->specs[i];
+  if (!sp) return VERR("%s: tensor '%s' has no synthesis spec", m->source, t->name);
+  const float scale = sp->kind == SYN_LINEAR ? synth_linear_scale(sp->fan_in) : 0.0f;
+  return curef_synth_fill(dst, (int)dt, (uint64_t)vtensor_numel(t), (int)sp->kind, scale, philox_key(m->seed, sp->name),
+                          0, S->st);
+}
+
+static vstatus new_tensor(lstate *S, const uint16_t **out, const vtensor *t, const char *what) {
+  if (!t) return VERR("%s: tensor '%s' is missing from the model", S->m->source, what);
+  void *p;
+  VTRY(dalloc(S, &p, (size_t)vtensor_numel(t) * 2, what));
+  VTRY(load_tensor(S, p, t, DT_BF16, what));
+  *out = (const uint16_t *)p;
+  return V_OK;
+}
+
+/* dst [2*rows, D]: blocks of 8 gate rows followed by the 8 matching up rows. */
+static vstatus load_interleaved(lstate *S, uint16_t *dst, const vtensor *gate, const vtensor *up, int rows,
+                                const char *what) {
+  if (!gate || !up) return VERR("%s: %s gate/up tensor missing", S->m->source, what);
+  if (vtensor_numel(gate) != (int64_t)rows * S->D || vtensor_numel(up) != (int64_t)rows * S->D)
+    return VERR("%s: %s: gate/up shape is not [%d, %d]", S->m->source, what, rows, S->D);
+  const size_t rb = (size_t)S->D * 2;
+  VTRY(load_tensor(S, S->tmp, gate, DT_BF16, what));
+  CUDA_CHECK(cudaMemcpy2DAsync(dst, 16 * rb, S->tmp, 8 * rb, 8 * rb, (size_t)rows / 8, cudaMemcpyDeviceToDevice, S->st));
+  VTRY(load_tensor(S, S->tmp, up, DT_BF16, what));
+  CUDA_CHECK(cudaMemcpy2DAsync(dst + 8 * (size_t)S->D, 16 * rb, S->tmp, 8 * rb, 8 * rb, (size_t)rows / 8,
+                               cudaMemcpyDeviceToDevice, S->st));
+  return V_OK;
+}
+
+static vstatus load_weights(lstate *S) {
+  const ds_model *m = S->m;
+  const int D = S->D;
+  char w[160];
+  VTRY(new_tensor(S, &S->embed, m->embed, "model.embed_tokens.weight"));
+  VTRY(new_tensor(S, &S->final_norm, m->final_norm, "model.norm.weight"));
+  if (m->lm_head == m->embed) S->lm_head = S->embed;
+  else VTRY(new_tensor(S, &S->lm_head, m->lm_head, "lm_head.weight"));
+  int rows_max = S->I;
+  if (S->F > rows_max) rows_max = S->F;
+  if (S->Fs > rows_max) rows_max = S->Fs;
+  DALLOC(S->tmp, uint16_t, (size_t)rows_max * D, "gate/up staging");
+  int mi = 0;
+  for (int l = 0; l < S->c.num_hidden_layers; l++) {
+    const ds_layer *ly = &m->layers[l];
+    llayer *d = &S->L[l];
+#define NAME(s) (snprintf(w, sizeof w, "model.layers.%d.%s", l, s), w)
+    VTRY(new_tensor(S, &d->in_norm, ly->input_layernorm, NAME("input_layernorm.weight")));
+    VTRY(new_tensor(S, &d->post_norm, ly->post_attention_layernorm, NAME("post_attention_layernorm.weight")));
+    uint16_t *wa;
+    DALLOC(wa, uint16_t, (size_t)S->NA * D, NAME("self_attn [q_a|kv_a]"));
+    const int qrows = S->NA - S->W;
+    VTRY(load_tensor(S, wa, S->ql > 0 ? ly->q_a_proj : ly->q_proj, DT_BF16,
+                     NAME(S->ql > 0 ? "self_attn.q_a_proj.weight" : "self_attn.q_proj.weight")));
+    VTRY(load_tensor(S, wa + (size_t)qrows * D, ly->kv_a_proj_with_mqa, DT_BF16,
+                     NAME("self_attn.kv_a_proj_with_mqa.weight")));
+    d->wa = wa;
+    if (S->ql > 0) {
+      VTRY(new_tensor(S, &d->q_a_norm, ly->q_a_layernorm, NAME("self_attn.q_a_layernorm.weight")));
+      VTRY(new_tensor(S, &d->q_b, ly->q_b_proj, NAME("self_attn.q_b_proj.weight")));
+    }
+    VTRY(new_tensor(S, &d->kv_a_norm, ly->kv_a_layernorm, NAME("self_attn.kv_a_layernorm.weight")));
+    VTRY(new_tensor(S, &d->kv_b, ly->kv_b_proj, NAME("self_attn.kv_b_proj.weight")));
+    DALLOC(d->wukt, uint16_t, (size_t)S->H * S->kl * S->nope, NAME("W_UK^T"));
+    VTRY(lat_transpose_wuk(d->wukt, d->kv_b, S->H, S->nope, S->v, S->kl, S->st));
+    VTRY(new_tensor(S, &d->o_proj, ly->o_proj, NAME("self_attn.o_proj.weight")));
+    DALLOC(d->cache, uint16_t, (size_t)S->opt.max_seq * S->opt.max_ctx * S->W, NAME("latent cache"));
+    CUDA_CHECK(cudaMemsetAsync(d->cache, 0, (size_t)S->opt.max_seq * S->opt.max_ctx * S->W * 2, S->st));
+    d->is_moe = ly->is_moe;
+    d->moe_index = -1;
+    if (!ly->is_moe) {
+      uint16_t *gu;
+      DALLOC(gu, uint16_t, (size_t)2 * S->I * D, NAME("mlp [gate|up]"));
+      VTRY(load_interleaved(S, gu, ly->gate_proj, ly->up_proj, S->I, NAME("mlp")));
+      d->gu = gu;
+      VTRY(new_tensor(S, &d->down, ly->down_proj, NAME("mlp.down_proj.weight")));
+      continue;
+    }
+    d->moe_index = mi++;
+    VTRY(new_tensor(S, &d->router, ly->router, NAME("mlp.gate.weight")));
+    if (ly->router_bias) {
+      void *b;
+      VTRY(dalloc(S, &b, (size_t)S->E * sizeof(float), "router bias"));
+      VTRY(load_tensor(S, b, ly->router_bias, DT_F32, NAME("mlp.gate.e_score_correction_bias")));
+      d->router_bias = (const float *)b;
+    }
+    if (!ly->exp_gate || !ly->exp_up || !ly->exp_down)
+      return VERR("%s: layer %d: expert tensors are not bound", m->source, l);
+    uint16_t *egu, *edn;
+    const size_t gu_el = (size_t)2 * S->F * D, dn_el = (size_t)D * S->F;
+    DALLOC(egu, uint16_t, gu_el * S->E, NAME("experts [gate|up]"));
+    DALLOC(edn, uint16_t, dn_el * S->E, NAME("experts down"));
+    const uint16_t **hp = (const uint16_t **)malloc((size_t)S->E * 2 * sizeof(uint16_t *));
+    if (!hp) return VERR("out of memory");
+    vstatus s = V_OK;
+    for (int e = 0; e < S->E && s == V_OK; e++) {
+      char nm[96];
+      snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%d", l, e);
+      s = load_interleaved(S, egu + gu_el * e, ly->exp_gate[e], ly->exp_up[e], S->F, nm);
+      if (s == V_OK) s = load_tensor(S, edn + dn_el * e, ly->exp_down[e], DT_BF16, nm);
+      hp[e] = egu + gu_el * e;
+      hp[S->E + e] = edn + dn_el * e;
+    }
+    if (s == V_OK) s = dalloc(S, (void **)&d->d_egu, (size_t)S->E * sizeof(uint16_t *), "expert table");
+    if (s == V_OK) s = dalloc(S, (void **)&d->d_edown, (size_t)S->E * sizeof(uint16_t *), "expert table");
+    if (s == V_OK) {
+      cudaError_t e1 = cudaMemcpy((void *)d->d_egu, hp, (size_t)S->E * sizeof(uint16_t *), cudaMemcpyHostToDevice);
+      cudaError_t e2 =
+          cudaMemcpy((void *)d->d_edown, hp + S->E, (size_t)S->E * sizeof(uint16_t *), cudaMemcpyHostToDevice);
+      if (e1 != cudaSuccess || e2 != cudaSuccess) s = VERR(PATH_NAME ": expert table upload failed");
+    }
+    free(hp);
+    VTRY(s);
+    if (S->c.n_shared_experts > 0) {
+      uint16_t *sg;
+      DALLOC(sg, uint16_t, (size_t)2 * S->Fs * D, NAME("shared expert [gate|up]"));
+      VTRY(load_interleaved(S, sg, ly->sh_gate, ly->sh_up, S->Fs, NAME("mlp.shared_experts")));
+      d->sh_gu = sg;
+      VTRY(new_tensor(S, &d->sh_down, ly->sh_down, NAME("mlp.shared_experts.down_proj.weight")));
+    }
+#undef NAME
+  }
+  CUDA_CHECK(cudaStreamSynchronize(S->st));
+  return V_OK;
+}
+
+static vstatus alloc_workspace(lstate *S) {
+  const size_t n = TC, H = (size_t)S->H, kl = (size_t)S->kl;
+  int pr = 0;
+  for (int T = 1; T <= TC; T++) {
+    const int v = T * lat_mla_splits(T, S->H, S->opt.max_ctx, S->sms);
+    if (v > pr) pr = v;
+  }
+  S->PR = pr;
+  const size_t E = S->E > 0 ? (size_t)S->E : 1, K = (size_t)S->K;
+  const size_t F = S->F > 0 ? (size_t)S->F : 1, Fs = S->Fs > 0 ? (size_t)S->Fs : 1, I = S->I > 0 ? (size_t)S->I : 1;
+  const size_t nm = S->n_moe > 0 ? (size_t)S->n_moe : 1;
+  DALLOC(S->x, float, n * S->D, "workspace");
+  DALLOC(S->xn, uint16_t, n * S->D, "workspace");
+  DALLOC(S->qkva, uint16_t, n * S->NA, "workspace");
+  DALLOC(S->qan, uint16_t, n * (S->ql > 0 ? S->ql : 1), "workspace");
+  DALLOC(S->q, uint16_t, n * H * S->dk, "workspace");
+  DALLOC(S->qlat, float, n * H * kl, "workspace");
+  DALLOC(S->pm, float, (size_t)pr * H, "attention partials");
+  DALLOC(S->pl, float, (size_t)pr * H, "attention partials");
+  DALLOC(S->pacc, float, (size_t)pr * H * kl, "attention partials");
+  DALLOC(S->olat, uint16_t, n * H * kl, "workspace");
+  DALLOC(S->attn, uint16_t, n * H * S->v, "workspace");
+  DALLOC(S->y, uint16_t, n * S->D, "workspace");
+  DALLOC(S->act, uint16_t, n * I, "workspace");
+  DALLOC(S->rl, float, n * E, "workspace");
+  DALLOC(S->idx, int32_t, n * K, "workspace");
+  DALLOC(S->wt, float, n * K, "workspace");
+  DALLOC(S->n_act, int32_t, nm, "workspace");
+  DALLOC(S->act_e, int32_t, E, "workspace");
+  DALLOC(S->act_off, int32_t, E, "workspace");
+  DALLOC(S->act_cnt, int32_t, E, "workspace");
+  DALLOC(S->perm_tok, int32_t, n * K, "workspace");
+  DALLOC(S->perm_pair, int32_t, n * K, "workspace");
+  DALLOC(S->hbuf, uint16_t, n * K * F, "workspace");
+  DALLOC(S->Ybuf, uint16_t, n * K * S->D, "workspace");
+  DALLOC(S->ash, uint16_t, n * Fs, "workspace");
+  DALLOC(S->ysh, uint16_t, n * S->D, "workspace");
+  DALLOC(S->d_tok, int32_t, n, "workspace");
+  DALLOC(S->d_slot, int32_t, n, "workspace");
+  DALLOC(S->d_pos, int32_t, n, "workspace");
+  DALLOC(S->d_rows, int32_t, n, "workspace");
+  DALLOC(S->d_forced, int32_t, nm * n * K, "workspace");
+  DALLOC(S->logits, float, n * S->V, "logits");
+  DALLOC(S->ws1, unsigned char, WS_BYTES, "split-K scratch");
+  DALLOC(S->ws2, unsigned char, WS_BYTES, "split-K scratch");
+  DALLOC(S->fill_ckv, uint16_t, (size_t)FILL_ROWS * S->W, "fill scratch");
+  DALLOC(S->fill_slot, int32_t, FILL_ROWS, "fill scratch");
+  DALLOC(S->fill_pos, int32_t, FILL_ROWS, "fill scratch");
+  void *cw1, *cw2;
+  VTRY(dalloc(S, &cw1, WS_BYTES, "cuBLAS workspace"));
+  VTRY(dalloc(S, &cw2, WS_BYTES, "cuBLAS workspace"));
+  CUBLAS_CHECK(cublasSetWorkspace(S->blas, cw1, WS_BYTES));
+  CUBLAS_CHECK(cublasSetWorkspace(S->blas2, cw2, WS_BYTES));
+  CUDA_CHECK(cudaMallocHost((void **)&S->h_tok, n * sizeof(int32_t)));
+  CUDA_CHECK(cudaMallocHost((void **)&S->h_slot, n * sizeof(int32_t)));
+  CUDA_CHECK(cudaMallocHost((void **)&S->h_pos, n * sizeof(int32_t)));
+  CUDA_CHECK(cudaMallocHost((void **)&S->h_rows, n * sizeof(int32_t)));
+  CUDA_CHECK(cudaMallocHost((void **)&S->h_forced, nm * n * K * sizeof(int32_t)));
+  return V_OK;
+}
+
+/* Why the kernels cannot run this config ("" when they can). */
+static void config_reason(const lstate *S, char *why, size_t n) {
+  why[0] = 0;
+  const ds_config *c = &S->c;
+  if (S->D % 8 || (S->ql > 0 && S->ql % 8) || S->kl % 8 || S->nope % 8 || (S->H * S->v) % 8)
+    snprintf(why, n, "sizes not multiples of 8 (hidden %d, q_lora %d, kv_lora %d, nope %d, H*v %d)", S->D, S->ql, S->kl,
+             S->nope, S->H * S->v);
+  else if (!lat_mla_supported(S->kl, S->rope))
+    snprintf(why, n, "latent %d + rope %d outside the MLA kernel (kv_lora <= 512, kv_lora+rope <= 768, multiples of 8)",
+             S->kl, S->rope);
+  else if (S->I % 8 || S->F % 8 || S->Fs % 8)
+    snprintf(why, n, "MLP widths not multiples of 8 (dense %d, expert %d, shared %d)", S->I, S->F, S->Fs);
+  else if (S->n_moe > 0 && (S->K > 64 || S->E > 1536 || S->G > 32 || (size_t)(TC * S->K + 2 * S->E) * 4 > 48 * 1024))
+    snprintf(why, n, "router shape (E %d, top-k %d, groups %d) outside the router kernel", S->E, S->K, S->G);
+  else if (c->num_hidden_layers < 1)
+    snprintf(why, n, "no layers");
+}
+
+static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
+  const ds_config *c = &m->cfg;
+  if (o->max_seq < 1) return VERR(PATH_NAME ": max_seq %d must be >= 1", o->max_seq);
+  if (o->max_ctx < 1) return VERR(PATH_NAME ": max_ctx %d must be >= 1", o->max_ctx);
+  if (o->max_ctx > c->max_position_embeddings)
+    return VERR(PATH_NAME ": max_ctx %d exceeds the model's max_position_embeddings %d", o->max_ctx,
+                c->max_position_embeddings);
+  if (c->attention_bias) return VUNSUPPORTED(PATH_NAME ": attention_bias=true is not implemented");
+  if (strcmp(c->hidden_act, "silu") != 0)
+    return VUNSUPPORTED(PATH_NAME ": hidden_act '%s' is not implemented (silu only)", c->hidden_act);
+  if (c->qk_rope_head_dim % 2) return VERR("config: qk_rope_head_dim %d must be even", c->qk_rope_head_dim);
+  if (o->tp > 1 || o->comm)
+    return VUNSUPPORTED(PATH_NAME ": tensor parallelism (tp %d) is not implemented; the path runs on one GPU", o->tp);
+  S->m = m;
+  S->c = *c;
+  S->opt = *o;
+  S->trace = o->trace;
+  S->D = c->hidden_size;
+  S->H = c->num_attention_heads;
+  S->nope = c->qk_nope_head_dim;
+  S->rope = c->qk_rope_head_dim;
+  S->v = c->v_head_dim;
+  S->dk = S->nope + S->rope;
+  S->ql = c->q_lora_rank;
+  S->kl = c->kv_lora_rank;
+  S->W = S->kl + S->rope;
+  S->NA = (S->ql > 0 ? S->ql : S->H * S->dk) + S->W;
+  S->E = c->n_routed_experts;
+  S->K = c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1;
+  S->F = c->moe_intermediate_size;
+  S->Fs = c->moe_intermediate_size * c->n_shared_experts;
+  S->I = c->intermediate_size;
+  S->V = c->vocab_size;
+  S->eps = (float)c->rms_norm_eps;
+  S->scale = (float)ds_attention_scale(c);
+  S->G = c->n_group > 0 && c->n_group <= S->E ? c->n_group : 1;
+  S->TG = c->topk_group > 0 && c->topk_group <= S->G ? c->topk_group : S->G;
+  S->n_moe = 0;
+  for (int l = 0; l < c->num_hidden_layers; l++) S->n_moe += ds_layer_is_moe(c, l) ? 1 : 0;
+  S->use_graphs = true;
+  if (o->variant && o->variant[0]) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", o->variant);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+      if (strcmp(tok, "eager") == 0) {
+        S->use_graphs = false;
+        continue;
+      }
+      int v = 0;
+      for (int k = LAT_V1_MMA_N8; k <= LAT_V5_CUBLAS; k++)
+        if (strcmp(tok, lat_gemm_variant_name(k)) == 0) v = k;
+      if (!v)
+        return VERR(PATH_NAME ": variant '%s' unknown (eager, v1_mma_n8, v2_mma_n16, v3_mma_n32, v4_mma_n64, v5_cublas)",
+                    tok);
+      S->force_variant = v;
+    }
+  }
+
+  const int ndev = cuda_device_count();
+  if (ndev == 0) return VUNSUPPORTED(PATH_NAME ": no CUDA device visible");
+  if (o->device < 0 || o->device >= ndev)
+    return VERR(PATH_NAME ": device %d outside the %d visible CUDA devices", o->device, ndev);
+
+  char why[160];
+  config_reason(S, why, sizeof why);
+  if (why[0]) {
+    snprintf(S->ref_reason, sizeof S->ref_reason, "unsupported config: %s", why);
+    if (S->trace) vtrace_fallback(S->trace, PATH_NAME, "open", "cuda-ref", S->ref_reason);
+    return cuda_ref_ops.open(&S->ref, m, o);
+  }
+
+  CUDA_CHECK(cudaSetDevice(o->device));
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, o->device));
+  S->sms = prop.multiProcessorCount;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&S->st, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&S->st2, cudaStreamNonBlocking));
+  CUBLAS_CHECK(cublasCreate(&S->blas));
+  CUBLAS_CHECK(cublasCreate(&S->blas2));
+  CUBLAS_CHECK(cublasSetStream(S->blas, S->st));
+  CUBLAS_CHECK(cublasSetStream(S->blas2, S->st2));
+  CUDA_CHECK(cudaEventCreateWithFlags(&S->ev_fork, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&S->ev_join, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreate(&S->ev0));
+  CUDA_CHECK(cudaEventCreate(&S->ev1));
+  for (int i = 0; i < 64; i++) CUDA_CHECK(cudaEventCreate(&S->pev[i]));
+  VTRY(lat_kernels_init());
+  VTRY(lat_mla_init(S->kl, S->rope));
+
+  S->L = (llayer *)calloc((size_t)c->num_hidden_layers, sizeof(llayer));
+  S->len = (int *)calloc((size_t)o->max_seq, sizeof(int));
+  S->seen = (int *)calloc((size_t)o->max_seq, sizeof(int));
+  if (!S->L || !S->len || !S->seen) return VERR("out of memory");
+  if (m->is_synthetic) VTRY(ds_tensor_specs(c, &S->specs, &S->n_specs));
+  VTRY(load_weights(S));
+  free(S->specs), S->specs = NULL, S->n_specs = 0;
+
+  const int nhalf = S->rope / 2;
+  float inv[512];
+  if (nhalf > 512) return VERR("config: qk_rope_head_dim %d too large", S->rope);
+  S->attn_factor = (float)ds_rope_inv_freq(c, inv);
+  DALLOC(S->inv_freq, float, nhalf > 0 ? nhalf : 1, "rope table");
+  CUDA_CHECK(cudaMemcpy(S->inv_freq, inv, (size_t)nhalf * sizeof(float), cudaMemcpyHostToDevice));
+  VTRY(alloc_workspace(S));
+  CUDA_CHECK(cudaDeviceSynchronize());
+
+  size_t fr = 0, tot = 0;
+  CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+  snprintf(S->info, sizeof S->info,
+           "device %d: %.200s (sm_%d%d, %d SMs), %.1f GiB used after open, GEMM table 1-2/3-8:%s 9-16:%s 17-32:%s "
+           "33-64:%s%s",
+           o->device, prop.name, prop.major, prop.minor, S->sms, (double)(tot - fr) / 1073741824.0,
+           lat_gemm_variant_name(pick_variant(S, 1)), lat_gemm_variant_name(pick_variant(S, 16)),
+           lat_gemm_variant_name(pick_variant(S, 32)), lat_gemm_variant_name(pick_variant(S, 64)),
+           S->use_graphs ? "" : ", eager (no graphs)");
+  if (S->trace) vtrace_note(S->trace, PATH_NAME, S->info);
+  return V_OK;
+}
+
+static vstatus lt_open(void **state, const ds_model *m, const vpath_opts *o) {
+  *state = NULL;
+  if (!m || !o) return VERR(PATH_NAME ": open: NULL model or options");
+  lstate *S = (lstate *)calloc(1, sizeof(lstate));
+  if (!S) return VERR("out of memory");
+  vstatus s = open_impl(S, m, o);
+  if (s != V_OK) {
+    lt_close(S);
+    return s;
+  }
+  *state = S;
+  return V_OK;
+}
+
+/* ---- extras (latency.h) ---- */
+
+extern "C" void latency_set_graphs(void *state, bool on) {
+  lstate *S = (lstate *)state;
+  if (S && !S->ref) S->use_graphs = on;
+}
+
+extern "C" vstatus latency_profile_step(void *state, const vstep *s, float *logits, double *phase_ms,
+                                        double *experts) {
+  lstate *S = (lstate *)state;
+  if (!S || S->ref) return VUNSUPPORTED(PATH_NAME ": profiling needs the latency kernels (config fell back)");
+  char why[160];
+  const char *to = "";
+  VTRY(check_step(S, s));
+  envelope_reason(s, why, sizeof why, &to);
+  if (why[0]) return VUNSUPPORTED(PATH_NAME ": profile step outside the envelope: %s", why);
+  S->prof = true;
+  S->n_pev = 0;
+  vstatus r = lt_forward_impl(S, s, logits);
+  S->steps++;
+  S->prof = false;
+  VTRY(r);
+  for (int p = 0; p < LAT_NPHASE; p++) phase_ms[p] = 0;
+  for (int i = 0; i + 1 < S->n_pev; i++) {
+    float t = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&t, S->pev[i], S->pev[i + 1]));
+    phase_ms[S->pphase[i]] += t;
+  }
+  *experts = 0;
+  if (S->n_moe > 0) {
+    int32_t na[64];
+    const int nm = S->n_moe < 64 ? S->n_moe : 64;
+    CUDA_CHECK(cudaMemcpy(na, S->n_act, (size_t)nm * sizeof(int32_t), cudaMemcpyDeviceToHost));
+    double sum = 0;
+    for (int i = 0; i < nm; i++) sum += na[i];
+    *experts = sum / nm;
+  }
+  return V_OK;
+}
+
+extern "C" const vpath_ops latency_ops = {
+    PATH_NAME,
+    "optimized decode for batch 1-64 on Hopper: mma skinny GEMMs, absorbed MLA on a latent cache, CUDA graphs",
+    lt_open,
+    lt_supports,
+    lt_forward,
+    lt_reset,
+    lt_fill_cache,
+    lt_last_step_ms,
+    lt_close,
+    true, /* latent_kv: kv_lora + rope per position per layer */
+};

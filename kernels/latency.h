@@ -1,0 +1,44 @@
+/* The optimized decode path "latency": DeepSeek-V3 / Kimi K2 decode specialized for
+ * batch 1..64 (1..8 tokens per sequence: decode and speculative verification) on one
+ * Hopper GPU. Inside its envelope every step runs as a CUDA graph (one per step shape)
+ * of the kernels in kernels/latency_kernels.h: mma.sync skinny GEMMs chosen per batch
+ * bucket, absorbed MLA over a latent cache (kv_lora + rope per token) with split-KV,
+ * a one-kernel router, device-side expert buckets, grouped expert GEMMs, the shared
+ * expert on a second stream, fused residual add + RMSNorm.
+ * Outside the envelope forward() still answers, and traces the fallback with its reason:
+ *   prefill or mixed prefill+decode (some sequence brings > 8 tokens), batch > 64 tokens:
+ *     the step runs eagerly in chunks of <= 64 tokens (variant "prefill-ref" / "batch-chunked";
+ *     exact: a chunk's tokens see earlier chunks through the cache); the next decode step is
+ *     back on the graphs;
+ *   a config the kernels cannot run (odd sizes): the whole path delegates to cuda-ref
+ *     (opened inside, no weights of its own are loaded then).
+ * opts->variant: comma-separated words: "eager" (no CUDA graphs), or a GEMM variant name
+ * (v1_mma_n8 v2_mma_n16 v3_mma_n32 v4_mma_n64 v5_cublas) forced for every dense GEMM. */
+#ifndef VOUCH_KERNELS_LATENCY_H
+#define VOUCH_KERNELS_LATENCY_H
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "common/path.h"
+
+extern const vpath_ops latency_ops;
+
+/* Phases of a step for latency_profile_step. */
+enum { LAT_PH_ATTN = 0, LAT_PH_DENSE = 1, LAT_PH_MOE = 2, LAT_PH_LMHEAD = 3, LAT_NPHASE = 4 };
+
+/* Turns CUDA graphs on or off for later steps (tests compare graph replay with eager). */
+void latency_set_graphs(void *state, bool on);
+/* Runs one in-envelope step eagerly with events between phases: phase_ms[LAT_NPHASE]
+ * (attention incl. embedding and norms, dense MLP, MoE, final norm + lm_head), and the
+ * mean number of distinct routed experts per MoE layer in *experts (0 without MoE). */
+vstatus latency_profile_step(void *state, const vstep *s, float *logits, double *phase_ms, double *experts);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,146 @@
+/* The kernels of the "latency" decode path and their C-callable launchers (device
+ * pointers, asynchronous on `stream`, V_ERR when a launch failed). bf16 tensors are raw
+ * bf16 bits (uint16_t), accumulation is fp32, row-major everywhere. The numerics suite
+ * can register each family's variants through these launchers.
+ *
+ * Families (variants are numbered; lat_gemm_variant_name() spells them):
+ *   lat_gemm        skinny GEMM / GEMV y[T,N] = x[T,K] . W[N,K]^T for decode token counts:
+ *                     v1_mma_n8   mma.sync m16n8k16, 16 weight rows per CTA, tokens 1..8
+ *                     v2_mma_n16  32 rows per CTA, tokens 1..16
+ *                     v3_mma_n32  32 rows per CTA, tokens 1..32
+ *                     v4_mma_n64  32 rows per CTA, tokens 1..64
+ *                     v5_cublas   cublasGemmEx / strided batched (dense only)
+ *                   weights streamed once per step with 16-byte loads for all tokens, split-K
+ *                   inside the CTA (8 warps) and across CTAs (deterministic reduce kernel),
+ *                   batched over z (heads) or grouped over routed experts (MoE mode).
+ *   lat_embed_norm, lat_add_rmsnorm, lat_moe_combine_norm: fused residual add + RMSNorm.
+ *   lat_mla_prep    q_a_layernorm, kv_a_layernorm and RoPE(k_rot) -> latent cache store.
+ *   lat_mla_attn    absorbed MLA decode over the latent cache, flash-decoding split-KV,
+ *                   then lat_mla_combine (log-sum-exp merge of the splits).
+ *   lat_router_topk sigmoid + bias + group-limited top-k (HF 0.0 masking) + normalize + scale.
+ *   lat_moe_bucket  token->expert buckets on the device (no host sync). */
+#ifndef VOUCH_KERNELS_LATENCY_KERNELS_H
+#define VOUCH_KERNELS_LATENCY_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "common/vstatus.h"
+
+/* GEMM variants. */
+enum { LAT_V1_MMA_N8 = 1, LAT_V2_MMA_N16 = 2, LAT_V3_MMA_N32 = 3, LAT_V4_MMA_N64 = 4, LAT_V5_CUBLAS = 5 };
+/* Epilogues. SWIGLU: W rows come in blocks of 16 = 8 gate rows then the 8 matching up rows;
+ * output column 8*i + g (i = block, g < 8) = bf16(silu(bf16(gate)) * bf16(up)), N/2 columns. */
+enum { LAT_EP_BF16 = 0, LAT_EP_F32 = 1, LAT_EP_SWIGLU = 2 };
+
+const char *lat_gemm_variant_name(int variant);
+/* The most tokens variant v handles in one CTA (8, 16, 32, 64; cuBLAS: any). */
+int lat_gemm_variant_max_tokens(int variant);
+
+typedef struct {
+  /* weights: dense mode W[z] = W + z * w_bstride ([N, K] row-major, row stride K);
+   * MoE mode (wptr != NULL): W = wptr[act_e[z]] for z < *n_act, other z do nothing. */
+  const uint16_t *W;             /* [Z][N, K] */
+  long long w_bstride;           /* elements between z slices of W */
+  const uint16_t *const *wptr;   /* MoE: device array [E] of expert weight pointers, or NULL */
+  /* activations: row j of slice z is x + z*x_bstride + row(j)*ldx, row(j) = xmap ? xmap[off+j] : off+j
+   * (off = act_off[z] in MoE mode, 0 otherwise) */
+  const uint16_t *x;             /* bf16 */
+  int ldx;                       /* elements between rows */
+  long long x_bstride;           /* elements between z slices */
+  const int32_t *xmap;           /* row map or NULL */
+  /* output: row orow(j) = omap ? omap[off+j] : off+j of out + z*o_bstride, row stride ldo */
+  void *out;                     /* bf16 (BF16/SWIGLU) or float32 (F32) */
+  int ldo;                       /* elements between rows */
+  long long o_bstride;           /* elements between z slices */
+  const int32_t *omap;           /* row map or NULL */
+  int N, K;                      /* weight rows / reduction length (K % 8 == 0) */
+  int T;                         /* token rows (dense); MoE: the most tokens any expert can get */
+  int Z;                         /* z slices (dense), or the most active experts (MoE) */
+  int ep;                        /* LAT_EP_* */
+  /* MoE mode (device arrays from lat_moe_bucket) */
+  const int32_t *n_act;          /* [1] active experts */
+  const int32_t *act_e;          /* [Z] expert id of active slot z */
+  const int32_t *act_off;        /* [Z] first bucket row of slot z */
+  const int32_t *act_cnt;        /* [Z] tokens of slot z */
+  /* scratch for split-K partials / cuBLAS temporaries */
+  float *ws;                     /* device scratch */
+  size_t ws_bytes;               /* its size */
+} lat_gemm_args;
+
+/* Runs the GEMM with `variant`; *splits_out and *ran_out (may be NULL) get the split-K factor
+ * and the variant that ran (a variant too small for T, or cuBLAS in MoE mode, is replaced by
+ * the mma variant for T).
+ * Dense with xmap or a SWIGLU epilogue works for cuBLAS through the scratch buffer;
+ * MoE mode never uses cuBLAS (the launcher picks the mma variant for T instead). */
+vstatus lat_gemm(const lat_gemm_args *a, int variant, int num_sms, cublasHandle_t blas, cudaStream_t stream,
+                 int *splits_out, int *ran_out);
+/* Raises the dynamic shared-memory limits of the kernels (once per device, before capture). */
+vstatus lat_kernels_init(void);
+
+/* x[t] = float(emb[tok[t]]); xn[t] = bf16(w * x * rsqrt(mean x^2 + eps)), t < T, D columns. */
+vstatus lat_embed_norm(float *x, uint16_t *xn, const int32_t *tok, const uint16_t *emb, const uint16_t *w, int T,
+                       int D, float eps, cudaStream_t stream);
+/* x[t] += float(y[t]); xn[t] = rmsnorm(x[t]) * w. */
+vstatus lat_add_rmsnorm(float *x, uint16_t *xn, const uint16_t *y, const uint16_t *w, int T, int D, float eps,
+                        cudaStream_t stream);
+/* x[t] += sum_k wt[t*K+k] * float(Y[t*K+k]) + float(ysh[t]) (ysh may be NULL); xn[t] = rmsnorm(x[t]) * w. */
+vstatus lat_moe_combine_norm(float *x, uint16_t *xn, const uint16_t *Y, const float *wt, const uint16_t *ysh,
+                             const uint16_t *w, int T, int K, int D, float eps, cudaStream_t stream);
+
+/* Per token row t of src (row stride src_ld):
+ *   if q_off >= 0: qan[t] = rmsnorm(src[t][q_off .. q_off+ql)) * qnw               ([T, ql] bf16)
+ *   cache[slot[t]][pos[t]][0..kl)     = rmsnorm(src[t][kv_off .. +kl)) * kvnw       (latent)
+ *   cache[slot[t]][pos[t]][kl..kl+r)  = RoPE(src[t][kv_off+kl .. +r)) at pos[t]    (k_rot, de-interleaved)
+ * cache is [max_seq, max_ctx, kl + r] bf16. RoPE as curef_rope (angle float32(pos * inv_freq)). */
+vstatus lat_mla_prep(const uint16_t *src, int src_ld, int q_off, int ql, const uint16_t *qnw, uint16_t *qan,
+                     int kv_off, int kl, int r, const uint16_t *kvnw, uint16_t *cache, const int32_t *slot,
+                     const int32_t *pos, int max_ctx, const float *inv_freq, float attn_factor, int interleave,
+                     float eps, int T, cudaStream_t stream);
+
+/* Head-group size the attention kernel uses for H heads (4, 2 or 1). */
+int lat_mla_head_group(int H);
+/* Split-KV count for T token rows, H heads and at most max_keys keys per row. */
+int lat_mla_splits(int T, int H, int max_keys, int num_sms);
+/* True when the attention kernel supports these latent / rope widths. */
+int lat_mla_supported(int kl, int r);
+/* Raises the attention kernel's dynamic shared-memory limit for latent kl + rope r (once, before capture). */
+vstatus lat_mla_init(int kl, int r);
+/* Absorbed MLA decode, split-KV: for token row t, head h, split s of the keys [0, pos[t]]:
+ *   score_j = scale * (qlat[t][h] . cache_j[0..kl) + qrot[t][h] . cache_j[kl..kl+r))
+ *   pm = max score, pl = sum exp(score - pm), pacc[kl] = sum exp(score - pm) cache_j[0..kl)
+ * qlat [T, H, kl] float32; qrot at q[t*q_ld + h*q_hstride + q_rot_off + i] (bf16).
+ * pm, pl [T, H, S]; pacc [T, H, S, kl]. */
+vstatus lat_mla_attn(float *pm, float *pl, float *pacc, const float *qlat, const uint16_t *q, int q_ld,
+                     int q_hstride, int q_rot_off, const uint16_t *cache, const int32_t *slot, const int32_t *pos,
+                     int T, int H, int kl, int r, int max_ctx, int S, float scale, cudaStream_t stream);
+/* o[t][h][c] = bf16(sum_s e^(pm_s - M) pacc_s[c] / sum_s e^(pm_s - M) pl_s), o [T, H, kl]. */
+vstatus lat_mla_combine(uint16_t *o, const float *pm, const float *pl, const float *pacc, int T, int H, int kl,
+                        int S, cudaStream_t stream);
+/* out[h][c][i] = kv_b[(h*(n+v) + i)*kl + c]: W_UK transposed per head ([H, kl, n]), at open. */
+vstatus lat_transpose_wuk(uint16_t *out, const uint16_t *kv_b, int H, int n, int v, int kl, cudaStream_t stream);
+
+/* Router for T tokens from float32 logits [T, E] (see curef_router for the exact rule).
+ * forced (NULL or [T, K] expert ids) replaces the selection; weights are still the
+ * scores of the chosen experts, normalized and scaled. idx/wt are [T, K]. */
+vstatus lat_router_topk(int32_t *idx, float *wt, const float *logits, const float *bias, const int32_t *forced,
+                        int T, int E, int K, int n_group, int topk_group, int norm_topk_prob, float rsf,
+                        cudaStream_t stream);
+/* Buckets the T*K (token, choice) pairs by expert: active experts in ascending id order
+ * (n_act, act_e, act_off, act_cnt), and per bucket row p: perm_tok[p] = token, perm_pair[p]
+ * = t*K + k, pairs of one expert in ascending pair order. One block; no host sync. */
+vstatus lat_moe_bucket(const int32_t *idx, int T, int K, int E, int32_t *n_act, int32_t *act_e, int32_t *act_off,
+                       int32_t *act_cnt, int32_t *perm_tok, int32_t *perm_pair, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

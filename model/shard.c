@@ -1,0 +1,216 @@
+/* The tensor-parallel shard plan (see shard.h): the split of each tensor, the local config,
+ * and building one rank's model from a full one (views, copies, or synthesis of the slice). */
+#include "model/shard.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+shard_split ds_shard_rule(const char *name) {
+  if (strcmp(name, "lm_head.weight") == 0) return SHARD_VOCAB;
+  /* attention: per-head projections (q_a_proj / kv_a_proj_with_mqa stay whole) */
+  if (ends_with(name, ".self_attn.q_b_proj.weight") || ends_with(name, ".self_attn.q_proj.weight") ||
+      ends_with(name, ".self_attn.kv_b_proj.weight"))
+    return SHARD_ROWS;
+  if (ends_with(name, ".self_attn.o_proj.weight")) return SHARD_COLS;
+  /* dense MLP, routed experts, shared experts: split along their intermediate dimension */
+  if (ends_with(name, ".gate_proj.weight") || ends_with(name, ".up_proj.weight")) return SHARD_ROWS;
+  if (ends_with(name, ".down_proj.weight")) return SHARD_COLS;
+  return SHARD_REPLICATE;
+}
+
+const char *ds_shard_split_name(shard_split s) {
+  switch (s) {
+    case SHARD_REPLICATE: return "replicate";
+    case SHARD_ROWS: return "rows";
+    case SHARD_COLS: return "cols";
+    case SHARD_VOCAB: return "vocab";
+  }
+  return "?";
+}
+
+static bool has_dense(const ds_config *c) {
+  for (int l = 0; l < c->num_hidden_layers; l++)
+    if (!ds_layer_is_moe(c, l)) return true;
+  return false;
+}
+static bool has_moe(const ds_config *c) {
+  for (int l = 0; l < c->num_hidden_layers; l++)
+    if (ds_layer_is_moe(c, l)) return true;
+  return false;
+}
+
+vstatus ds_shard_check(const ds_config *c, int size) {
+  if (size < 1 || size > SHARD_MAX_TP) return VERR("TP %d: the TP degree must be in 1..%d", size, SHARD_MAX_TP);
+  if (c->num_attention_heads % size)
+    return VERR("TP %d needs num_attention_heads (%d) divisible by %d", size, c->num_attention_heads, size);
+  if (c->num_key_value_heads % size)
+    return VERR("TP %d needs num_key_value_heads (%d) divisible by %d", size, c->num_key_value_heads, size);
+  if (has_dense(c) && c->intermediate_size % size)
+    return VERR("TP %d needs intermediate_size (%d) divisible by %d", size, c->intermediate_size, size);
+  if (has_moe(c) && c->moe_intermediate_size % size)
+    return VERR("TP %d needs moe_intermediate_size (%d) divisible by %d", size, c->moe_intermediate_size, size);
+  if (c->vocab_size < size) return VERR("TP %d needs vocab_size (%d) >= %d", size, c->vocab_size, size);
+  return V_OK;
+}
+
+vstatus ds_shard_config(const ds_config *full, int size, ds_config *local) {
+  VTRY(ds_shard_check(full, size));
+  *local = *full;
+  local->num_attention_heads /= size;
+  local->num_key_value_heads /= size;
+  if (has_dense(full)) local->intermediate_size /= size;
+  if (has_moe(full)) local->moe_intermediate_size /= size;
+  if (size > 1) local->tie_word_embeddings = false; /* each rank holds its own lm_head block */
+  return V_OK;
+}
+
+void ds_shard_vocab(int vocab, int size, int rank, int *v0, int *v1) {
+  const int b = ds_shard_vocab_block(vocab, size);
+  int a = rank * b, e = a + b;
+  if (a > vocab) a = vocab;
+  if (e > vocab) e = vocab;
+  *v0 = a;
+  *v1 = e;
+}
+
+/* ---- building a rank's model ---- */
+
+static const ds_tensor_spec *find_spec(const ds_tensor_spec *s, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(s[i].name, name) == 0) return &s[i];
+  return NULL;
+}
+
+/* Synthesizes `numel` elements of the full tensor `fs` from element `start` into dst
+ * (threaded for large slices; chunks are independent, so the result does not depend on
+ * the thread count). */
+static void synth_range(void *dst, const ds_tensor_spec *fs, uint64_t seed, int64_t start, int64_t numel) {
+  const size_t esz = vdtype_size(fs->dtype);
+  const int64_t chunk = 1 << 16;
+#pragma omp parallel for schedule(dynamic, 1) if (numel > 4 * chunk)
+  for (int64_t c0 = 0; c0 < numel; c0 += chunk) {
+    int64_t len = numel - c0 < chunk ? numel - c0 : chunk;
+    ds_synth_fill((char *)dst + (size_t)c0 * esz, fs, seed, start + c0, len);
+  }
+}
+
+/* Fills local tensor t (shape already local) as the rows [r0, r0 + t->shape[0]) or the
+ * columns [c0, c0 + t->shape[1]) of full tensor ft (spec fs for synthesis). */
+static vstatus fill_tensor(vtensor *t, const vtensor *ft, const ds_tensor_spec *fs, uint64_t seed, shard_split sp,
+                           int64_t off) {
+  const int64_t rows = t->shape[0], cols = t->ndim > 1 ? t->shape[1] : 1;
+  const int64_t fcols = ft->ndim > 1 ? ft->shape[1] : 1;
+  if (ft->data) {
+    t->dtype = ft->dtype;
+    const size_t esz = vdtype_size(ft->dtype);
+    if (sp != SHARD_COLS) { /* a contiguous block of rows (or everything): a view */
+      t->data = (char *)ft->data + (size_t)(off * fcols) * esz;
+      t->owned = false;
+      return V_OK;
+    }
+    t->data = vmalloc((size_t)(rows * cols) * esz + 1, "shard column block");
+    if (!t->data) return VERR("%s: out of memory for the column block [%lld, %lld)", t->name, (long long)off,
+                              (long long)(off + cols));
+    t->owned = true;
+    for (int64_t i = 0; i < rows; i++)
+      memcpy((char *)t->data + (size_t)(i * cols) * esz, (const char *)ft->data + (size_t)(i * fcols + off) * esz,
+             (size_t)cols * esz);
+    return V_OK;
+  }
+  if (!fs) return VERR("%s: tensor has no host data and no synthesis spec (open the full model with weights)", t->name);
+  t->dtype = fs->dtype;
+  const size_t esz = vdtype_size(fs->dtype);
+  t->data = vmalloc((size_t)(rows * cols) * esz + 1, "shard tensor");
+  if (!t->data) return VERR("%s: out of memory synthesizing a %lld x %lld shard", t->name, (long long)rows, (long long)cols);
+  t->owned = true;
+  if (sp != SHARD_COLS) {
+    synth_range(t->data, fs, seed, off * fcols, rows * cols);
+  } else {
+    for (int64_t i = 0; i < rows; i++)
+      synth_range((char *)t->data + (size_t)(i * cols) * esz, fs, seed, i * fcols + off, cols);
+  }
+  return V_OK;
+}
+
+/* The full-model tensor named `name` (lm_head: the tied embedding when the full model ties). */
+static const vtensor *full_tensor(const ds_model *full, const char *name) {
+  if (strcmp(name, "lm_head.weight") == 0) return full->lm_head;
+  if (full->is_synthetic) {
+    for (int i = 0; i < full->n_synth; i++)
+      if (strcmp(full->synth[i].name, name) == 0) return &full->synth[i];
+    return NULL;
+  }
+  return st_find(&full->st, name);
+}
+
+vstatus ds_shard_model(ds_model *local, const ds_model *full, int rank, int size) {
+  memset(local, 0, sizeof *local);
+  if (!full || !full->layers) return VERR("shard: the full model is not open");
+  if (full->tp_size > 1) return VERR("shard: %s is already a TP shard (rank %d of %d)", full->source, full->tp_rank,
+                                     full->tp_size);
+  if (rank < 0 || rank >= size) return VERR("shard: rank %d out of range [0, %d)", rank, size);
+  ds_config lc;
+  VTRY(ds_shard_config(&full->cfg, size, &lc));
+  ds_tensor_spec *fspecs = NULL;
+  int nf = 0;
+  VTRY(ds_tensor_specs(&full->cfg, &fspecs, &nf));
+  /* the local model's tensor table, names and local shapes, bound to layers, no data yet */
+  vstatus s = ds_model_synth(local, &lc, full->preset[0] ? full->preset : "shard", full->seed, false);
+  if (s != V_OK) {
+    free(fspecs);
+    return s;
+  }
+  int v0, v1;
+  ds_shard_vocab(lc.vocab_size, size, rank, &v0, &v1);
+  for (int i = 0; i < local->n_synth && s == V_OK; i++) {
+    vtensor *t = &local->synth[i];
+    const vtensor *ft = full_tensor(full, t->name);
+    if (!ft) {
+      s = VERR("%s: tensor '%s' is missing (the shard plan needs it)", full->source, t->name);
+      break;
+    }
+    /* the spec to synthesize from is the full tensor's own (lm_head tied: the embedding's) */
+    const ds_tensor_spec *fs = find_spec(fspecs, nf, ft->name);
+    shard_split sp = ds_shard_rule(t->name);
+    const int64_t fr = ft->shape[0], fc = ft->ndim > 1 ? ft->shape[1] : 1;
+    const int64_t lr = t->shape[0], lcn = t->ndim > 1 ? t->shape[1] : 1;
+    int64_t off = 0;
+    bool ok = ft->ndim == t->ndim;
+    switch (sp) {
+      case SHARD_REPLICATE: ok = ok && fr == lr && fc == lcn; break;
+      case SHARD_ROWS: ok = ok && lr * size == fr && fc == lcn; off = rank * lr; break;
+      case SHARD_COLS: ok = ok && lcn * size == fc && fr == lr; off = rank * lcn; break;
+      case SHARD_VOCAB:
+        ok = ok && fr == lc.vocab_size && fc == lcn;
+        t->shape[0] = v1 - v0;
+        off = v0;
+        break;
+    }
+    if (!ok) {
+      s = VERR("%s: tensor '%s': shape [%lld, %lld] does not split by the plan (%s, TP %d) into [%lld, %lld]",
+               full->source, t->name, (long long)fr, (long long)fc, ds_shard_split_name(sp), size, (long long)lr,
+               (long long)lcn);
+      break;
+    }
+    s = fill_tensor(t, ft, fs, full->seed, sp, off);
+  }
+  free(fspecs);
+  if (s != V_OK) {
+    ds_model_close(local);
+    return s;
+  }
+  local->is_synthetic = true; /* tensors live in local->synth (owned copies or views) */
+  local->seed = full->seed;
+  local->tp_rank = rank;
+  local->tp_size = size;
+  local->vocab_begin = v0;
+  local->vocab_end = v1;
+  snprintf(local->source, sizeof local->source, "%.560s [TP rank %d/%d]", full->source, rank, size);
+  return V_OK;
+}

@@ -1,0 +1,129 @@
+/* Throughput sweeps (`vouch sweep`): decode step time of one or more paths over a grid of
+ * batch x context (x TP), pure decode (synthetic KV fill) or prefill+decode, optional
+ * speculative verification (K+1 tokens per sequence per step, AL kept), with the routing
+ * of MoE experts natural or forced (uniform, zipf, replayed trace).
+ *
+ * Method (DESIGN.md "Performance method"):
+ * - All paths of a grid point are open at once and stepped interleaved (A B A B, the order
+ *   reversed every other step) so drift on a shared machine cancels. Paths are (re)opened
+ *   per context with max_ctx for that context and max_seq for the largest batch that fits;
+ *   when the paths do not fit together, each runs alone (records say interleaved=false);
+ *   what fits nowhere is a "not run" point with the reason (never dropped).
+ * - Pure decode: fill_cache(ctx) per sequence, then single-token (or K+1-token) steps at
+ *   positions ctx, ctx+AL, ...; with --spec the cache is rewound by K+1-AL after each step
+ *   (the next step starts at start_pos + AL). Prefill+decode: a real chunked prefill of ctx
+ *   tokens (timed separately), then the same decode steps.
+ * - Step time: the path's last_step_ms (device events) when it has one, else the wall clock.
+ * - Roofline: ds_decode_bytes() with the experts actually touched (distinct ids per MoE layer
+ *   under forced routing; under natural routing the ids are not visible, so the expected
+ *   number for uniform choice is used and the point says so) and the KV layout of the path
+ *   (vpath_ops.latent_kv), over the copy bandwidth measured in the same run (cuda_membw on
+ *   the GPU for paths with last_step_ms, a memcpy for host paths).
+ *
+ * Routing trace file (--routing trace:FILE): JSON lines, one line per token, each line an
+ * array with one entry per MoE layer, each entry the num_experts_per_tok expert ids of that
+ * token in that layer: `[[3,17,5,9],[1,2,40,7]]`. Token t of step i replays line
+ * (i*T + t) mod n_lines; if a line lists fewer layers than the model has MoE layers, MoE
+ * layer j uses entry j mod n_entries. Every line must have the same number of entries, each
+ * of exactly top-k distinct ids in [0, n_routed_experts). Empty lines and lines starting
+ * with '#' are skipped. */
+#ifndef VOUCH_SUITES_SWEEP_H
+#define VOUCH_SUITES_SWEEP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/path.h"
+#include "model/model.h"
+#include "suites/stats.h"
+
+typedef enum { SWEEP_DECODE = 0, SWEEP_PREFILL_DECODE = 1 } sweep_workload;
+const char *sweep_workload_name(sweep_workload w); /* "decode", "prefill+decode" */
+
+typedef enum { ROUTE_NATURAL = 0, ROUTE_UNIFORM, ROUTE_ZIPF, ROUTE_TRACE } sweep_route_kind;
+
+typedef struct {
+  sweep_route_kind kind;
+  double zipf_s;        /* ROUTE_ZIPF: popularity of rank r (0-based) is 1/(r+1)^s */
+  char spec[560];       /* the option text ("zipf:1.2") */
+  int32_t *ids;         /* ROUTE_TRACE: [n_lines][n_layers][k] expert ids */
+  int n_lines, n_layers, k;
+  /* prepared for one model (sweep_routing_prepare) */
+  int E, K, n_moe;      /* routed experts, top-k, MoE layers */
+  int *perm;            /* ROUTE_ZIPF: [n_moe][E] expert of each popularity rank */
+  double *cdf;          /* ROUTE_ZIPF: [E] cumulative popularity of ranks */
+} sweep_routing;
+
+/* Parses "natural" | "uniform" | "zipf:S" (S > 0) | "trace:FILE" (reads and checks the file). */
+vstatus sweep_routing_parse(const char *spec, sweep_routing *r);
+/* Checks the routing against the model (trace k, ids < E) and precomputes tables. */
+vstatus sweep_routing_prepare(sweep_routing *r, const ds_config *c, uint64_t seed);
+void sweep_routing_free(sweep_routing *r);
+/* Forced expert ids of step `step` (any integer; prefill chunks use negative ones) for T tokens:
+ * out [n_moe][T][K]. Deterministic in (seed, step, layer, token). Not for ROUTE_NATURAL. */
+void sweep_routing_fill(const sweep_routing *r, uint64_t seed, int64_t step, int T, int32_t *out);
+/* Mean over MoE layers of the distinct experts in ids [n_moe][T][K] (ids in [0, E)). */
+double sweep_distinct_experts(const int32_t *ids, int n_moe, int T, int K, int E);
+
+typedef struct {
+  const char *const *paths; /* [n_paths] path names; the first is the baseline */
+  int n_paths;
+  const int *batches;       /* [n_batches] sequences per step */
+  int n_batches;
+  const int *contexts;      /* [n_contexts] cached positions per sequence before decoding */
+  int n_contexts;
+  const int *tps;           /* [n_tps] tensor-parallel degrees (> 1: not built, listed as not run) */
+  int n_tps;
+  int spec_k;               /* draft tokens per step (0: plain decode, 1 token per sequence) */
+  int spec_al;              /* tokens kept per sequence per step (1 without spec), 1..spec_k+1 */
+  sweep_workload workload;
+  sweep_routing *routing;   /* prepared by sweep_run */
+  int steps, warmup;        /* timed steps, warm-up steps (per path per point) */
+  uint64_t seed;            /* KV fill, tokens, routing */
+  int device;               /* GPU ordinal for GPU paths */
+  int n_threads;            /* host paths (0: all cores) */
+  size_t membw_bytes;       /* copy size for the bandwidth measurement (0: 4 GiB GPU, 1 GiB host) */
+  bool progress;            /* progress bar on stderr */
+} sweep_opts;
+
+typedef struct {
+  char path[32];
+  int tp, batch, ctx;       /* grid coordinates (ctx as asked) */
+  bool ran;                 /* false: reason says why not */
+  bool unsupported;         /* not run because the path's supports()/fill_cache refused the point */
+  char reason[400];
+  bool interleaved;         /* stepped alternately with the other paths of the same point */
+  bool device_timer;        /* step times from last_step_ms (device events), else wall clock */
+  int fill_len;             /* positions filled / prefilled before decoding (< ctx only when
+                               ctx + decode positions would pass max_position_embeddings) */
+  double *ms;               /* [n_warmup + n_steps] step times in ms, warm-up steps first (owned) */
+  int n_warmup, n_steps;
+  double prefill_ms;        /* prefill+decode: time of the whole prefill; NaN for pure decode */
+  int tokens_kept;          /* tokens counted per step: batch * AL */
+  int tokens_verified;      /* tokens run per step: batch * (K+1) */
+  double mean_ctx;          /* mean cached length attended in the timed steps */
+  double experts_touched;   /* distinct routed experts per MoE layer per timed step (mean) */
+  bool experts_measured;    /* true: counted from forced ids; false: expected under uniform choice */
+  bool latent_kv;           /* the path's KV layout used in the byte count */
+  double bytes_per_step;    /* ds_decode_bytes for this point */
+  double membw_gbs;         /* copy bandwidth (read + write) of the path's memory, GB/s */
+  char membw_how[80];       /* how it was measured */
+  vstats st;                /* summary of ms (after warm-up) */
+  double tok_s;             /* tokens_kept / median step time */
+  double roofline_pct;      /* 100 * (bytes_per_step / membw) / median step time */
+} sweep_point;
+
+typedef struct {
+  sweep_point *p;           /* [n] points, grid order (context, TP, batch, path) */
+  int n, cap;
+  double wall_s;            /* wall time of the whole sweep */
+  double membw_host_gbs, membw_gpu_gbs; /* NaN when not measured */
+} sweep_result;
+
+/* Runs the sweep on model m. V_ERR for usage errors (unknown path, bad options) and failures
+ * of the harness itself; points that cannot run are points with a reason. */
+vstatus sweep_run(const sweep_opts *o, const ds_model *m, sweep_result *res);
+void sweep_result_free(sweep_result *res);
+
+#endif
