@@ -16,8 +16,9 @@ typedef struct {
 
 /* Index of the largest logit (lowest index on ties). */
 int vsample_argmax(const float *logits, int vocab);
-/* Picks a token with uniform u in [0,1). `work` must hold 2*vocab floats/ints scratch
- * (pass NULL to allocate internally). */
+/* Picks a token with uniform u in [0,1). `work` must hold VSAMPLE_WORK_BYTES(vocab) bytes of
+ * scratch (pass NULL to allocate internally). */
+#define VSAMPLE_WORK_BYTES(vocab) ((size_t)(vocab) * 16)
 int vsample_with_u(const float *logits, int vocab, const vsampling *s, double u, void *work);
 /* Picks a token for sequence `seq` at generation step `step` (u from the seeded RNG). */
 int vsample(const float *logits, int vocab, const vsampling *s, int seq, int64_t step, void *work);

@@ -2,6 +2,8 @@
  * safetensors (checked against the specs), synthesis from the counter-based RNG, counts. */
 #include "model/model.h"
 
+#include "model/construct.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -233,6 +235,7 @@ static vstatus bind_layers(ds_model *m) {
 /* ---- open / close ---- */
 
 static vstatus open_synth(ds_model *m, const char *preset, uint64_t seed, int layers, bool materialize) {
+  if (construct_is_preset(preset)) return construct_model_open(m, preset, NULL, seed, NULL);
   ds_config cfg;
   VTRY(ds_preset_config(preset, layers, &cfg));
   return ds_model_synth(m, &cfg, preset, seed, materialize);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "model/construct.h"
 #include "model/model.h"
 #include "runner/cli.h"
 #include "runner/commands.h"
@@ -18,7 +19,8 @@ static const char SYNTH_USAGE[] =
     "  Weights come from a counter-based RNG keyed by (seed, tensor name, element index).\n"
     "  --set edits the preset's config.json before synthesis, e.g. --set q_lora_rank=null\n"
     "  --set rope_scaling.factor=8 (nested keys with dots).\n"
-    "  presets: tiny small k2-slice\n";
+    "  presets: tiny small k2-slice; constructed (the model provably solves a task, docs/evals.md):\n"
+    "  recall-mrcr recall-chain\n";
 
 typedef struct {
   const ds_tensor_spec *specs;
@@ -61,6 +63,12 @@ static int model_synth(int argc, char **argv) {
     if (err) { cli_print_error("model synth"); return EXIT_USAGE; }
   }
   if (!preset || !out) { fputs(SYNTH_USAGE, stderr); return EXIT_USAGE; }
+  if (construct_is_preset(preset)) { /* weights constructed to solve a task (docs/evals.md) */
+    if (n_sets || layers) fprintf(stderr, "vouch model synth: --set and --layers do not apply to %s\n", preset);
+    if (cli_mkdirs(out) || construct_write(out, preset, NULL, seed)) { cli_print_error("model synth"); return EXIT_CHECK_FAILED; }
+    printf("wrote %s (constructed %s, seed %llu)\n", out, preset, (unsigned long long)seed);
+    return EXIT_OK;
+  }
   ds_config cfg;
   if (ds_preset_config(preset, (int)layers, &cfg)) { cli_print_error("model synth"); return EXIT_USAGE; }
   for (int i = 0; i < n_sets; i++)

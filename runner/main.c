@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include "runner/cli.h"
+#include "runner/cmd_ab.h"
+#include "runner/cmd_evals.h"
 #include "runner/cmd_evidence.h"
 #include "runner/cmd_kernels.h"
 #include "runner/cmd_run.h"
+#include "runner/cmd_sweep.h"
 #include "runner/commands.h"
 
 typedef struct {
@@ -37,6 +40,10 @@ static const command COMMANDS[] = {
     {"generate", cmd_generate, "decode a batch of prompts on a path (cpu-ref, cuda-ref, ...)"},
     {"trace", cmd_trace, "generate, printing which op variants ran per step and every fallback"},
     {"kernels", cmd_kernels, "op numerics: every op variant on every path against float64 oracles"},
+    {"diverge", cmd_diverge, "teacher-forced divergence of paths: KLD, top-token agreement, max |dlogit|"},
+    {"eval", cmd_eval, "mrcr | chain: ground-truth evals on constructed checkpoints"},
+    {"features", cmd_features, "full context, sampling, structured output, speculative verify, stop tokens"},
+    {"sweep", cmd_sweep, "throughput sweeps over batch x context (x TP) of decode paths"},
     {"run", cmd_run, "run a plan's suites (default: smoke) into a result directory and bundle it"},
     {"bundle", cmd_bundle, "pack a result directory into a deterministic NAME.vouch.tar.gz"},
     {"verify", cmd_verify, "check a bundle's hashes, schema and every derived figure"},
@@ -44,6 +51,7 @@ static const command COMMANDS[] = {
     {"report", cmd_report, "Markdown (one GitHub comment) and HTML with SVG charts"},
     {"publish", cmd_publish, "post or update the PR comment and commit status"},
     {"history", cmd_history, "past runs in the local store; baseline lookup"},
+    {"ab", cmd_ab, "base vs head: worktrees, same-option builds, interleaved runs, one comparison"},
 };
 
 static void usage(FILE *f) {

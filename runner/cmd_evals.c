@@ -1,0 +1,848 @@
+/* vouch diverge | eval mrcr | eval chain | features (see cmd_evals.h). */
+#include "runner/cmd_evals.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/construct.h"
+#include "model/model.h"
+#include "runner/cli.h"
+#include "runner/record.h"
+#include "suites/diverge.h"
+#include "suites/evals.h"
+#include "suites/features.h"
+#include "suites/paths.h"
+#include "suites/stats_tests.h"
+
+/* ---- shared helpers ---- */
+
+/* Splits "a,b,c" into names (pointers into a malloc'ed copy held in *buf). */
+static vstatus split_names(const char *opt, const char *s, char **buf, const char ***out, int *n) {
+  *buf = strdup(s);
+  int cap = 1;
+  for (const char *p = s; *p; p++) cap += *p == ',';
+  const char **v = calloc((size_t)cap, sizeof *v);
+  if (!*buf || !v) { free(v); return VERR("out of memory"); }
+  int k = 0;
+  char *save = NULL;
+  for (char *t = strtok_r(*buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) v[k++] = t;
+  if (k == 0) { free(v); return VERR("option %s: empty list", opt); }
+  *out = v;
+  *n = k;
+  return V_OK;
+}
+
+static vstatus check_paths(const char *const *names, int n) {
+  for (int i = 0; i < n; i++)
+    if (!vpaths_find(names[i])) return VERR("option --paths: unknown path '%s' (known: %s)", names[i], vpaths_names());
+  return V_OK;
+}
+
+/* Opens synth:recall-* through the constructor (with the knobs), anything else through
+ * ds_model_open (host weights when a path runs on the CPU). */
+static vstatus open_model(ds_model *m, const char *spec, uint64_t seed, int layers, bool host, const construct_opts *knobs,
+                          construct_layout *L, bool need_layout) {
+  if (!strncmp(spec, "synth:", 6) && construct_is_preset(spec + 6)) {
+    construct_opts o;
+    VTRY(construct_preset_opts(spec + 6, &o));
+    if (knobs) {
+      if (knobs->cos >= 0) o.cos = knobs->cos;
+      if (knobs->gap > 0) o.gap = knobs->gap;
+      if (knobs->answer_logit > 0) o.answer_logit = knobs->answer_logit;
+    }
+    if (layers > 0) o.layers = layers;
+    construct_layout tmp;
+    return construct_model_open(m, spec + 6, &o, seed, L ? L : &tmp);
+  }
+  VTRY(ds_model_open(m, spec, seed, layers, host));
+  if (need_layout) {
+    vstatus s = construct_layout_of(m, L);
+    if (s) { ds_model_close(m); return s; }
+  }
+  return V_OK;
+}
+
+static bool any_cpu(const char *const *p, int n) {
+  for (int i = 0; i < n; i++)
+    if (!strncmp(p[i], "cpu", 3)) return true;
+  return false;
+}
+
+/* --json FILE: {"records": [...]} */
+static vstatus write_records(const char *file, vrecord **recs, int n) {
+  cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "records");
+  for (int i = 0; i < n; i++) cJSON_AddItemToArray(arr, rec_to_json(recs[i]));
+  char *txt = cJSON_Print(root);
+  cJSON_Delete(root);
+  FILE *f = fopen(file, "w");
+  vstatus s = V_OK;
+  if (!f || !txt || fputs(txt, f) < 0) s = VERR("%s: cannot write records", file);
+  if (f && fclose(f) != 0 && !s) s = VERR("%s: cannot write records", file);
+  free(txt);
+  return s;
+}
+
+/* --json FILE, and the records of a `vouch run` in progress. */
+static vstatus emit_records(const char *file, vrecord **recs, int n) {
+  if (file) VTRY(write_records(file, recs, n));
+  for (int i = 0; rec_current() && i < n; i++) VTRY(rec_emit(recs[i], NULL));
+  return V_OK;
+}
+
+typedef struct {
+  vrecord **v;
+  int n, cap;
+} rec_list;
+
+static vrecord *rec_push(rec_list *l, const char *suite, const char *id, const char *path) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 32;
+    vrecord **nv = realloc(l->v, (size_t)cap * sizeof *nv);
+    if (!nv) return NULL;
+    l->v = nv;
+    l->cap = cap;
+  }
+  vrecord *r = rec_new(suite, id, path);
+  if (r) l->v[l->n++] = r;
+  return r;
+}
+
+static void rec_list_free(rec_list *l) {
+  for (int i = 0; i < l->n; i++) rec_free(l->v[i]);
+  free(l->v);
+}
+
+/* ---- vouch diverge ---- */
+
+static const char DIVERGE_USAGE[] =
+    "usage: vouch diverge --paths REF,P1[,P2..] [--model DIR|synth:PRESET] [--batch 1,8,64] [--context 0,4k]\n"
+    "                     [--tokens T] [--seed S] [--layers N] [--threads N] [--max-kld K] [--min-same-top PCT]\n"
+    "                     [--path-lib FILE] [--json FILE]\n"
+    "  Teacher-forced divergence of each path against the first on one token stream: the\n"
+    "  first path's temperature-1 samples are fed to every path. For each batch x context:\n"
+    "  the context is filled by fill_cache (the shared synthetic-cache rule, same seed on every\n"
+    "  path), then T decode steps run. Prints mean KLD +/- standard error, KLD percentiles\n"
+    "  (99.9, 99, 95, median), same-top-token %, RMS dp (next token), max |dlogit| and NaN/Inf.\n"
+    "  A path passes when mean KLD <= --max-kld (default 0.01 nats), same-top >= --min-same-top\n"
+    "  (default 90) and no logit is NaN/Inf.\n"
+    "  defaults: --model synth:tiny --batch 1 --context 0 --tokens 32\n";
+
+int cmd_diverge(int argc, char **argv) {
+  const char *model = "synth:tiny", *paths_s = NULL, *batch_s = "1", *ctx_s = "0", *json = NULL, *v;
+  long tokens = 32, layers = 0, threads = 0;
+  double max_kld = 0.01, min_same = 90;
+  uint64_t seed = 1;
+  vstatus err = V_OK;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(DIVERGE_USAGE, stdout); return EXIT_OK; }
+    if (cli_opt(argc, argv, &i, "--model", &v, &err)) { if (v) model = v; }
+    else if (cli_opt(argc, argv, &i, "--paths", &v, &err)) { if (v) paths_s = v; }
+    else if (cli_opt(argc, argv, &i, "--batch", &v, &err)) { if (v) batch_s = v; }
+    else if (cli_opt(argc, argv, &i, "--context", &v, &err)) { if (v) ctx_s = v; }
+    else if (cli_opt(argc, argv, &i, "--tokens", &v, &err)) { if (v) err = cli_int("--tokens", v, 1, 1 << 20, &tokens); }
+    else if (cli_opt(argc, argv, &i, "--layers", &v, &err)) { if (v) err = cli_int("--layers", v, 1, 1000, &layers); }
+    else if (cli_opt(argc, argv, &i, "--threads", &v, &err)) { if (v) err = cli_int("--threads", v, 0, 4096, &threads); }
+    else if (cli_opt(argc, argv, &i, "--seed", &v, &err)) { if (v) err = cli_u64("--seed", v, &seed); }
+    else if (cli_opt(argc, argv, &i, "--max-kld", &v, &err)) { if (v) err = cli_double("--max-kld", v, &max_kld); }
+    else if (cli_opt(argc, argv, &i, "--min-same-top", &v, &err)) { if (v) err = cli_double("--min-same-top", v, &min_same); }
+    else if (cli_opt(argc, argv, &i, "--path-lib", &v, &err)) { if (v) err = vpaths_load_lib(v); }
+    else if (cli_opt(argc, argv, &i, "--json", &v, &err)) { if (v) json = v; }
+    else err = VERR("unknown option '%s' (see vouch diverge --help)", a);
+    if (err) { cli_print_error("diverge"); return EXIT_USAGE; }
+  }
+  if (!paths_s) { fputs(DIVERGE_USAGE, stderr); return EXIT_USAGE; }
+  char *pbuf = NULL;
+  const char **paths = NULL;
+  int np = 0, nb = 0, nc = 0;
+  long *batches = NULL, *ctxs = NULL;
+  if (split_names("--paths", paths_s, &pbuf, &paths, &np) || check_paths(paths, np) ||
+      cli_size_list("--batch", batch_s, &batches, &nb) || cli_size_list("--context", ctx_s, &ctxs, &nc)) {
+    cli_print_error("diverge");
+    free(pbuf); free(paths); free(batches); free(ctxs);
+    return EXIT_USAGE;
+  }
+  if (np < 2) {
+    VERR("option --paths: give at least two paths (the first is the reference)");
+    cli_print_error("diverge");
+    free(pbuf); free(paths); free(batches); free(ctxs);
+    return EXIT_USAGE;
+  }
+  ds_model m;
+  if (open_model(&m, model, seed, (int)layers, any_cpu(paths, np), NULL, NULL, false)) {
+    cli_print_error("diverge");
+    free(pbuf); free(paths); free(batches); free(ctxs);
+    return EXIT_CHECK_FAILED;
+  }
+  printf("diverge: model %s, reference %s, %ld teacher-forced tokens per sequence\n", m.source, paths[0], tokens);
+  printf("%-10s %5s %7s %20s %10s %10s %10s %10s %8s %9s %10s %6s %7s\n", "path", "batch", "context", "mean KLD +/- se",
+         "p99.9", "p99", "p95", "median", "same%", "RMS dp", "max|dl|", "nan", "status");
+  rec_list recs = {0};
+  int rc = EXIT_OK;
+  diverge_result *res = calloc((size_t)np, sizeof *res);
+  for (int bi = 0; bi < nb && res; bi++)
+    for (int ci = 0; ci < nc; ci++) {
+      diverge_opts o = {.paths = paths, .n_paths = np, .batch = (int)batches[bi], .context = (int)ctxs[ci],
+                        .tokens = (int)tokens, .seed = seed, .n_threads = (int)threads};
+      if (diverge_run(&m, &o, res)) {
+        cli_print_error("diverge");
+        rc = EXIT_CHECK_FAILED;
+        continue;
+      }
+      for (int p = 0; p < np - 1; p++) {
+        diverge_result *r = &res[p];
+        char id[96];
+        snprintf(id, sizeof id, "b%d_c%d_t%ld_vs_%s", o.batch, o.context, tokens, paths[0]);
+        vrecord *rec = rec_push(&recs, "diverge", id, r->path);
+        if (rec) {
+          rec_param_str(rec, "model", m.source);
+          rec_param_str(rec, "reference", paths[0]);
+          rec_param_int(rec, "batch", o.batch);
+          rec_param_int(rec, "context", o.context);
+          rec_param_int(rec, "tokens", o.tokens);
+          rec_param_int(rec, "seed", (int64_t)seed);
+        }
+        const char *status;
+        if (!r->supported) {
+          status = "n/s";
+          if (rec) rec_set_status(rec, REC_NOT_SUPPORTED, r->reason);
+          printf("%-10s %5d %7d  not supported: %s\n", r->path, o.batch, o.context, r->reason);
+        } else {
+          bool ok = r->kld_mean <= max_kld && r->same_top_pct >= min_same && r->nonfinite == 0 && r->ref_nonfinite == 0;
+          status = ok ? "pass" : "FAIL";
+          if (!ok) rc = EXIT_CHECK_FAILED;
+          printf("%-10s %5d %7d %10.3g +/- %-7.2g %10.3g %10.3g %10.3g %10.3g %8.2f %9.3g %10.3g %6ld %7s\n", r->path, o.batch,
+                 o.context, r->kld_mean, r->kld_se, r->kld_p999, r->kld_p99, r->kld_p95, r->kld_median, r->same_top_pct,
+                 r->rms_dp, r->max_dlogit, r->nonfinite, status);
+          if (rec) {
+            int n = 0;
+            double *k = malloc((size_t)r->rows * sizeof *k), *dp = malloc((size_t)r->rows * sizeof *dp);
+            for (int i = 0; k && dp && i < r->rows; i++)
+              if (!isnan(r->kld[i])) { k[n] = r->kld[i]; dp[n] = r->dp[i] * r->dp[i]; n++; }
+            rec_metric_samples(rec, "kld", "nats", RD_MEAN, RB_LOWER, k, n, 0);
+            rec_metric_samples(rec, "kld_p99", "nats", RD_P99, RB_LOWER, k, n, 0);
+            rec_metric_samples(rec, "dp_squared", "", RD_MEAN, RB_LOWER, dp, n, 0);
+            free(k);
+            free(dp);
+            rec_metric_value(rec, "kld_se", "nats", RB_LOWER, r->kld_se);
+            rec_metric_value(rec, "kld_p999", "nats", RB_LOWER, r->kld_p999);
+            rec_metric_value(rec, "kld_p95", "nats", RB_LOWER, r->kld_p95);
+            rec_metric_value(rec, "kld_median", "nats", RB_LOWER, r->kld_median);
+            rec_metric_value(rec, "same_top_pct", "%", RB_HIGHER, r->same_top_pct);
+            rec_metric_value(rec, "rms_dp", "", RB_LOWER, r->rms_dp);
+            rec_metric_value(rec, "max_dlogit", "", RB_LOWER, isfinite(r->max_dlogit) ? r->max_dlogit : 1e300);
+            rec_metric_value(rec, "nonfinite_logits", "", RB_LOWER, (double)r->nonfinite);
+            rec_metric_value(rec, "wall_s", "s", RB_LOWER, r->wall_s);
+            rec_set_threshold(rec, "kld", "<=", max_kld);
+            rec_check_add(rec, "same_top_pct_ok", r->same_top_pct >= min_same);
+            rec_check_add(rec, "no_nonfinite", r->nonfinite == 0 && r->ref_nonfinite == 0);
+          }
+        }
+        (void)status;
+        if (rec) rec_finalize(rec);
+        diverge_result_free(r);
+      }
+    }
+  if (emit_records(json, recs.v, recs.n)) { cli_print_error("diverge"); rc = EXIT_CHECK_FAILED; }
+  rec_list_free(&recs);
+  free(res);
+  ds_model_close(&m);
+  free(pbuf); free(paths); free(batches); free(ctxs);
+  return rc;
+}
+
+/* ---- vouch eval mrcr | chain ---- */
+
+/* Knob options shared by the evals (apply to synth:recall-* models only). */
+static bool knob_opt(int argc, char **argv, int *i, construct_opts *k, vstatus *err) {
+  const char *v;
+  if (cli_opt(argc, argv, i, "--cos", &v, err)) { if (v) *err = cli_double("--cos", v, &k->cos); return true; }
+  if (cli_opt(argc, argv, i, "--gap", &v, err)) { if (v) *err = cli_double("--gap", v, &k->gap); return true; }
+  if (cli_opt(argc, argv, i, "--answer-logit", &v, err)) {
+    if (v) *err = cli_double("--answer-logit", v, &k->answer_logit);
+    return true;
+  }
+  return false;
+}
+
+static cJSON *ints_json(const int32_t *v, int n) {
+  cJSON *a = cJSON_CreateArray();
+  for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+  return a;
+}
+
+static vstatus write_json_file(const char *file, cJSON *root) {
+  char *txt = cJSON_PrintUnformatted(root);
+  FILE *f = fopen(file, "w");
+  vstatus s = V_OK;
+  if (!f || !txt || fputs(txt, f) < 0) s = VERR("%s: cannot write", file);
+  if (f && fclose(f) != 0 && !s) s = VERR("%s: cannot write", file);
+  free(txt);
+  return s;
+}
+
+static cJSON *layout_obj(const construct_layout *L) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "n_keys", L->o.n_keys);
+  cJSON_AddNumberToObject(o, "family", L->o.family);
+  cJSON_AddNumberToObject(o, "cos", L->o.cos);
+  cJSON_AddNumberToObject(o, "gap", L->o.gap);
+  cJSON_AddNumberToObject(o, "vocab", L->vocab);
+  cJSON_AddNumberToObject(o, "pair0", L->pair0);
+  cJSON_AddNumberToObject(o, "query0", L->query0);
+  return o;
+}
+
+/* Scores one path over a subset of queries (mask NULL: all). */
+static double score_of(const eval_path_result *pr, const unsigned char *mask, int n, int *count) {
+  long ok = 0, c = 0;
+  for (int i = 0; i < n; i++)
+    if (!mask || mask[i]) { ok += pr->correct[i]; c++; }
+  if (count) *count = (int)c;
+  return c ? (double)ok / c : NAN;
+}
+
+/* Pairwise: discordant counts of path b vs reference a over the mask. */
+static void discordant(const eval_path_result *a, const eval_path_result *b, const unsigned char *mask, int n, long *ab,
+                       long *ba) {
+  *ab = *ba = 0;
+  for (int i = 0; i < n; i++) {
+    if (mask && !mask[i]) continue;
+    if (a->correct[i] && !b->correct[i]) (*ab)++;
+    if (!a->correct[i] && b->correct[i]) (*ba)++;
+  }
+}
+
+/* Adds the score, margin and pairwise figures of one (path, subset) to a record and prints
+ * a line; returns true when it passes. */
+static bool eval_record(rec_list *recs, const char *suite, const char *id, const eval_path_result *ref,
+                        const eval_path_result *pr, bool is_ref, const unsigned char *mask, int n, double min_score,
+                        double alpha, cJSON *params) {
+  vrecord *rec = rec_push(recs, suite, id, pr->path);
+  if (rec && params) {
+    cJSON_Delete(rec->params);
+    rec->params = cJSON_Duplicate(params, 1);
+  }
+  if (!pr->supported) {
+    if (rec) rec_set_status(rec, pr->errored ? REC_ERROR : REC_NOT_SUPPORTED, pr->reason);
+    if (rec) rec_finalize(rec);
+    return !pr->errored;
+  }
+  int cnt = 0;
+  double s = score_of(pr, mask, n, &cnt);
+  double *bits = malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof *bits), *mg = malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof *mg);
+  int k = 0;
+  for (int i = 0; bits && mg && i < n; i++)
+    if (!mask || mask[i]) { bits[k] = pr->correct[i]; mg[k] = isfinite(pr->margin[i]) ? pr->margin[i] : -1e30; k++; }
+  bool pass = s >= min_score;
+  if (rec) {
+    rec_metric_samples(rec, "score", "", RD_MEAN, RB_HIGHER, bits, k, 0);
+    rec_metric_samples(rec, "margin_min", "logit", RD_MIN, RB_HIGHER, mg, k, 0);
+    rec_metric_samples(rec, "margin_median", "logit", RD_MEDIAN, RB_HIGHER, mg, k, 0);
+    rec_set_threshold(rec, "score", ">=", min_score);
+  }
+  if (!is_ref && ref->supported) {
+    long ab, ba;
+    discordant(ref, pr, mask, n, &ab, &ba);
+    double p = stat_mcnemar_p(ab, ba), rs = score_of(ref, mask, n, NULL);
+    bool worse = ab > ba && p < alpha;
+    if (worse) pass = false;
+    if (rec) {
+      rec_metric_value(rec, "reference_score", "", RB_HIGHER, rs);
+      rec_metric_value(rec, "paired_diff", "", RB_HIGHER, s - rs);
+      rec_metric_value(rec, "ref_only_right", "", RB_LOWER, (double)ab);
+      rec_metric_value(rec, "path_only_right", "", RB_HIGHER, (double)ba);
+      rec_metric_value(rec, "mcnemar_p", "", RB_HIGHER, p);
+      rec_check_add(rec, "not_worse_than_reference", !worse);
+    }
+  }
+  if (rec) rec_finalize(rec);
+  free(bits);
+  free(mg);
+  return pass;
+}
+
+static void print_pairwise(const char *label, const eval_path_result *ref, const eval_path_result *pr,
+                           const unsigned char *mask, int n, double alpha) {
+  if (!pr->supported || !ref->supported) return;
+  long ab, ba;
+  discordant(ref, pr, mask, n, &ab, &ba);
+  double rs = score_of(ref, mask, n, NULL), s = score_of(pr, mask, n, NULL), p = stat_mcnemar_p(ab, ba);
+  printf("  %-22s %s %.4f vs %s %.4f  diff %+.4f  discordant %ld/%ld  McNemar p %.3g%s\n", label, ref->path, rs, pr->path,
+         s, s - rs, ab, ba, p, ab > ba && p < alpha ? "  (significantly worse)" : "");
+}
+
+static const char MRCR_USAGE[] =
+    "usage: vouch eval mrcr [--model DIR|synth:recall-mrcr] [--paths P1,P2..] [--bins 1k,4k] [--needles 2,4,8]\n"
+    "                       [--samples N] [--batch B] [--chunk C] [--seed S] [--threads N] [--min-score F]\n"
+    "                       [--alpha A] [--cos C --gap G --answer-logit L] [--export-prompts FILE]\n"
+    "                       [--path-lib FILE] [--json FILE]\n"
+    "  Multi-needle retrieval on a constructed checkpoint: per context bin (total tokens, the\n"
+    "  last N are the queries) and needle count N, --samples prompts with N near-duplicate keys\n"
+    "  (cosine --cos) at spread depths; each needle is queried once (greedy next token).\n"
+    "  Prints scores per bin x needles, an AUC over log2(bin), a depth x context table and the\n"
+    "  answer-logit margins; compares every path with the first (paired difference, McNemar).\n"
+    "  A (path, bin, needles) case passes when its score >= --min-score (default 0.99) and it is\n"
+    "  not significantly worse than the first path (McNemar p < --alpha, default 0.05).\n"
+    "  --export-prompts FILE writes the prompts (for scripts/peers/hf_eval.py) and exits unless\n"
+    "  --paths is given. --cos/--gap/--answer-logit rebuild synth:recall-* with other difficulty.\n"
+    "  defaults: --model synth:recall-mrcr --paths cpu-ref --bins 1k,4k --needles 2,4,8 --samples 4\n"
+    "            --batch 1 --chunk 2048\n";
+
+static const char *mrcr_depth_label[5] = {"0-20%", "20-40%", "40-60%", "60-80%", "80-100%"};
+
+static int eval_mrcr(int argc, char **argv) {
+  const char *model = "synth:recall-mrcr", *paths_s = "cpu-ref", *bins_s = "1k,4k", *need_s = "2,4,8", *json = NULL,
+             *export_f = NULL, *v;
+  long samples = 4, batch = 1, chunk = 2048, threads = 0;
+  double min_score = 0.99, alpha = 0.05;
+  uint64_t seed = 1, mseed = 0;
+  bool paths_given = false;
+  construct_opts knobs = {.cos = -1, .gap = -1, .answer_logit = -1};
+  vstatus err = V_OK;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(MRCR_USAGE, stdout); return EXIT_OK; }
+    if (knob_opt(argc, argv, &i, &knobs, &err)) {}
+    else if (cli_opt(argc, argv, &i, "--model", &v, &err)) { if (v) model = v; }
+    else if (cli_opt(argc, argv, &i, "--paths", &v, &err)) { if (v) { paths_s = v; paths_given = true; } }
+    else if (cli_opt(argc, argv, &i, "--bins", &v, &err)) { if (v) bins_s = v; }
+    else if (cli_opt(argc, argv, &i, "--needles", &v, &err)) { if (v) need_s = v; }
+    else if (cli_opt(argc, argv, &i, "--samples", &v, &err)) { if (v) err = cli_int("--samples", v, 1, 1 << 20, &samples); }
+    else if (cli_opt(argc, argv, &i, "--batch", &v, &err)) { if (v) err = cli_int("--batch", v, 1, 4096, &batch); }
+    else if (cli_opt(argc, argv, &i, "--chunk", &v, &err)) { if (v) err = cli_int("--chunk", v, 1, 1 << 20, &chunk); }
+    else if (cli_opt(argc, argv, &i, "--threads", &v, &err)) { if (v) err = cli_int("--threads", v, 0, 4096, &threads); }
+    else if (cli_opt(argc, argv, &i, "--seed", &v, &err)) { if (v) err = cli_u64("--seed", v, &seed); }
+    else if (cli_opt(argc, argv, &i, "--model-seed", &v, &err)) { if (v) err = cli_u64("--model-seed", v, &mseed); }
+    else if (cli_opt(argc, argv, &i, "--min-score", &v, &err)) { if (v) err = cli_double("--min-score", v, &min_score); }
+    else if (cli_opt(argc, argv, &i, "--alpha", &v, &err)) { if (v) err = cli_double("--alpha", v, &alpha); }
+    else if (cli_opt(argc, argv, &i, "--export-prompts", &v, &err)) { if (v) export_f = v; }
+    else if (cli_opt(argc, argv, &i, "--path-lib", &v, &err)) { if (v) err = vpaths_load_lib(v); }
+    else if (cli_opt(argc, argv, &i, "--json", &v, &err)) { if (v) json = v; }
+    else err = VERR("unknown option '%s' (see vouch eval mrcr --help)", a);
+    if (err) { cli_print_error("eval mrcr"); return EXIT_USAGE; }
+  }
+  char *pbuf = NULL;
+  const char **paths = NULL;
+  int np = 0, nbins = 0, nneed = 0;
+  long *bins = NULL, *needles = NULL;
+  int rc = EXIT_OK;
+  if (split_names("--paths", paths_s, &pbuf, &paths, &np) || check_paths(paths, np) ||
+      cli_size_list("--bins", bins_s, &bins, &nbins) || cli_size_list("--needles", need_s, &needles, &nneed)) {
+    cli_print_error("eval mrcr");
+    free(pbuf); free(paths); free(bins); free(needles);
+    return EXIT_USAGE;
+  }
+  ds_model m;
+  construct_layout L;
+  if (open_model(&m, model, mseed, 0, any_cpu(paths, np), &knobs, &L, true)) {
+    cli_print_error("eval mrcr");
+    free(pbuf); free(paths); free(bins); free(needles);
+    return EXIT_CHECK_FAILED;
+  }
+  for (int i = 0; i < nneed; i++)
+    if (needles[i] < 1 || needles[i] > L.o.family) {
+      VERR("option --needles: %ld outside [1, %d] (the model's near-duplicate family size)", needles[i], L.o.family);
+      cli_print_error("eval mrcr");
+      rc = EXIT_USAGE;
+      goto done;
+    }
+  if (export_f) {
+    cJSON *root = cJSON_CreateObject(), *cases = NULL;
+    cJSON_AddStringToObject(root, "kind", "mrcr");
+    cJSON_AddStringToObject(root, "model", m.source);
+    cJSON_AddItemToObject(root, "layout", layout_obj(&L));
+    cases = cJSON_AddArrayToObject(root, "cases");
+    vstatus s = V_OK;
+    for (int bi = 0; bi < nbins && !s; bi++)
+      for (int ni = 0; ni < nneed && !s; ni++)
+        for (int sm = 0; sm < samples && !s; sm++) {
+          int bin = (int)bins[bi], N = (int)needles[ni];
+          int32_t *tok = malloc((size_t)bin * sizeof *tok), q[128], an[128];
+          double dp[128];
+          s = tok ? mrcr_prompt(&L, bin, N, sm, seed, tok, q, an, dp) : VERR("out of memory");
+          if (!s) {
+            cJSON *c = cJSON_CreateObject();
+            cJSON_AddNumberToObject(c, "bin", bin);
+            cJSON_AddNumberToObject(c, "needles", N);
+            cJSON_AddNumberToObject(c, "sample", sm);
+            cJSON_AddItemToObject(c, "prompt", ints_json(tok, bin - N));
+            cJSON_AddItemToObject(c, "queries", ints_json(q, N));
+            cJSON_AddItemToObject(c, "answers", ints_json(an, N));
+            cJSON *d = cJSON_AddArrayToObject(c, "depths");
+            for (int i = 0; i < N; i++) cJSON_AddItemToArray(d, cJSON_CreateNumber(dp[i]));
+            cJSON_AddItemToArray(cases, c);
+          }
+          free(tok);
+        }
+    if (!s) s = write_json_file(export_f, root);
+    cJSON_Delete(root);
+    if (s) { cli_print_error("eval mrcr"); rc = EXIT_CHECK_FAILED; goto done; }
+    printf("wrote %s: %d bins x %d needle counts x %ld samples\n", export_f, nbins, nneed, samples);
+    if (!paths_given) goto done;
+  }
+  mrcr_opts o = {.paths = paths, .n_paths = np, .bins = bins, .n_bins = nbins, .needles = needles, .n_needles = nneed,
+                 .samples = (int)samples, .batch = (int)batch, .chunk = (int)chunk, .seed = seed, .n_threads = (int)threads};
+  mrcr_result r;
+  double t0 = cli_now();
+  if (mrcr_run(&m, &L, &o, &r)) { cli_print_error("eval mrcr"); rc = EXIT_CHECK_FAILED; goto done; }
+  printf("eval mrcr: model %s\n  difficulty: near-duplicate cosine %.3f, score gap %.2f nats (alpha %.1f), nominal answer "
+         "logit %.1f; %ld samples per cell, seed %llu; wall %.1f s\n",
+         m.source, L.o.cos, L.o.gap, L.alpha, L.o.answer_logit, samples, (unsigned long long)seed, cli_now() - t0);
+  unsigned char *mask = calloc((size_t)r.n_queries, 1);
+  rec_list recs = {0};
+  for (int p = 0; p < np && mask; p++) {
+    const eval_path_result *pr = &r.pr[p];
+    if (!pr->supported) {
+      printf("\npath %s: %s: %s\n", pr->path, pr->errored ? "error" : "not supported", pr->reason);
+      if (pr->errored) rc = EXIT_CHECK_FAILED;
+    } else {
+      double s_all = score_of(pr, NULL, r.n_queries, NULL);
+      double *mg = malloc((size_t)r.n_queries * sizeof *mg);
+      for (int i = 0; mg && i < r.n_queries; i++) mg[i] = pr->margin[i];
+      printf("\npath %s: score %.4f over %d queries, answer margin min %.2f median %.2f, forward time %.2f s\n", pr->path,
+             s_all, r.n_queries, mg ? stat_percentile(mg, r.n_queries, 0) : NAN,
+             mg ? stat_percentile(mg, r.n_queries, 50) : NAN, pr->wall_s);
+      free(mg);
+      printf("  %-8s", "needles");
+      for (int bi = 0; bi < nbins; bi++) printf(" %8ld", bins[bi]);
+      printf("  %8s\n", "AUC");
+      for (int ni = 0; ni < nneed; ni++) {
+        printf("  %-8ld", needles[ni]);
+        double xs[64], ys[64];
+        for (int bi = 0; bi < nbins; bi++) {
+          for (int i = 0; i < r.n_queries; i++) mask[i] = r.q[i].bin == bins[bi] && r.q[i].needles == needles[ni];
+          ys[bi < 64 ? bi : 63] = score_of(pr, mask, r.n_queries, NULL);
+          xs[bi < 64 ? bi : 63] = log2((double)bins[bi]);
+          printf(" %8.3f", ys[bi < 64 ? bi : 63]);
+        }
+        printf("  %8.3f\n", stat_auc_normalized(xs, ys, nbins < 64 ? nbins : 64));
+      }
+      printf("  depth x context (all needle counts):\n  %-8s", "depth");
+      for (int bi = 0; bi < nbins; bi++) printf(" %8ld", bins[bi]);
+      printf("\n");
+      for (int d = 0; d < 5; d++) {
+        printf("  %-8s", mrcr_depth_label[d]);
+        for (int bi = 0; bi < nbins; bi++) {
+          int c = 0;
+          for (int i = 0; i < r.n_queries; i++)
+            mask[i] = r.q[i].bin == bins[bi] && (int)(r.q[i].depth * 5) == d;
+          double s = score_of(pr, mask, r.n_queries, &c);
+          if (c) printf(" %8.3f", s); else printf(" %8s", "-");
+        }
+        printf("\n");
+      }
+    }
+    if (p > 0) {
+      printf("  vs %s:\n", r.pr[0].path);
+      print_pairwise("all", &r.pr[0], pr, NULL, r.n_queries, alpha);
+    }
+    /* records: one per (bin, needles) */
+    for (int bi = 0; bi < nbins; bi++)
+      for (int ni = 0; ni < nneed; ni++) {
+        for (int i = 0; i < r.n_queries; i++) mask[i] = r.q[i].bin == bins[bi] && r.q[i].needles == needles[ni];
+        char id[96];
+        snprintf(id, sizeof id, "mrcr_bin%ld_n%ld", bins[bi], needles[ni]);
+        cJSON *params = cJSON_CreateObject();
+        cJSON_AddStringToObject(params, "model", m.source);
+        cJSON_AddNumberToObject(params, "bin", (double)bins[bi]);
+        cJSON_AddNumberToObject(params, "needles", (double)needles[ni]);
+        cJSON_AddNumberToObject(params, "samples", (double)samples);
+        cJSON_AddNumberToObject(params, "seed", (double)seed);
+        cJSON_AddNumberToObject(params, "cos", L.o.cos);
+        cJSON_AddNumberToObject(params, "gap", L.o.gap);
+        cJSON_AddStringToObject(params, "reference", r.pr[0].path);
+        bool ok = eval_record(&recs, "evals", id, &r.pr[0], pr, p == 0, mask, r.n_queries, min_score, alpha, params);
+        cJSON_Delete(params);
+        if (!ok) {
+          rc = EXIT_CHECK_FAILED;
+          if (pr->supported) printf("  FAIL %s: bin %ld, %ld needles: score %.4f < %.2f or significantly worse than %s\n",
+                                    pr->path, bins[bi], needles[ni], score_of(pr, mask, r.n_queries, NULL), min_score,
+                                    r.pr[0].path);
+        }
+      }
+  }
+  printf("\nverdict: %s\n", rc == EXIT_OK ? "pass" : "FAIL");
+  if (emit_records(json, recs.v, recs.n)) { cli_print_error("eval mrcr"); rc = EXIT_CHECK_FAILED; }
+  rec_list_free(&recs);
+  free(mask);
+  mrcr_result_free(&r);
+done:
+  ds_model_close(&m);
+  free(pbuf); free(paths); free(bins); free(needles);
+  return rc;
+}
+
+static const char CHAIN_USAGE[] =
+    "usage: vouch eval chain [--model DIR|synth:recall-chain] [--paths P1,P2..] [--hops 64,256] [--samples N]\n"
+    "                        [--batch B] [--temperature T] [--top-k K] [--top-p P] [--sample-seed S] [--seed S]\n"
+    "                        [--threads N] [--min-score F] [--alpha A] [--cos C --gap G --answer-logit L]\n"
+    "                        [--export-prompts FILE] [--path-lib FILE] [--json FILE]\n"
+    "  Pointer chasing on a constructed checkpoint: the prompt lists a random cyclic permutation\n"
+    "  of the keys as pairs, then a start key; each emitted token is the next query. One run to\n"
+    "  the largest hop count; the token after each listed hop count is checked (exact match,\n"
+    "  pass@1 = mean over --samples chains, each with its own permutation and sampling seed\n"
+    "  stream), plus the first hop where the run left the true chain. Greedy by default;\n"
+    "  --temperature > 0 samples through common/sampling.h with --sample-seed.\n"
+    "  A (path, hops) case passes when pass@1 >= --min-score (default 0.99) and it is not\n"
+    "  significantly worse than the first path (McNemar p < --alpha).\n"
+    "  defaults: --model synth:recall-chain --paths cpu-ref --hops 64,256 --samples 8 --batch 1\n";
+
+static int eval_chain(int argc, char **argv) {
+  const char *model = "synth:recall-chain", *paths_s = "cpu-ref", *hops_s = "64,256", *json = NULL, *export_f = NULL, *v;
+  long samples = 8, batch = 1, threads = 0, top_k = 0;
+  double min_score = 0.99, alpha = 0.05, temperature = 0, top_p = 1;
+  uint64_t seed = 1, sseed = 0, mseed = 0;
+  bool paths_given = false;
+  construct_opts knobs = {.cos = -1, .gap = -1, .answer_logit = -1};
+  vstatus err = V_OK;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(CHAIN_USAGE, stdout); return EXIT_OK; }
+    if (knob_opt(argc, argv, &i, &knobs, &err)) {}
+    else if (cli_opt(argc, argv, &i, "--model", &v, &err)) { if (v) model = v; }
+    else if (cli_opt(argc, argv, &i, "--paths", &v, &err)) { if (v) { paths_s = v; paths_given = true; } }
+    else if (cli_opt(argc, argv, &i, "--hops", &v, &err)) { if (v) hops_s = v; }
+    else if (cli_opt(argc, argv, &i, "--samples", &v, &err)) { if (v) err = cli_int("--samples", v, 1, 1 << 20, &samples); }
+    else if (cli_opt(argc, argv, &i, "--batch", &v, &err)) { if (v) err = cli_int("--batch", v, 1, 4096, &batch); }
+    else if (cli_opt(argc, argv, &i, "--threads", &v, &err)) { if (v) err = cli_int("--threads", v, 0, 4096, &threads); }
+    else if (cli_opt(argc, argv, &i, "--top-k", &v, &err)) { if (v) err = cli_int("--top-k", v, 0, 1 << 30, &top_k); }
+    else if (cli_opt(argc, argv, &i, "--temperature", &v, &err)) { if (v) err = cli_double("--temperature", v, &temperature); }
+    else if (cli_opt(argc, argv, &i, "--top-p", &v, &err)) { if (v) err = cli_double("--top-p", v, &top_p); }
+    else if (cli_opt(argc, argv, &i, "--sample-seed", &v, &err)) { if (v) err = cli_u64("--sample-seed", v, &sseed); }
+    else if (cli_opt(argc, argv, &i, "--seed", &v, &err)) { if (v) err = cli_u64("--seed", v, &seed); }
+    else if (cli_opt(argc, argv, &i, "--model-seed", &v, &err)) { if (v) err = cli_u64("--model-seed", v, &mseed); }
+    else if (cli_opt(argc, argv, &i, "--min-score", &v, &err)) { if (v) err = cli_double("--min-score", v, &min_score); }
+    else if (cli_opt(argc, argv, &i, "--alpha", &v, &err)) { if (v) err = cli_double("--alpha", v, &alpha); }
+    else if (cli_opt(argc, argv, &i, "--export-prompts", &v, &err)) { if (v) export_f = v; }
+    else if (cli_opt(argc, argv, &i, "--path-lib", &v, &err)) { if (v) err = vpaths_load_lib(v); }
+    else if (cli_opt(argc, argv, &i, "--json", &v, &err)) { if (v) json = v; }
+    else err = VERR("unknown option '%s' (see vouch eval chain --help)", a);
+    if (!err && (temperature < 0 || top_p <= 0 || top_p > 1)) err = VERR("--temperature must be >= 0 and --top-p in (0, 1]");
+    if (err) { cli_print_error("eval chain"); return EXIT_USAGE; }
+  }
+  char *pbuf = NULL;
+  const char **paths = NULL;
+  int np = 0, nh = 0, rc = EXIT_OK;
+  long *hops = NULL;
+  if (split_names("--paths", paths_s, &pbuf, &paths, &np) || check_paths(paths, np) ||
+      cli_size_list("--hops", hops_s, &hops, &nh)) {
+    cli_print_error("eval chain");
+    free(pbuf); free(paths); free(hops);
+    return EXIT_USAGE;
+  }
+  ds_model m;
+  construct_layout L;
+  if (open_model(&m, model, mseed, 0, any_cpu(paths, np), &knobs, &L, true)) {
+    cli_print_error("eval chain");
+    free(pbuf); free(paths); free(hops);
+    return EXIT_CHECK_FAILED;
+  }
+  chain_opts o = {.paths = paths, .n_paths = np, .hops = hops, .n_hops = nh, .samples = (int)samples, .batch = (int)batch,
+                  .sampling = {.temperature = (float)temperature, .top_k = (int)top_k, .top_p = (float)top_p, .seed = sseed},
+                  .seed = seed, .n_threads = (int)threads};
+  if (export_f) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "kind", "chain");
+    cJSON_AddStringToObject(root, "model", m.source);
+    cJSON_AddItemToObject(root, "layout", layout_obj(&L));
+    cJSON *hj = cJSON_AddArrayToObject(root, "hops");
+    for (int i = 0; i < nh; i++) cJSON_AddItemToArray(hj, cJSON_CreateNumber((double)hops[i]));
+    cJSON *cases = cJSON_AddArrayToObject(root, "cases");
+    const int H = (int)hops[nh - 1], plen = L.o.n_keys + 2;
+    int32_t *tok = malloc((size_t)plen * sizeof *tok), *truth = malloc((size_t)(H + 1) * sizeof *truth);
+    vstatus s = tok && truth ? V_OK : VERR("out of memory");
+    for (int sm = 0; sm < samples && !s; sm++) {
+      s = chain_prompt(&L, sm, seed, H, tok, truth);
+      if (s) break;
+      cJSON *c = cJSON_CreateObject();
+      cJSON_AddNumberToObject(c, "sample", sm);
+      cJSON_AddItemToObject(c, "prompt", ints_json(tok, plen));
+      cJSON *ans = cJSON_AddArrayToObject(c, "answers");
+      for (int i = 0; i < nh; i++) cJSON_AddItemToArray(ans, cJSON_CreateNumber(truth[hops[i]]));
+      cJSON_AddItemToArray(cases, c);
+    }
+    free(tok);
+    free(truth);
+    if (!s) s = write_json_file(export_f, root);
+    cJSON_Delete(root);
+    if (s) { cli_print_error("eval chain"); rc = EXIT_CHECK_FAILED; goto done; }
+    printf("wrote %s: %ld chains, hops up to %ld (greedy answers)\n", export_f, samples, hops[nh - 1]);
+    if (!paths_given) goto done;
+  }
+  chain_result r;
+  double t0 = cli_now();
+  if (chain_run(&m, &L, &o, &r)) { cli_print_error("eval chain"); rc = EXIT_CHECK_FAILED; goto done; }
+  printf("eval chain: model %s\n  difficulty: %d keys in families of %d at cosine %.3f, score gap %.2f nats, nominal "
+         "answer logit %.1f; %s; %ld chains, seed %llu; wall %.1f s\n",
+         m.source, L.o.n_keys, L.o.family, L.o.cos, L.o.gap, L.o.answer_logit,
+         temperature > 0 ? "sampled" : "greedy", samples, (unsigned long long)seed, cli_now() - t0);
+  if (temperature > 0)
+    printf("  sampling: temperature %.3g top-k %ld top-p %.3g sample-seed %llu\n", temperature, top_k, top_p,
+           (unsigned long long)sseed);
+  const int n = (int)samples * nh;
+  unsigned char *mask = calloc((size_t)n, 1);
+  rec_list recs = {0};
+  for (int p = 0; p < np && mask; p++) {
+    const eval_path_result *pr = &r.pr[p];
+    if (!pr->supported) {
+      printf("\npath %s: %s: %s\n", pr->path, pr->errored ? "error" : "not supported", pr->reason);
+      if (pr->errored) rc = EXIT_CHECK_FAILED;
+    } else {
+      int left = 0, first = 0;
+      for (int s = 0; s < samples; s++)
+        if (r.first_wrong[p][s]) { left++; if (!first || r.first_wrong[p][s] < first) first = r.first_wrong[p][s]; }
+      printf("\npath %s: %d of %ld chains left the true chain%s", pr->path, left, samples, left ? " (earliest at hop " : "");
+      if (left) printf("%d)", first);
+      printf(", forward time %.2f s\n  first hop off the chain per sample:", pr->wall_s);
+      for (int s = 0; s < samples && s < 32; s++) printf(" %d", r.first_wrong[p][s]);
+      printf("%s\n", samples > 32 ? " ..." : "");
+    }
+    for (int hi = 0; hi < nh; hi++) {
+      for (int i = 0; i < n; i++) mask[i] = i % nh == hi;
+      char id[64];
+      snprintf(id, sizeof id, "chain_hops%ld_t%g", hops[hi], temperature);
+      if (pr->supported) {
+        double mn = INFINITY;
+        for (int s = 0; s < samples; s++) if (pr->margin[(size_t)s * nh + hi] < mn) mn = pr->margin[(size_t)s * nh + hi];
+        printf("  hops %-8ld pass@1 %.4f   smallest true-next margin while on chain %.2f\n", hops[hi],
+               score_of(pr, mask, n, NULL), mn);
+        if (p > 0) {
+          char lab[48];
+          snprintf(lab, sizeof lab, "hops %ld vs first", hops[hi]);
+          print_pairwise(lab, &r.pr[0], pr, mask, n, alpha);
+        }
+      }
+      cJSON *params = cJSON_CreateObject();
+      cJSON_AddStringToObject(params, "model", m.source);
+      cJSON_AddNumberToObject(params, "hops", (double)hops[hi]);
+      cJSON_AddNumberToObject(params, "samples", (double)samples);
+      cJSON_AddNumberToObject(params, "temperature", temperature);
+      cJSON_AddNumberToObject(params, "top_k", (double)top_k);
+      cJSON_AddNumberToObject(params, "top_p", top_p);
+      cJSON_AddNumberToObject(params, "sample_seed", (double)sseed);
+      cJSON_AddNumberToObject(params, "seed", (double)seed);
+      cJSON_AddStringToObject(params, "reference", r.pr[0].path);
+      bool ok = eval_record(&recs, "evals", id, &r.pr[0], pr, p == 0, mask, n, min_score, alpha, params);
+      cJSON_Delete(params);
+      if (!ok) {
+        rc = EXIT_CHECK_FAILED;
+        if (pr->supported) printf("  FAIL %s: hops %ld: pass@1 %.4f < %.2f or significantly worse than %s\n", pr->path,
+                                  hops[hi], score_of(pr, mask, n, NULL), min_score, r.pr[0].path);
+      }
+    }
+    /* first-wrong hops as a record of raw samples */
+    if (pr->supported) {
+      vrecord *rec = rec_push(&recs, "evals", "chain_first_wrong", pr->path);
+      if (rec) {
+        double *fw = malloc((size_t)samples * sizeof *fw);
+        for (int s = 0; fw && s < samples; s++) fw[s] = r.first_wrong[p][s];
+        rec_metric_samples(rec, "first_wrong_hop", "hop", RD_MEDIAN, RB_NONE, fw, (int)samples, 0);
+        free(fw);
+        rec_param_num(rec, "temperature", temperature);
+        rec_finalize(rec);
+      }
+    }
+  }
+  printf("\nverdict: %s\n", rc == EXIT_OK ? "pass" : "FAIL");
+  if (emit_records(json, recs.v, recs.n)) { cli_print_error("eval chain"); rc = EXIT_CHECK_FAILED; }
+  rec_list_free(&recs);
+  free(mask);
+  chain_result_free(&r);
+done:
+  ds_model_close(&m);
+  free(pbuf); free(paths); free(hops);
+  return rc;
+}
+
+int cmd_eval(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    fputs("usage: vouch eval mrcr|chain ...   (vouch eval mrcr --help)\n"
+          "  Ground-truth evals on constructed checkpoints (vouch model synth --preset recall-mrcr|recall-chain).\n",
+          argc < 2 ? stderr : stdout);
+    return argc < 2 ? EXIT_USAGE : EXIT_OK;
+  }
+  if (!strcmp(argv[1], "mrcr")) return eval_mrcr(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "chain")) return eval_chain(argc - 1, argv + 1);
+  VERR("unknown subcommand 'eval %s' (mrcr, chain)", argv[1]);
+  cli_print_error(NULL);
+  return EXIT_USAGE;
+}
+
+/* ---- vouch features ---- */
+
+static const char FEATURES_USAGE[] =
+    "usage: vouch features --path NAME [--ref cpu-ref] [--model DIR|synth:PRESET] [--full-ctx N] [--kld-tol K]\n"
+    "                      [--seed S] [--layers N] [--threads N] [--path-lib FILE] [--json FILE]\n"
+    "  Production features of a path against a reference path: full context (decode at the\n"
+    "  last positions before --full-ctx, default max_position_embeddings, after fill_cache),\n"
+    "  seeded sampling (same seeds -> same tokens; 20000 draws vs the reference distribution by\n"
+    "  a chi-square test), structured output (a token DFA masks logits), speculative\n"
+    "  verification (K+1 tokens per step == K+1 single steps) and stop tokens. Each check is\n"
+    "  pass, fail or not_supported, with its numbers.\n"
+    "  defaults: --model synth:tiny --ref cpu-ref --kld-tol 0.01\n";
+
+int cmd_features(int argc, char **argv) {
+  const char *model = "synth:tiny", *path = NULL, *ref = "cpu-ref", *json = NULL, *v;
+  long layers = 0, threads = 0, full = 0;
+  double tol = 0.01;
+  uint64_t seed = 1;
+  vstatus err = V_OK;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(FEATURES_USAGE, stdout); return EXIT_OK; }
+    if (cli_opt(argc, argv, &i, "--model", &v, &err)) { if (v) model = v; }
+    else if (cli_opt(argc, argv, &i, "--path", &v, &err)) { if (v) path = v; }
+    else if (cli_opt(argc, argv, &i, "--ref", &v, &err)) { if (v) ref = v; }
+    else if (cli_opt(argc, argv, &i, "--full-ctx", &v, &err)) { if (v) err = cli_size("--full-ctx", v, &full); }
+    else if (cli_opt(argc, argv, &i, "--kld-tol", &v, &err)) { if (v) err = cli_double("--kld-tol", v, &tol); }
+    else if (cli_opt(argc, argv, &i, "--layers", &v, &err)) { if (v) err = cli_int("--layers", v, 1, 1000, &layers); }
+    else if (cli_opt(argc, argv, &i, "--threads", &v, &err)) { if (v) err = cli_int("--threads", v, 0, 4096, &threads); }
+    else if (cli_opt(argc, argv, &i, "--seed", &v, &err)) { if (v) err = cli_u64("--seed", v, &seed); }
+    else if (cli_opt(argc, argv, &i, "--path-lib", &v, &err)) { if (v) err = vpaths_load_lib(v); }
+    else if (cli_opt(argc, argv, &i, "--json", &v, &err)) { if (v) json = v; }
+    else err = VERR("unknown option '%s' (see vouch features --help)", a);
+    if (err) { cli_print_error("features"); return EXIT_USAGE; }
+  }
+  if (!path) { fputs(FEATURES_USAGE, stderr); return EXIT_USAGE; }
+  const char *both[2] = {ref, path};
+  if (check_paths(both, 2)) { cli_print_error("features"); return EXIT_USAGE; }
+  ds_model m;
+  if (open_model(&m, model, seed, (int)layers, any_cpu(both, 2), NULL, NULL, false)) {
+    cli_print_error("features");
+    return EXIT_CHECK_FAILED;
+  }
+  feat_opts o = {.path = path, .ref = ref, .full_ctx = (int)full, .kld_tol = tol, .seed = seed, .n_threads = (int)threads};
+  feat_check ch[FEAT_N_CHECKS];
+  int rc = EXIT_OK;
+  if (features_run(&m, &o, ch)) {
+    cli_print_error("features");
+    ds_model_close(&m);
+    return EXIT_CHECK_FAILED;
+  }
+  printf("features: path %s vs %s on %s\n", path, ref, m.source);
+  rec_list recs = {0};
+  for (int i = 0; i < FEAT_N_CHECKS; i++) {
+    printf("  %-13s %-13s %s\n", ch[i].name, feat_status_name(ch[i].status), ch[i].detail);
+    if (ch[i].status == FEAT_FAIL) rc = EXIT_CHECK_FAILED;
+    vrecord *rec = rec_push(&recs, "features", ch[i].name, path);
+    if (!rec) continue;
+    rec_param_str(rec, "model", m.source);
+    rec_param_str(rec, "reference", ref);
+    rec_param_str(rec, "detail", ch[i].detail);
+    rec_param_int(rec, "seed", (int64_t)seed);
+    if (ch[i].status == FEAT_NOT_SUPPORTED) rec_set_status(rec, REC_NOT_SUPPORTED, ch[i].detail);
+    else {
+      if (isfinite(ch[i].value)) rec_metric_value(rec, "value", "", RB_NONE, ch[i].value);
+      rec_check_add(rec, "feature_ok", ch[i].status == FEAT_PASS);
+    }
+    rec_finalize(rec);
+  }
+  if (emit_records(json, recs.v, recs.n)) { cli_print_error("features"); rc = EXIT_CHECK_FAILED; }
+  rec_list_free(&recs);
+  ds_model_close(&m);
+  return rc;
+}
