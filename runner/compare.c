@@ -90,8 +90,20 @@ cJSON *compare_results(const vresults *base, const vresults *cand, double thr) {
       cJSON_AddItemToArray(mets, m);
     }
   }
-  for (int i = 0; i < cand->n; i++)
-    if (!find_rec(base, cand->recs[i])) cJSON_AddItemToArray(added, case_json(cand->recs[i]));
+  for (int i = 0; i < cand->n; i++) {
+    const vrecord *b = cand->recs[i];
+    if (find_rec(base, b)) continue;
+    cJSON_AddItemToArray(added, case_json(b));
+    if (is_bad(b->status)) { /* a case that fails and did not exist before (e.g. a step that now errors) */
+      cJSON *c = case_json(b);
+      cJSON_AddStringToObject(c, "base", "absent");
+      cJSON_AddStringToObject(c, "cand", rec_status_name(b->status));
+      cJSON_AddStringToObject(c, "kind", "regression");
+      cJSON_AddStringToObject(c, "reason", b->reason);
+      cJSON_AddItemToArray(corr, c);
+      n_corr++;
+    }
+  }
   cJSON_AddNumberToObject(out, "correctness_regressions", n_corr);
   cJSON_AddNumberToObject(out, "perf_regressions", n_perf);
   cJSON_AddNumberToObject(out, "regressions", n_corr + n_perf);
