@@ -13,5 +13,5 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
 fi
 BUILD_DIR="$root/build-asan" "$root/scripts/build.sh" -DVOUCH_WERROR=ON -DVOUCH_ASAN=ON -DVOUCH_CUDA=OFF \
   -DCMAKE_BUILD_TYPE=Debug
-(cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest -L cpu -R 'safetensors|model|cli_' --output-on-failure -j"$(nproc)")
+(cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp ctest -L cpu -R 'safetensors|model|cli_' --output-on-failure -j"$(nproc)")
 echo "test.sh: done in $(( $(date +%s) - start )) s"

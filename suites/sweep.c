@@ -618,7 +618,11 @@ vstatus sweep_run(const sweep_opts *o_in, const ds_model *m, sweep_result *res) 
     if (!nb || bs[nb - 1] != bs[i]) bs[nb++] = bs[i];
   o.batches = bs;
   o.n_batches = nb;
-  VTRY(sweep_routing_prepare(o.routing, &m->cfg, o.seed));
+  vstatus prep = sweep_routing_prepare(o.routing, &m->cfg, o.seed);
+  if (prep != V_OK) {
+    free(bs);
+    return prep;
+  }
 
   runner R = {.o = &o, .m = m, .res = res, .n_moe = o.routing->n_moe, .t_start = now_s()};
   const int np = o.n_paths;
