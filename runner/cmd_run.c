@@ -1,8 +1,8 @@
 /* vouch run: executes a plan's suites in order and writes one result directory.
  *
  * A plan is JSON: {"name", "description", "vars": {...}, "steps": [{"suite", "args": [...]}]}.
- * Arguments may use ${var}: vars from the plan, overridden by --model/--paths/--set, plus
- * ${paths} (= paths_gpu when a GPU is visible, else paths_cpu), ${device} ("gpu"/"cpu").
+ * Arguments may use ${var}: vars from the plan, overridden by --model/--paths/--set; a var
+ * X_gpu or X_cpu defines ${X} when a GPU is (or is not) visible; ${device} is "gpu"/"cpu".
  * Each suite runs in-process and stores its records in the run as each case finishes
  * (rec_emit), so Ctrl-C or a crash keeps every finished case; the run is then "incomplete". */
 #include <cjson/cJSON.h>
@@ -198,10 +198,21 @@ int cmd_run(int argc, char **argv) {
     snprintf(vars[nv].val, sizeof vars[nv].val, "%s", pv->valuestring);
     nv++;
   }
-  const char *paths = var_get(vars, nv, gpus > 0 ? "paths_gpu" : "paths_cpu");
-  snprintf(vars[nv].key, sizeof vars[nv].key, "paths");
-  snprintf(vars[nv].val, sizeof vars[nv].val, "%s", paths ? paths : "cpu-ref");
-  nv++;
+  /* X_gpu / X_cpu define ${X} on a machine with / without a GPU */
+  const char *suffix = gpus > 0 ? "_gpu" : "_cpu";
+  for (int i = 0, n0 = nv; i < n0 && nv < 60; i++) {
+    size_t kl = strlen(vars[i].key);
+    if (kl > 4 && !strcmp(vars[i].key + kl - 4, suffix)) {
+      snprintf(vars[nv].key, sizeof vars[nv].key, "%.*s", (int)(kl - 4), vars[i].key);
+      snprintf(vars[nv].val, sizeof vars[nv].val, "%s", vars[i].val);
+      nv++;
+    }
+  }
+  if (!var_get(vars, nv, "paths")) {
+    snprintf(vars[nv].key, sizeof vars[nv].key, "paths");
+    snprintf(vars[nv].val, sizeof vars[nv].val, "cpu-ref");
+    nv++;
+  }
   snprintf(vars[nv].key, sizeof vars[nv].key, "device");
   snprintf(vars[nv].val, sizeof vars[nv].val, "%s", gpus > 0 ? "gpu" : "cpu");
   nv++;
