@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# vouch run end to end on the CPU: the smoke plan writes a result directory and a bundle that
+# verifies; Ctrl-C keeps finished cases and marks the run incomplete; bad plans are clear errors.
+set -u
+fail=0 pass=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+export VOUCH_HISTORY_DB="$t/history.sqlite"
+cd "$t" || exit 2
+
+"$VOUCH" run --out smoke >smoke.out 2>smoke.err; rc=$?
+[ $rc -eq 0 ] && ok || bad "smoke exit $rc: $(tail -5 smoke.err)"
+grep -q "^verdict: pass" smoke.out && ok || bad "smoke verdict: $(cat smoke.out | tail -3)"
+[ -f smoke.vouch.tar.gz ] && ok || bad "no bundle"
+"$VOUCH" verify smoke.vouch.tar.gz >/dev/null && ok || bad "bundle does not verify"
+python3 - smoke <<'PY' && ok || bad "smoke records"
+import json, sys
+d = sys.argv[1]
+res = json.load(open(d + "/results.json"))
+recs = res["records"] if isinstance(res, dict) else res
+suites = {r["suite"] for r in recs}
+need = {"kernels", "generate", "diverge", "evals", "features", "sweep"}
+assert need <= suites, (need - suites, suites)
+assert all(r["status"] in ("pass", "not_supported", "not_run") for r in recs), [r for r in recs if r["status"] not in ("pass", "not_supported", "not_run")][:3]
+m = json.load(open(d + "/manifest.json"))
+assert m["verdict"] == "pass" and m["plan"]["name"] == "smoke"
+PY
+# Ctrl-C: the first SIGINT stops after the case in flight; finished cases stay, run is incomplete
+"$VOUCH" run --out stopped >stopped.out 2>stopped.err &
+pid=$!
+for _ in $(seq 1 100); do
+  [ -f stopped/results.sqlite ] && [ "$(sqlite3 stopped/results.sqlite 'select count(*) from records' 2>/dev/null || echo 0)" -gt 0 ] && break
+  sleep 0.1
+done
+kill -INT $pid
+wait $pid; rc=$?
+[ $rc -eq 130 ] && ok || bad "interrupted run exit $rc, want 130: $(tail -3 stopped.err)"
+python3 - stopped <<'PY' && ok || bad "interrupted run not marked incomplete with its records"
+import json, sys
+d = sys.argv[1]
+m = json.load(open(d + "/manifest.json"))
+assert m["verdict"] == "incomplete", m["verdict"]
+res = json.load(open(d + "/results.json"))
+recs = res["records"] if isinstance(res, dict) else res
+assert len(recs) > 0
+PY
+# bad plans
+echo '{"steps": [{"suite": "warp", "args": []}]}' > bad.json
+"$VOUCH" run --plan bad.json --out b1 >/dev/null 2>err; rc=$?
+[ $rc -eq 2 ] && grep -q "steps\[0\].suite 'warp'" err && ok || bad "unknown suite: exit $rc $(cat err)"
+echo '{"steps": [ {"suite": "generate", "args": ["--model", "${nope}"]} ]}' > bad2.json
+"$VOUCH" run --plan bad2.json --out b2 --no-bundle >/dev/null 2>err; rc=$?
+[ $rc -ne 0 ] && grep -q 'unknown variable ${nope}' err && ok || bad "unknown variable: exit $rc $(cat err)"
+"$VOUCH" run --plan nonexistent >/dev/null 2>err; rc=$?
+[ $rc -eq 2 ] && grep -q "neither a built-in plan" err && ok || bad "missing plan: exit $rc $(cat err)"
+echo '{"steps": [{"suite": "generate", "args": ["--model", "/nonexistent/model"]}]}' > bad3.json
+"$VOUCH" run --plan bad3.json --out b3 --no-bundle >/dev/null 2>err; rc=$?
+v=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["verdict"])' b3/manifest.json 2>/dev/null)
+[ $rc -eq 1 ] && [ "$v" = "fail" ] && ok || bad "a failing step must fail the run: exit $rc, verdict '$v'"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
