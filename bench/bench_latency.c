@@ -4,7 +4,11 @@
  * dense MLP, MoE, lm_head; one eager step with events) next to the roofline: the bytes the
  * step must read (weights incl. the experts actually selected, latent cache) over the copy
  * bandwidth measured in the same run.
- *   bench_latency [--preset k2-slice] [--ctx 1024] [--steps 30] [--with-ref]
+ *   bench_latency [--preset k2-slice] [--ctx 1024] [--steps 30] [--with-ref] [--variants "table;v6_cp_n8;..."]
+ *                 [--ops FILE]
+ * --variants times each GEMM choice in turn in the same process ("table": the per-bucket table;
+ * a variant name forces it, see kernels/latency.h); --ops appends each profiled step's per-op
+ * times (summed over layers, largest first) to FILE.
  * --with-ref runs cuda-ref on the same steps after closing latency (both paths' k2-slice
  * weights do not fit on one GPU together) and prints the speed-up.
  * Output: one line per batch; "PASS"/"MISS" against the issue's roofline figures
@@ -82,16 +86,54 @@ static int time_steps(const vpath_ops *ops, void *st, int B, int ctx, int steps,
   return 0;
 }
 
+/* Appends the last profiled step's per-op times, summed over equal labels, largest first. */
+static void write_ops(const char *path, void *ls, const char *var, int B) {
+  const char *lab[256];
+  double ms[256];
+  const int n = latency_profile_ops(ls, lab, ms, 256);
+  const char *ul[256];
+  double us[256];
+  int cnt[256], nu = 0;
+  double tot = 0;
+  for (int i = 0; i < n; i++) {
+    tot += ms[i];
+    int j = 0;
+    while (j < nu && strcmp(ul[j], lab[i]) != 0) j++;
+    if (j == nu) ul[nu] = lab[i], us[nu] = 0, cnt[nu] = 0, nu++;
+    us[j] += ms[i];
+    cnt[j]++;
+  }
+  FILE *f = fopen(path, "a");
+  if (!f) return;
+  fprintf(f, "== %s batch %d: %d launches, %.3f ms eager\n", var, B, n, tot);
+  for (int k = 0; k < nu; k++) {
+    int best = k;
+    for (int j = k + 1; j < nu; j++)
+      if (us[j] > us[best]) best = j;
+    const char *tl = ul[k];
+    double tu = us[k];
+    int tc = cnt[k];
+    ul[k] = ul[best], us[k] = us[best], cnt[k] = cnt[best];
+    ul[best] = tl, us[best] = tu, cnt[best] = tc;
+    fprintf(f, "%9.1f us  x%-2d %s\n", us[k] * 1e3, cnt[k], ul[k]);
+  }
+  fclose(f);
+}
+
 int main(int argc, char **argv) {
   const char *preset = "k2-slice";
   int ctx = 1024, steps = 30, with_ref = 0;
+  const char *variants = "table", *ops_file = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--preset") && i + 1 < argc) preset = argv[++i];
     else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) ctx = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--with-ref")) with_ref = 1;
+    else if (!strcmp(argv[i], "--variants") && i + 1 < argc) variants = argv[++i];
+    else if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops_file = argv[++i];
     else {
-      fprintf(stderr, "usage: bench_latency [--preset k2-slice] [--ctx 1024] [--steps 30] [--with-ref]\n");
+      fprintf(stderr, "usage: bench_latency [--preset k2-slice] [--ctx 1024] [--steps 30] [--with-ref] "
+                      "[--variants \"table;v6_cp_n8\"] [--ops FILE]\n");
       return 2;
     }
   }
@@ -123,32 +165,46 @@ int main(int argc, char **argv) {
       fprintf(stderr, "fill_cache: %s\n", verr_msg());
       return 1;
     }
-  printf("%5s %10s %9s %9s %9s %9s %9s %10s %9s %7s %s\n", "batch", "step_ms", "attn_ms", "dense_ms", "moe_ms", "lmhead_ms",
-         "experts", "bytes_GB", "roof_ms", "%roof", "verdict");
-  for (int b = 0; b < NB; b++) {
-    const int B = g_batches[b];
-    double med = 0;
-    if (time_steps(&latency_ops, ls, B, ctx, steps, V, &med)) return 1;
-    lat_ms[b] = med;
-    int seq[64], n[64], sp[64];
-    int32_t tok[64];
-    for (int i = 0; i < B; i++) seq[i] = i, n[i] = 1, sp[i] = ctx, tok[i] = (int32_t)((i * 7919 + 13) % V);
-    vstep s = {B, seq, n, sp, tok, false, NULL};
-    float *logits = malloc((size_t)B * V * sizeof(float));
-    double ph[LAT_NPHASE] = {0}, experts = 0;
-    if (!logits || latency_profile_step(ls, &s, logits, ph, &experts) != V_OK) {
-      fprintf(stderr, "profile: %s\n", verr_msg());
+  char vlist[512];
+  snprintf(vlist, sizeof vlist, "%s", variants);
+  char *vsave = NULL;
+  for (char *var = strtok_r(vlist, ";", &vsave); var; var = strtok_r(NULL, ";", &vsave)) {
+    if (latency_set_variant(ls, var) != V_OK) {
+      fprintf(stderr, "variant %s: %s\n", var, verr_msg());
       return 1;
     }
-    free(logits);
-    const double bytes = ds_decode_bytes(&m.cfg, B, ctx, experts, true);
-    const double roof = bw > 0 ? bytes / bw * 1e3 : 0;
-    const double pct = med > 0 ? 100.0 * roof / med : 0;
-    const double need = B == 1 ? 85.0 : B == 64 ? 75.0 : 0.0;
-    const char *verdict = need == 0 ? "-" : pct >= need ? "PASS" : "MISS";
-    if (need > 0 && pct < need) fails++;
-    printf("%5d %10.3f %9.3f %9.3f %9.3f %9.3f %9.1f %10.3f %9.3f %6.1f%% %s (need >= %.0f%%)\n", B, med, ph[LAT_PH_ATTN],
-           ph[LAT_PH_DENSE], ph[LAT_PH_MOE], ph[LAT_PH_LMHEAD], experts, bytes / 1e9, roof, pct, verdict, need);
+    printf("GEMM choice: %s (table 1/8/64: %s/%s/%s, experts %s/%s/%s)\n", var, latency_table_variant(1, false),
+           latency_table_variant(8, false), latency_table_variant(64, false), latency_table_variant(1, true),
+           latency_table_variant(8, true), latency_table_variant(64, true));
+    printf("%5s %10s %9s %9s %9s %9s %9s %10s %9s %7s %s\n", "batch", "step_ms", "attn_ms", "dense_ms", "moe_ms",
+           "lmhead_ms", "experts", "bytes_GB", "roof_ms", "%roof", "verdict");
+    for (int b = 0; b < NB; b++) {
+      const int B = g_batches[b];
+      double med = 0;
+      if (time_steps(&latency_ops, ls, B, ctx, steps, V, &med)) return 1;
+      if (var == vlist) lat_ms[b] = med;
+      int seq[64], n[64], sp[64];
+      int32_t tok[64];
+      for (int i = 0; i < B; i++) seq[i] = i, n[i] = 1, sp[i] = ctx, tok[i] = (int32_t)((i * 7919 + 13) % V);
+      vstep s = {B, seq, n, sp, tok, false, NULL};
+      float *logits = malloc((size_t)B * V * sizeof(float));
+      double ph[LAT_NPHASE] = {0}, experts = 0;
+      if (!logits || latency_profile_step(ls, &s, logits, ph, &experts) != V_OK) {
+        fprintf(stderr, "profile: %s\n", verr_msg());
+        return 1;
+      }
+      free(logits);
+      if (ops_file) write_ops(ops_file, ls, var, B);
+      const double bytes = ds_decode_bytes(&m.cfg, B, ctx, experts, true);
+      const double roof = bw > 0 ? bytes / bw * 1e3 : 0;
+      const double pct = med > 0 ? 100.0 * roof / med : 0;
+      const double need = B == 1 ? 85.0 : B == 64 ? 75.0 : 0.0;
+      const char *verdict = need == 0 ? "-" : pct >= need ? "PASS" : "MISS";
+      if (need > 0 && pct < need && var == vlist) fails++;
+      printf("%5d %10.3f %9.3f %9.3f %9.3f %9.3f %9.1f %10.3f %9.3f %6.1f%% %s (need >= %.0f%%)\n", B, med,
+             ph[LAT_PH_ATTN], ph[LAT_PH_DENSE], ph[LAT_PH_MOE], ph[LAT_PH_LMHEAD], experts, bytes / 1e9, roof, pct,
+             verdict, need);
+    }
   }
   printf("(phase times come from one eager step with events, so they add up to more than the graph step)\n");
   latency_ops.close(ls);

@@ -20,6 +20,7 @@
 #define MAX_GRAPHS 48
 #define WS_BYTES ((size_t)32 << 20)
 #define FILL_ROWS 256
+#define MAX_OPEV 200 /* per-op profile events of one step */
 
 /* Device weights and cache of one decoder layer (bf16 unless noted). */
 typedef struct {
@@ -121,11 +122,23 @@ typedef struct {
   cudaEvent_t pev[64];
   int pphase[64];
   int n_pev;
+  cudaEvent_t oev[MAX_OPEV + 1];            /* [0]: step start, then one after each traced op */
+  char olab[MAX_OPEV + 1][64];              /* op label of oev[i] */
+  int n_oev;
 } lstate;
 
 /* ---- trace ---- */
 
 static void tr_add(lstate *S, const char *op, const char *variant, const char *detail) {
+  if (S->prof && S->n_oev < MAX_OPEV && strcmp(op, "cuda_graph") != 0) {
+    /* per-op timing: an event after each traced launch on the main stream */
+    if (cudaEventRecord(S->oev[S->n_oev], S->st) == cudaSuccess) {
+      int n = 0;
+      while (detail[n] && n < 40 && !(detail[n] == ' ' && (detail[n + 1] == '[' || detail[n + 1] == '('))) n++;
+      snprintf(S->olab[S->n_oev], sizeof S->olab[0], "%s %.*s", op, n, detail);
+      S->n_oev++;
+    }
+  }
   if (S->rec) {
     gentry *g = S->rec;
     if (g->n_ev == g->cap_ev) {
@@ -147,7 +160,7 @@ static void tr_add(lstate *S, const char *op, const char *variant, const char *d
 static void tr(lstate *S, const char *op, const char *variant, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static void tr(lstate *S, const char *op, const char *variant, const char *fmt, ...) {
-  if (!S->rec && !(S->trace && S->trace->enabled)) return;
+  if (!S->rec && !S->prof && !(S->trace && S->trace->enabled)) return;
   char d[160];
   va_list ap;
   va_start(ap, fmt);
@@ -160,19 +173,42 @@ static const char *bucket_name(int T) {
   return T <= 2 ? "1-2" : T <= 8 ? "3-8" : T <= 16 ? "9-16" : T <= 32 ? "17-32" : "33-64";
 }
 
-/* GEMM variant per batch bucket (a guess, to be replaced by measurements on the H200). */
+/* GEMM variant per batch bucket: `dense` for the dense GEMMs, `wide` for the large dense ones
+ * without a SwiGLU epilogue (N >= 4096 and N*K >= 32M: o_proj, the dense down_proj, lm_head),
+ * `moe` for the grouped expert GEMMs (MoE mode never runs cuBLAS).
+ * Based on H200 per-op timings at batch 1, 8 and 64 (k2-slice, docs/perf-notes.md, "v2"):
+ *   1-2, 3-8: v6 beat v1 on the narrow dense GEMMs (q_a 59 vs 65 us, q_b 52 vs 56); cuBLAS won
+ *             the wide ones (lm_head 529 vs 574 us with v6, 805 with v1; o_proj, down); experts:
+ *             v6 at batch 1 (414 vs 479 us with v1; v9 419), v9 at batch 8 (2248 vs 2303 v6, 2710 v1).
+ *   33-64:    cuBLAS won every dense GEMM but q_a (lm_head 582 vs 2622 us with v4) and won the sum;
+ *             experts v9 (6619 vs 8868 us with v4).
+ *   9-16, 17-32 were not measured: interpolated (v7 / cuBLAS dense, v9 experts). */
 static const struct {
-  int lo, hi, variant;
+  int lo, hi, dense, wide, moe;
 } g_gemm_table[] = {
-    {1, 2, LAT_V1_MMA_N8}, {3, 8, LAT_V1_MMA_N8}, {9, 16, LAT_V2_MMA_N16}, {17, 32, LAT_V3_MMA_N32},
-    {33, 64, LAT_V4_MMA_N64},
+    {1, 2, LAT_V6_CP_N8, LAT_V5_CUBLAS, LAT_V6_CP_N8},    {3, 8, LAT_V6_CP_N8, LAT_V5_CUBLAS, LAT_V9_CP_N64},
+    {9, 16, LAT_V7_CP_N16, LAT_V5_CUBLAS, LAT_V9_CP_N64}, {17, 32, LAT_V5_CUBLAS, LAT_V5_CUBLAS, LAT_V9_CP_N64},
+    {33, 64, LAT_V5_CUBLAS, LAT_V5_CUBLAS, LAT_V9_CP_N64},
 };
 
-static int pick_variant(const lstate *S, int T) {
-  if (S->force_variant && lat_gemm_variant_max_tokens(S->force_variant) >= T) return S->force_variant;
+/* kind: 0 dense, 1 wide dense, 2 grouped experts */
+static int table_variant(int T, int kind) {
   for (size_t i = 0; i < sizeof g_gemm_table / sizeof g_gemm_table[0]; i++)
-    if (T >= g_gemm_table[i].lo && T <= g_gemm_table[i].hi) return g_gemm_table[i].variant;
+    if (T >= g_gemm_table[i].lo && T <= g_gemm_table[i].hi)
+      return kind == 2 ? g_gemm_table[i].moe : kind == 1 ? g_gemm_table[i].wide : g_gemm_table[i].dense;
   return LAT_V5_CUBLAS;
+}
+
+static int gemm_kind(const lat_gemm_args *a) {
+  if (a->wptr) return 2;
+  return a->ep != LAT_EP_SWIGLU && a->N >= 4096 && (long long)a->N * a->K >= (32LL << 20) ? 1 : 0;
+}
+
+static int pick_variant(const lstate *S, int T, int kind) {
+  if (S->force_variant && lat_gemm_variant_max_tokens(S->force_variant) >= T &&
+      !(kind == 2 && S->force_variant == LAT_V5_CUBLAS))
+    return S->force_variant;
+  return table_variant(T, kind);
 }
 
 /* ---- profiling marks ---- */
@@ -190,7 +226,7 @@ static vstatus mark(lstate *S, int phase) {
 static vstatus gemm(lstate *S, lat_gemm_args *a, bool second_stream, const char *what) {
   a->ws = second_stream ? S->ws2 : S->ws1;
   a->ws_bytes = WS_BYTES;
-  const int v = pick_variant(S, a->T);
+  const int v = pick_variant(S, a->T, gemm_kind(a));
   int splits = 1, ran = v;
   VTRY(lat_gemm(a, v, S->sms, second_stream ? S->blas2 : S->blas, second_stream ? S->st2 : S->st, &splits, &ran));
   tr(S, "linear", lat_gemm_variant_name(ran), "%s [%d x %d]%s rows=%d bucket %s splits=%d", what, a->N, a->K,
@@ -311,6 +347,11 @@ static vstatus moe(lstate *S, llayer *d, int T, bool forced, const uint16_t *nex
 /* Enqueues a whole step for T rows already in d_tok/d_slot/d_pos, logits for R rows d_rows. */
 static vstatus enqueue_step(lstate *S, int T, int R, int S_att, bool forced) {
   const int nl = S->c.num_hidden_layers;
+  if (S->prof) {
+    CUDA_CHECK(cudaEventRecord(S->oev[0], S->st));
+    snprintf(S->olab[0], sizeof S->olab[0], "start");
+    S->n_oev = 1;
+  }
   VTRY(mark(S, LAT_PH_ATTN));
   VTRY(lat_embed_norm(S->x, S->xn, S->d_tok, S->embed, S->L[0].in_norm, T, S->D, S->eps, S->st));
   tr(S, "embed_norm", "v1", "embed + input_layernorm D=%d rows=%d", S->D, T);
@@ -632,6 +673,8 @@ static void lt_close(void *st) {
   if (S->h_forced) cudaFreeHost(S->h_forced);
   for (int i = 0; i < 64; i++)
     if (S->pev[i]) cudaEventDestroy(S->pev[i]);
+  for (int i = 0; i <= MAX_OPEV; i++)
+    if (S->oev[i]) cudaEventDestroy(S->oev[i]);
   if (S->ev_fork) cudaEventDestroy(S->ev_fork);
   if (S->ev_join) cudaEventDestroy(S->ev_join);
   if (S->ev0) cudaEventDestroy(S->ev0);
@@ -923,6 +966,31 @@ static void config_reason(const lstate *S, char *why, size_t n) {
     snprintf(why, n, "no layers");
 }
 
+/* opts->variant: comma-separated "eager" and / or one GEMM variant name forced everywhere. */
+static vstatus parse_variant(lstate *S, const char *variant) {
+  S->force_variant = 0;
+  if (!variant || !variant[0]) return V_OK;
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s", variant);
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (strcmp(tok, "eager") == 0) {
+      S->use_graphs = false;
+      continue;
+    }
+    if (strcmp(tok, "table") == 0) continue;
+    int v = 0;
+    for (int k = LAT_V1_MMA_N8; k <= LAT_V9_CP_N64; k++)
+      if (strcmp(tok, lat_gemm_variant_name(k)) == 0) v = k;
+    if (!v)
+      return VERR(PATH_NAME ": variant '%s' unknown (eager, table, v1_mma_n8, v2_mma_n16, v3_mma_n32, v4_mma_n64, "
+                  "v5_cublas, v6_cp_n8, v7_cp_n16, v8_cp_n32, v9_cp_n64)",
+                  tok);
+    S->force_variant = v;
+  }
+  return V_OK;
+}
+
 static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
   const ds_config *c = &m->cfg;
   if (o->max_seq < 1) return VERR(PATH_NAME ": max_seq %d must be >= 1", o->max_seq);
@@ -963,24 +1031,7 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
   S->n_moe = 0;
   for (int l = 0; l < c->num_hidden_layers; l++) S->n_moe += ds_layer_is_moe(c, l) ? 1 : 0;
   S->use_graphs = true;
-  if (o->variant && o->variant[0]) {
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", o->variant);
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-      if (strcmp(tok, "eager") == 0) {
-        S->use_graphs = false;
-        continue;
-      }
-      int v = 0;
-      for (int k = LAT_V1_MMA_N8; k <= LAT_V5_CUBLAS; k++)
-        if (strcmp(tok, lat_gemm_variant_name(k)) == 0) v = k;
-      if (!v)
-        return VERR(PATH_NAME ": variant '%s' unknown (eager, v1_mma_n8, v2_mma_n16, v3_mma_n32, v4_mma_n64, v5_cublas)",
-                    tok);
-      S->force_variant = v;
-    }
-  }
+  VTRY(parse_variant(S, o->variant));
 
   const int ndev = cuda_device_count();
   if (ndev == 0) return VUNSUPPORTED(PATH_NAME ": no CUDA device visible");
@@ -1010,6 +1061,7 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
   CUDA_CHECK(cudaEventCreate(&S->ev0));
   CUDA_CHECK(cudaEventCreate(&S->ev1));
   for (int i = 0; i < 64; i++) CUDA_CHECK(cudaEventCreate(&S->pev[i]));
+  for (int i = 0; i <= MAX_OPEV; i++) CUDA_CHECK(cudaEventCreate(&S->oev[i]));
   VTRY(lat_kernels_init());
   VTRY(lat_mla_init(S->kl, S->rope));
 
@@ -1036,8 +1088,8 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
            "device %d: %.200s (sm_%d%d, %d SMs), %.1f GiB used after open, GEMM table 1-2/3-8:%s 9-16:%s 17-32:%s "
            "33-64:%s%s",
            o->device, prop.name, prop.major, prop.minor, S->sms, (double)(tot - fr) / 1073741824.0,
-           lat_gemm_variant_name(pick_variant(S, 1)), lat_gemm_variant_name(pick_variant(S, 16)),
-           lat_gemm_variant_name(pick_variant(S, 32)), lat_gemm_variant_name(pick_variant(S, 64)),
+           lat_gemm_variant_name(pick_variant(S, 1, 0)), lat_gemm_variant_name(pick_variant(S, 16, 0)),
+           lat_gemm_variant_name(pick_variant(S, 32, 0)), lat_gemm_variant_name(pick_variant(S, 64, 0)),
            S->use_graphs ? "" : ", eager (no graphs)");
   if (S->trace) vtrace_note(S->trace, PATH_NAME, S->info);
   return V_OK;
@@ -1062,6 +1114,37 @@ static vstatus lt_open(void **state, const ds_model *m, const vpath_opts *o) {
 extern "C" void latency_set_graphs(void *state, bool on) {
   lstate *S = (lstate *)state;
   if (S && !S->ref) S->use_graphs = on;
+}
+
+extern "C" vstatus latency_set_variant(void *state, const char *variant) {
+  lstate *S = (lstate *)state;
+  if (!S || S->ref) return VUNSUPPORTED(PATH_NAME ": no latency kernels to choose (config fell back)");
+  CUDA_CHECK(cudaStreamSynchronize(S->st));
+  CUDA_CHECK(cudaStreamSynchronize(S->st2));
+  for (int i = 0; i < S->n_graphs; i++) graph_free(&S->graphs[i]);
+  S->n_graphs = 0;
+  S->next_evict = 0;
+  const bool g = S->use_graphs;
+  vstatus r = parse_variant(S, variant);
+  S->use_graphs = g && !(variant && strstr(variant, "eager"));
+  return r;
+}
+
+extern "C" const char *latency_table_variant(int T, bool grouped) {
+  return lat_gemm_variant_name(table_variant(T, grouped ? 2 : 0));
+}
+
+extern "C" int latency_profile_ops(void *state, const char **labels, double *ms, int max) {
+  lstate *S = (lstate *)state;
+  if (!S || S->ref) return 0;
+  int n = 0;
+  for (int i = 1; i < S->n_oev && n < max; i++, n++) {
+    float t = 0;
+    if (cudaEventElapsedTime(&t, S->oev[i - 1], S->oev[i]) != cudaSuccess) t = 0;
+    labels[n] = S->olab[i];
+    ms[n] = t;
+  }
+  return n;
 }
 
 extern "C" vstatus latency_profile_step(void *state, const vstep *s, float *logits, double *phase_ms,

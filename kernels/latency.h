@@ -13,7 +13,8 @@
  *   a config the kernels cannot run (odd sizes): the whole path delegates to cuda-ref
  *     (opened inside, no weights of its own are loaded then).
  * opts->variant: comma-separated words: "eager" (no CUDA graphs), or a GEMM variant name
- * (v1_mma_n8 v2_mma_n16 v3_mma_n32 v4_mma_n64 v5_cublas) forced for every dense GEMM. */
+ * (v1_mma_n8 .. v4_mma_n64, v5_cublas, v6_cp_n8 .. v9_cp_n64) forced for every GEMM (grouped
+ * expert GEMMs keep the table's choice when cuBLAS is forced), or "table". */
 #ifndef VOUCH_KERNELS_LATENCY_H
 #define VOUCH_KERNELS_LATENCY_H
 
@@ -36,6 +37,16 @@ void latency_set_graphs(void *state, bool on);
  * (attention incl. embedding and norms, dense MLP, MoE, final norm + lm_head), and the
  * mean number of distinct routed experts per MoE layer in *experts (0 without MoE). */
 vstatus latency_profile_step(void *state, const vstep *s, float *logits, double *phase_ms, double *experts);
+/* After latency_profile_step: the time of each traced launch of that step on the main stream
+ * (labels[i] = op and what, valid until the next profile step; ms[i] since the previous launch).
+ * Returns the count (<= max). */
+int latency_profile_ops(void *state, const char **labels, double *ms, int max);
+/* Re-chooses the GEMM variants (as opts->variant: "table" or a variant name; "eager" turns graphs
+ * off) and drops the captured graphs. For A/B timing in one process. */
+vstatus latency_set_variant(void *state, const char *variant);
+/* The variant name the per-bucket table picks for T token rows: the narrow dense GEMMs (q_a, q_b,
+ * absorption, router, ...) or, grouped, the expert GEMMs. */
+const char *latency_table_variant(int T, bool grouped);
 
 #ifdef __cplusplus
 }

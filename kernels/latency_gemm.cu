@@ -11,7 +11,9 @@
  * chunks in turn, reduce through shared memory, then either apply the epilogue or (split-K
  * across CTAs) write float32 partials that a second kernel sums in split order: no atomics,
  * the result does not depend on scheduling.
- * Variants: v1 (MT 1, NT 1, U 4), v2 (2, 2, 2), v3 (2, 4, 2), v4 (2, 8, 2), v5 cuBLAS. */
+ * Variants: v1 (MT 1, NT 1, U 4), v2 (2, 2, 2), v3 (2, 4, 2), v4 (2, 8, 2), v5 cuBLAS;
+ * v6..v9 (gemm_cp_kernel, weights through a 4-stage cp.async ring per warp): v6 (1, 1, 2),
+ * v7 (1, 2, 2), v8 (2, 4, 1), v9 (2, 8, 1). */
 #include "kernels/latency_kernels.h"
 #include "reference/cuda/cuda_common.h"
 
@@ -181,6 +183,170 @@ static __global__ void __launch_bounds__(GW * 32) gemm_mma_kernel(lat_gemm_args 
   }
 }
 
+/* v6..v9: the same tiling and k split as gemm_mma_kernel, but the weights stream through a
+ * per-warp shared-memory ring of ST stages filled with cp.async (16 bytes per lane, zero-fill
+ * past N / K), so ST-1 chunk groups per warp are in flight without holding registers: the
+ * bytes in flight no longer fall with the accumulator count (v4 at 162 registers ran one
+ * 8-warp CTA per SM with 16 KB in flight). Each lane reads back only the 16-byte pieces it
+ * copied itself, so a lane's cp.async.wait_group is the only synchronization the ring needs. */
+static __device__ __forceinline__ void cp_async16_z(void *smem, const void *gmem, bool valid) {
+  const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sa), "l"(gmem), "r"(n));
+}
+static __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+static __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+template <int MT, int NT, int U, int ST>
+static __global__ void __launch_bounds__(GW * 32) gemm_cp_kernel(lat_gemm_args p, int S) {
+  extern __shared__ __align__(16) unsigned char cp_raw[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const int z = blockIdx.z, split = blockIdx.y;
+  const uint16_t *W;
+  const uint16_t *x = p.x;
+  long long obase = 0;
+  int T = p.T, off = 0;
+  if (p.wptr) {
+    if (z >= *p.n_act) return;
+    W = p.wptr[p.act_e[z]];
+    T = p.act_cnt[z];
+    off = p.act_off[z];
+  } else {
+    W = p.W + (long long)z * p.w_bstride;
+    x += (long long)z * p.x_bstride;
+    obase = (long long)z * p.o_bstride;
+  }
+  if (T <= 0) return;
+  if (T > NT * 8) T = NT * 8; /* the launcher never asks for more */
+  const int r0 = blockIdx.x * 16 * MT;
+  /* ring: [GW][ST][U][MT][2][32] uint4 */
+  uint4 *ring = (uint4 *)cp_raw + (size_t)warp * ST * U * MT * 2 * 32;
+
+  const uint16_t *wr[MT][2];
+  bool wv[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int row = r0 + mt * 16 + g + 8 * h;
+      wv[mt][h] = row < p.N;
+      wr[mt][h] = W + (long long)(wv[mt][h] ? row : 0) * p.K;
+    }
+  const uint16_t *xr[NT];
+  bool xv[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; nt++) {
+    const int n = nt * 8 + g;
+    xv[nt] = n < T;
+    const int row = xv[nt] ? (p.xmap ? p.xmap[off + n] : off + n) : 0;
+    xr[nt] = x + (long long)row * p.ldx;
+  }
+
+  float acc[MT][NT][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) acc[mt][nt][i] = 0.0f;
+
+  const int nck = (p.K + 31) / 32;
+  const int cps = (nck + S - 1) / S;
+  const int cb = split * cps, ce = min(nck, cb + cps);
+  const int step = GW * U;
+  const int first = cb + warp * U;
+  const int nit = first < ce ? (ce - first + step - 1) / step : 0;
+
+  /* issue chunk group i (chunks first + i*step + u) into stage i % ST; always commits a group */
+  auto issue = [&](int i) {
+    if (i < nit) {
+      uint4 *st = ring + (size_t)(i % ST) * U * MT * 2 * 32;
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int c = first + i * step + u;
+        const int kk = c * 32 + q * 8;
+        const bool kv = c < ce && kk < p.K;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            const bool ok = kv && wv[mt][h];
+            cp_async16_z(st + ((u * MT + mt) * 2 + h) * 32 + lane, wr[mt][h] + (ok ? kk : 0), ok);
+          }
+      }
+    }
+    cp_commit();
+  };
+#pragma unroll
+  for (int i = 0; i < ST - 1; i++) issue(i);
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int i = 0; i < nit; i++) {
+    issue(i + ST - 1);
+    cp_wait<ST - 1>();
+    const uint4 *st = ring + (size_t)(i % ST) * U * MT * 2 * 32;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int c = first + i * step + u;
+      const int kk = c * 32 + q * 8;
+      const bool kv = c < ce && kk < p.K;
+      uint4 a[MT][2];
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) a[mt][h] = st[((u * MT + mt) * 2 + h) * 32 + lane];
+#pragma unroll
+      for (int nt = 0; nt < NT; nt++) {
+        if (nt * 8 < T) { /* warp-uniform */
+          const uint4 b = (kv && xv[nt]) ? __ldg((const uint4 *)(xr[nt] + kk)) : zero;
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++) {
+            mma16816(acc[mt][nt], a[mt][0].x, a[mt][1].x, a[mt][0].y, a[mt][1].y, b.x, b.y);
+            mma16816(acc[mt][nt], a[mt][0].z, a[mt][1].z, a[mt][0].w, a[mt][1].w, b.z, b.w);
+          }
+        }
+      }
+    }
+  }
+  cp_wait<0>();
+  __syncthreads(); /* the ring is reused for the reduction */
+
+  constexpr int SZ = MT * NT * 4 * 32;
+  float *red = (float *)cp_raw;
+  float *my = red + warp * SZ;
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) my[((mt * NT + nt) * 4 + i) * 32 + lane] = acc[mt][nt][i];
+  __syncthreads();
+  constexpr int NP = MT * NT * 2 * 32;
+  for (int e = threadIdx.x; e < NP; e += GW * 32) {
+    const int ln = e & 31, rp = (e >> 5) & 1, mn = e >> 6;
+    const int mt = mn / NT, nt = mn % NT;
+    const int tok = nt * 8 + (ln & 3) * 2 + rp;
+    if (tok >= T) continue;
+    float v0 = 0.0f, v1 = 0.0f;
+#pragma unroll
+    for (int w = 0; w < GW; w++) {
+      v0 += red[w * SZ + (mn * 4 + rp) * 32 + ln];
+      v1 += red[w * SZ + (mn * 4 + rp + 2) * 32 + ln];
+    }
+    const int gg = ln >> 2;
+    const int tile = r0 + mt * 16;
+    const int n0 = tile + gg;
+    if (S > 1) {
+      float *ws = p.ws + (((long long)z * S + split) * p.T + tok) * (long long)p.N;
+      if (n0 < p.N) ws[n0] = v0;
+      if (n0 + 8 < p.N) ws[n0 + 8] = v1;
+    } else {
+      const int orow = p.omap ? p.omap[off + tok] : off + tok;
+      store_out(p, obase, orow, n0, tile / 16, gg, v0, v1);
+    }
+  }
+}
+
 /* Sums the S partials of split-K in split order and applies the epilogue (dense mode). */
 static __global__ void gemm_reduce_kernel(lat_gemm_args p, int S) {
   const int z = blockIdx.y;
@@ -245,6 +411,10 @@ extern "C" const char *lat_gemm_variant_name(int v) {
     case LAT_V3_MMA_N32: return "v3_mma_n32";
     case LAT_V4_MMA_N64: return "v4_mma_n64";
     case LAT_V5_CUBLAS: return "v5_cublas";
+    case LAT_V6_CP_N8: return "v6_cp_n8";
+    case LAT_V7_CP_N16: return "v7_cp_n16";
+    case LAT_V8_CP_N32: return "v8_cp_n32";
+    case LAT_V9_CP_N64: return "v9_cp_n64";
     default: return "unknown";
   }
 }
@@ -256,28 +426,55 @@ extern "C" int lat_gemm_variant_max_tokens(int v) {
     case LAT_V3_MMA_N32: return 32;
     case LAT_V4_MMA_N64: return 64;
     case LAT_V5_CUBLAS: return 1 << 30;
+    case LAT_V6_CP_N8: return 8;
+    case LAT_V7_CP_N16: return 16;
+    case LAT_V8_CP_N32: return 32;
+    case LAT_V9_CP_N64: return 64;
     default: return 0;
   }
 }
 
-template <int MT, int NT, int U>
-static size_t mma_smem() {
-  return (size_t)GW * MT * NT * 4 * 32 * sizeof(float);
+template <int MT, int NT, int U, int ST>
+static size_t gemm_smem() {
+  const size_t red = (size_t)GW * MT * NT * 4 * 32 * sizeof(float);
+  const size_t ring = (size_t)GW * ST * U * MT * 2 * 32 * 16;
+  return ring > red ? ring : red;
 }
 
+template <int MT, int NT, int U, int ST>
+static cudaError_t gemm_set_smem() {
+  if constexpr (ST == 0)
+    return cudaFuncSetAttribute(gemm_mma_kernel<MT, NT, U>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)gemm_smem<MT, NT, U, ST>());
+  else
+    return cudaFuncSetAttribute(gemm_cp_kernel<MT, NT, U, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)gemm_smem<MT, NT, U, ST>());
+}
+
+/* Tile shapes of the variants: <MT (16-row tiles per CTA), NT (8-token tiles), U (chunks per
+ * warp step), ST (cp.async ring stages; 0: plain register loads)>. */
+#define V1_SHAPE 1, 1, 4, 0
+#define V2_SHAPE 2, 2, 2, 0
+#define V3_SHAPE 2, 4, 2, 0
+#define V4_SHAPE 2, 8, 2, 0
+#define V6_SHAPE 1, 1, 2, 4
+#define V7_SHAPE 1, 2, 2, 4
+#define V8_SHAPE 2, 4, 1, 4
+#define V9_SHAPE 2, 8, 1, 4
+
 extern "C" vstatus lat_kernels_init(void) {
-  CUDA_CHECK(cudaFuncSetAttribute(gemm_mma_kernel<1, 1, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)mma_smem<1, 1, 4>()));
-  CUDA_CHECK(cudaFuncSetAttribute(gemm_mma_kernel<2, 2, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)mma_smem<2, 2, 2>()));
-  CUDA_CHECK(cudaFuncSetAttribute(gemm_mma_kernel<2, 4, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)mma_smem<2, 4, 2>()));
-  CUDA_CHECK(cudaFuncSetAttribute(gemm_mma_kernel<2, 8, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)mma_smem<2, 8, 2>()));
+  CUDA_CHECK(gemm_set_smem<V1_SHAPE>());
+  CUDA_CHECK(gemm_set_smem<V2_SHAPE>());
+  CUDA_CHECK(gemm_set_smem<V3_SHAPE>());
+  CUDA_CHECK(gemm_set_smem<V4_SHAPE>());
+  CUDA_CHECK(gemm_set_smem<V6_SHAPE>());
+  CUDA_CHECK(gemm_set_smem<V7_SHAPE>());
+  CUDA_CHECK(gemm_set_smem<V8_SHAPE>());
+  CUDA_CHECK(gemm_set_smem<V9_SHAPE>());
   return V_OK;
 }
 
-template <int MT, int NT, int U>
+template <int MT, int NT, int U, int ST>
 static vstatus launch_mma(const lat_gemm_args *a, int num_sms, cudaStream_t stream, int *splits_out) {
   const int rows_per_cta = 16 * MT;
   const int tiles = (a->N + rows_per_cta - 1) / rows_per_cta;
@@ -295,7 +492,10 @@ static vstatus launch_mma(const lat_gemm_args *a, int num_sms, cudaStream_t stre
     if (S > 1 && !a->ws) S = 1;
   }
   dim3 grid((unsigned)tiles, (unsigned)S, (unsigned)a->Z);
-  gemm_mma_kernel<MT, NT, U><<<grid, GW * 32, mma_smem<MT, NT, U>(), stream>>>(*a, S);
+  if constexpr (ST == 0)
+    gemm_mma_kernel<MT, NT, U><<<grid, GW * 32, gemm_smem<MT, NT, U, ST>(), stream>>>(*a, S);
+  else
+    gemm_cp_kernel<MT, NT, U, ST><<<grid, GW * 32, gemm_smem<MT, NT, U, ST>(), stream>>>(*a, S);
   CUDA_CHECK_LAUNCH();
   if (S > 1) {
     const int ncol = a->ep == LAT_EP_SWIGLU ? a->N / 2 : a->N;
@@ -361,17 +561,26 @@ extern "C" vstatus lat_gemm(const lat_gemm_args *a, int variant, int num_sms, cu
   if (a->K % 8) return VERR("lat_gemm: K %d must be a multiple of 8", a->K);
   if (a->ep == LAT_EP_SWIGLU && a->N % 16) return VERR("lat_gemm: SwiGLU needs N %% 16 == 0 (N %d)", a->N);
   if (a->wptr && variant == LAT_V5_CUBLAS) variant = 0; /* grouped experts: pick an mma variant below */
-  if (variant != LAT_V5_CUBLAS && (variant < LAT_V1_MMA_N8 || lat_gemm_variant_max_tokens(variant) < a->T)) {
-    variant = a->T <= 8 ? LAT_V1_MMA_N8 : a->T <= 16 ? LAT_V2_MMA_N16 : a->T <= 32 ? LAT_V3_MMA_N32 : LAT_V4_MMA_N64;
-    if (a->T > 64) return VERR("lat_gemm: %d token rows exceed the mma variants' 64", a->T);
+  if (a->T > 64 && variant != LAT_V5_CUBLAS) return VERR("lat_gemm: %d token rows exceed the mma variants' 64", a->T);
+  if (variant != LAT_V5_CUBLAS && (variant < LAT_V1_MMA_N8 || variant > LAT_V9_CP_N64 ||
+                                   lat_gemm_variant_max_tokens(variant) < a->T)) {
+    const bool cp = variant >= LAT_V6_CP_N8; /* keep the family: register loads or the cp.async ring */
+    if (cp)
+      variant = a->T <= 8 ? LAT_V6_CP_N8 : a->T <= 16 ? LAT_V7_CP_N16 : a->T <= 32 ? LAT_V8_CP_N32 : LAT_V9_CP_N64;
+    else
+      variant = a->T <= 8 ? LAT_V1_MMA_N8 : a->T <= 16 ? LAT_V2_MMA_N16 : a->T <= 32 ? LAT_V3_MMA_N32 : LAT_V4_MMA_N64;
   }
   if (splits_out) *splits_out = 1;
   if (ran_out) *ran_out = variant;
   switch (variant) {
-    case LAT_V1_MMA_N8: return launch_mma<1, 1, 4>(a, num_sms, stream, splits_out);
-    case LAT_V2_MMA_N16: return launch_mma<2, 2, 2>(a, num_sms, stream, splits_out);
-    case LAT_V3_MMA_N32: return launch_mma<2, 4, 2>(a, num_sms, stream, splits_out);
-    case LAT_V4_MMA_N64: return launch_mma<2, 8, 2>(a, num_sms, stream, splits_out);
+    case LAT_V1_MMA_N8: return launch_mma<V1_SHAPE>(a, num_sms, stream, splits_out);
+    case LAT_V2_MMA_N16: return launch_mma<V2_SHAPE>(a, num_sms, stream, splits_out);
+    case LAT_V3_MMA_N32: return launch_mma<V3_SHAPE>(a, num_sms, stream, splits_out);
+    case LAT_V4_MMA_N64: return launch_mma<V4_SHAPE>(a, num_sms, stream, splits_out);
+    case LAT_V6_CP_N8: return launch_mma<V6_SHAPE>(a, num_sms, stream, splits_out);
+    case LAT_V7_CP_N16: return launch_mma<V7_SHAPE>(a, num_sms, stream, splits_out);
+    case LAT_V8_CP_N32: return launch_mma<V8_SHAPE>(a, num_sms, stream, splits_out);
+    case LAT_V9_CP_N64: return launch_mma<V9_SHAPE>(a, num_sms, stream, splits_out);
     case LAT_V5_CUBLAS: return launch_cublas(a, blas, stream);
     default: return VERR("lat_gemm: unknown variant %d", variant);
   }

@@ -10,6 +10,8 @@
  *                     v3_mma_n32  32 rows per CTA, tokens 1..32
  *                     v4_mma_n64  32 rows per CTA, tokens 1..64
  *                     v5_cublas   cublasGemmEx / strided batched (dense only)
+ *                     v6_cp_n8 .. v9_cp_n64  as v1..v4 (tokens 1..8/16/32/64), weights through a
+ *                                 4-stage cp.async shared-memory ring per warp (more bytes in flight)
  *                   weights streamed once per step with 16-byte loads for all tokens, split-K
  *                   inside the CTA (8 warps) and across CTAs (deterministic reduce kernel),
  *                   batched over z (heads) or grouped over routed experts (MoE mode).
@@ -35,13 +37,23 @@ extern "C" {
 #include "common/vstatus.h"
 
 /* GEMM variants. */
-enum { LAT_V1_MMA_N8 = 1, LAT_V2_MMA_N16 = 2, LAT_V3_MMA_N32 = 3, LAT_V4_MMA_N64 = 4, LAT_V5_CUBLAS = 5 };
+enum {
+  LAT_V1_MMA_N8 = 1,
+  LAT_V2_MMA_N16 = 2,
+  LAT_V3_MMA_N32 = 3,
+  LAT_V4_MMA_N64 = 4,
+  LAT_V5_CUBLAS = 5,
+  LAT_V6_CP_N8 = 6,
+  LAT_V7_CP_N16 = 7,
+  LAT_V8_CP_N32 = 8,
+  LAT_V9_CP_N64 = 9
+};
 /* Epilogues. SWIGLU: W rows come in blocks of 16 = 8 gate rows then the 8 matching up rows;
  * output column 8*i + g (i = block, g < 8) = bf16(silu(bf16(gate)) * bf16(up)), N/2 columns. */
 enum { LAT_EP_BF16 = 0, LAT_EP_F32 = 1, LAT_EP_SWIGLU = 2 };
 
 const char *lat_gemm_variant_name(int variant);
-/* The most tokens variant v handles in one CTA (8, 16, 32, 64; cuBLAS: any). */
+/* The most tokens variant v handles in one CTA (8, 16, 32, 64; cuBLAS: any; 0: no such variant). */
 int lat_gemm_variant_max_tokens(int variant);
 
 typedef struct {

@@ -331,28 +331,39 @@ extern "C" vstatus lat_mla_init(int kl, int r) {
   return V_OK;
 }
 
+/* Block (t*H + h, column slice of 64): lane s of warp 0 weighs split s (S <= 32), e^(m_s - M) / L,
+ * then each thread sums its column over the splits (independent loads, unrolled). */
+#define CB_COLS 64
 static __global__ void mla_combine_kernel(uint16_t *o, const float *pm, const float *pl, const float *pacc, int kl,
                                           int S) {
+  __shared__ float wsc[32];
   const long long th = blockIdx.x; /* t*H + h */
-  const float *m = pm + th * S, *l = pl + th * S;
-  float M = -INFINITY;
-  for (int s = 0; s < S; s++) M = fmaxf(M, m[s]);
-  float L = 0.0f;
-  for (int s = 0; s < S; s++)
-    if (m[s] != -INFINITY) L += l[s] * expf(m[s] - M);
-  const float invL = L > 0.0f ? 1.0f / L : 0.0f;
-  for (int c = threadIdx.x; c < kl; c += blockDim.x) {
-    float v = 0.0f;
-    for (int s = 0; s < S; s++)
-      if (m[s] != -INFINITY) v += expf(m[s] - M) * pacc[(th * S + s) * kl + c];
-    o[th * kl + c] = f2bf(v * invL);
+  if (threadIdx.x < 32) {
+    const int s = threadIdx.x;
+    const float ms = s < S ? pm[th * S + s] : -INFINITY;
+    float M = ms;
+    for (int k = 16; k > 0; k >>= 1) M = fmaxf(M, __shfl_xor_sync(FULL_MASK, M, k));
+    const float e = (s < S && ms != -INFINITY) ? expf(ms - M) : 0.0f;
+    float L = s < S ? pl[th * S + s] * e : 0.0f;
+    for (int k = 16; k > 0; k >>= 1) L += __shfl_xor_sync(FULL_MASK, L, k);
+    wsc[s] = L > 0.0f ? e / L : 0.0f;
   }
+  __syncthreads();
+  const int c = blockIdx.y * CB_COLS + threadIdx.x;
+  if (c >= kl) return;
+  const float *src = pacc + th * S * kl + c;
+  float v = 0.0f;
+#pragma unroll 8
+  for (int s = 0; s < S; s++) v += wsc[s] * src[(long long)s * kl];
+  o[th * kl + c] = f2bf(v);
 }
 
 extern "C" vstatus lat_mla_combine(uint16_t *o, const float *pm, const float *pl, const float *pacc, int T, int H,
                                    int kl, int S, cudaStream_t stream) {
   if (T <= 0) return V_OK;
-  mla_combine_kernel<<<(unsigned)(T * H), 128, 0, stream>>>(o, pm, pl, pacc, kl, S);
+  if (S < 1 || S > 32) return VERR("lat_mla_combine: %d splits outside 1..32", S);
+  mla_combine_kernel<<<dim3((unsigned)(T * H), (unsigned)((kl + CB_COLS - 1) / CB_COLS)), CB_COLS, 0, stream>>>(
+      o, pm, pl, pacc, kl, S);
   CUDA_CHECK_LAUNCH();
   return V_OK;
 }

@@ -195,7 +195,7 @@ static void batch_run(void *rs, void *ls, vtrace *tr, int B, int V, cmp_stats *c
     free(dr);
     free(dl);
   }
-  const char *want = B <= 8 ? "v1_mma_n8" : B <= 16 ? "v2_mma_n16" : B <= 32 ? "v3_mma_n32" : "v4_mma_n64";
+  const char *want = latency_table_variant(B, false);
   CHECK(vtrace_has(tr, "linear", want, tr->step), "batch %d: trace lacks linear variant %s", B, want);
   CHECK(vtrace_has(tr, "mla_decode", "v1_split", tr->step), "batch %d: trace lacks mla_decode v1_split", B);
   CHECK(vtrace_has(tr, "cuda_graph", "replay", tr->step - 1), "batch %d: decode did not replay a CUDA graph", B);
@@ -265,7 +265,8 @@ static void big_batch(void *rs, void *ls, vtrace *tr, int V, cmp_stats *c) {
   vstep d = {8, slots, n, sp, tok, false, NULL};
   float *dr = run_step(&cuda_ref_ops, rs, &d, V), *dl = lat_step(ls, tr, &d, V);
   CHECK(fallbacks_in(tr, tr->step, why, sizeof why) == 0, "decode after the fallback still falls back: %s", why);
-  CHECK(vtrace_has(tr, "linear", "v1_mma_n8", tr->step), "decode after the fallback did not run latency kernels");
+  CHECK(vtrace_has(tr, "linear", latency_table_variant(8, false), tr->step),
+        "decode after the fallback did not run latency kernels");
   if (dr && dl) cmp_rows(c, dr, dl, 8, V, "b8 decode after fallback");
   free(dr);
   free(dl);
@@ -313,31 +314,35 @@ static void fill_agree(void *rs, void *ls, vtrace *tr, int V, cmp_stats *c) {
   }
 }
 
-/* (6) forced expert routing (benchmarks' uniform routing) on both paths, batch 8. */
-static void forced(void *rs, void *ls, vtrace *tr, const ds_config *cfg, int V, cmp_stats *c) {
-  const int B = 8, K = cfg->num_experts_per_tok, E = cfg->n_routed_experts;
+/* (6) forced expert routing (benchmarks' uniform routing) on both paths, batch B (<= 64) on
+ * slots slot0 .. slot0+B-1. */
+static int forced(void *rs, void *ls, vtrace *tr, const ds_config *cfg, int V, cmp_stats *c, int B, int slot0) {
+  const int K = cfg->num_experts_per_tok, E = cfg->n_routed_experts;
   int nm = 0;
   for (int l = 0; l < cfg->num_hidden_layers; l++) nm += ds_layer_is_moe(cfg, l) ? 1 : 0;
-  if (nm == 0 || K <= 0) return;
+  if (nm == 0 || K <= 0) return 0;
   int32_t *fx = malloc((size_t)nm * B * K * sizeof(int32_t));
-  if (!fx) return;
+  if (!fx) return 0;
   for (int m = 0; m < nm; m++)
     for (int t = 0; t < B; t++)
       for (int k = 0; k < K; k++) fx[((size_t)m * B + t) * K + k] = (t * 7 + m * 3 + k * (E / K)) % E;
-  int slots[8], n[8], sp[8];
-  int32_t tok[8];
+  int slots[64], n[64], sp[64];
+  int32_t tok[64];
   for (int i = 0; i < B; i++) {
-    slots[i] = 60 + i, n[i] = 1, sp[i] = 30, tok[i] = prompt_token(11, i, V);
+    slots[i] = slot0 + i, n[i] = 1, sp[i] = 30, tok[i] = prompt_token(11, i, V);
     CHECK_OK(cuda_ref_ops.fill_cache(rs, slots[i], 30, 500 + i));
     CHECK_OK(latency_ops.fill_cache(ls, slots[i], 30, 500 + i));
   }
   vstep d = {B, slots, n, sp, tok, false, fx};
   float *a = run_step(&cuda_ref_ops, rs, &d, V), *b = lat_step(ls, tr, &d, V);
   CHECK(vtrace_has(tr, "router_topk", "v1_forced", tr->step), "forced experts: the router did not take them");
-  if (a && b) cmp_rows(c, a, b, B, V, "b8 forced experts");
+  char where[48];
+  snprintf(where, sizeof where, "b%d forced experts", B);
+  if (a && b) cmp_rows(c, a, b, B, V, where);
   free(a);
   free(b);
   free(fx);
+  return 1;
 }
 
 static void test_model(const char *spec) {
@@ -370,7 +375,7 @@ static void test_model(const char *spec) {
     char fwhat[96];
     snprintf(fwhat, sizeof fwhat, "%s latency vs cuda-ref, forced routing", spec);
     cmp_stats cf = {.what = fwhat, .tight = TIGHT};
-    forced(rs, ls, &tr, &m.cfg, V, &cf);
+    forced(rs, ls, &tr, &m.cfg, V, &cf, 8, 60);
     cmp_finish(&cf, 0.05);
     speculative(ls, &tr, V);
     graph_vs_eager(ls, &tr, V);
@@ -386,6 +391,26 @@ static void test_model(const char *spec) {
     int far = MAX_CTX;
     vstep past = {1, &sl, &one, &far, &bad, false, NULL};
     CHECK(latency_ops.supports(ls, &past) == V_UNSUPPORTED, "positions past max_ctx must be V_UNSUPPORTED");
+    /* (7) every GEMM variant, forced for all GEMMs, under forced routing at a batch that fills its
+     * token tiles partly or wholly (slots 0..B-1 are refilled). */
+    static const struct {
+      const char *name;
+      int B;
+    } fv[] = {{"v1_mma_n8", 8}, {"v6_cp_n8", 8}, {"v7_cp_n16", 16}, {"v8_cp_n32", 24}, {"v9_cp_n64", 64}, {"v4_mma_n64", 40}};
+    for (size_t i = 0; i < sizeof fv / sizeof fv[0]; i++) {
+      vpath_opts ov = ol;
+      ov.variant = fv[i].name;
+      void *vs = NULL;
+      CHECK_OK(latency_ops.open(&vs, &m, &ov));
+      if (!vs) continue;
+      char vwhat[128];
+      snprintf(vwhat, sizeof vwhat, "%s %s forced, forced routing, batch %d", spec, fv[i].name, fv[i].B);
+      cmp_stats cv = {.what = vwhat, .tight = TIGHT};
+      if (forced(rs, vs, &tr, &m.cfg, V, &cv, fv[i].B, 0))
+        CHECK(vtrace_has(&tr, "linear", fv[i].name, tr.step), "%s: trace lacks linear variant %s", vwhat, fv[i].name);
+      cmp_finish(&cv, 0.05);
+      latency_ops.close(vs);
+    }
   }
   if (ls) latency_ops.close(ls);
   if (rs) cuda_ref_ops.close(rs);
