@@ -56,6 +56,40 @@ for phase in "$@"; do
         $V generate --model synth:small --path $p --tokens 1,2,3 -n 32 --batch 8 > "$OUT/gen_small_$p.txt" 2>&1; note "generate small $p rc=$?: $(tail -1 "$OUT/gen_small_$p.txt")"
       done
       diff <(grep ^seq "$OUT/gen_small_cuda-ref.txt") <(grep ^seq "$OUT/gen_small_latency.txt") > /dev/null && note "small tokens latency == cuda-ref" || note "small tokens latency != cuda-ref" ;;
+    tp1)
+      timeout 300 $V sweep --model synth:k2-slice --paths cuda-ref,cuda-ref:tp1 --batch 1,8,64 --context 1k --steps 30 --no-progress \
+        --json "$OUT/sweep_tp1.json" > "$OUT/sweep_tp1.txt" 2>&1; note "sweep tp1 rc=$?"; tail -12 "$OUT/sweep_tp1.txt" | tee -a "$summary" ;;
+    bench128)
+      timeout 200 $B/bench_latency --ctx 128 > "$OUT/bench_latency_ctx128.txt" 2>&1; note "bench ctx128 rc=$?"
+      grep -E "^ +[0-9]+ " "$OUT/bench_latency_ctx128.txt" | tee -a "$summary" ;;
+    hfpeer-small)
+      $V model synth --preset small --out /tmp/small > /dev/null
+      timeout 300 python3 scripts/peers/hf_decode.py --model /tmp/small --batch 1,8,64 --context 1k --steps 20 --out "$OUT/hf_small.json" \
+        > "$OUT/hf_small.log" 2>&1; note "hf_decode small rc=$?"
+      timeout 200 $V sweep --model /tmp/small --paths cuda-ref,latency --batch 1,8,64 --context 1k --steps 30 --no-progress \
+        --peer "$OUT/hf_small.json" --json "$OUT/sweep_small_peer.json" > "$OUT/sweep_small_peer.txt" 2>&1; note "sweep small+peer rc=$?"
+      tail -16 "$OUT/sweep_small_peer.txt" | tee -a "$summary" ;;
+    evals)
+      timeout 300 $V eval mrcr --paths cuda-ref,latency --bins 4k,8k,16k,32k,64k,128k --needles 2,4,8 --samples 2 --batch 8 \
+        --chunk 4096 --json "$OUT/mrcr.json" > "$OUT/mrcr.txt" 2>&1; note "eval mrcr rc=$?"; grep -B2 -A14 -m1 "score" "$OUT/mrcr.txt" | tee -a "$summary"
+      timeout 200 $V eval chain --paths cuda-ref,latency --hops 1000,8000 --samples 2 --json "$OUT/chain.json" > "$OUT/chain.txt" 2>&1
+      note "eval chain rc=$?"; tail -12 "$OUT/chain.txt" | tee -a "$summary"
+      timeout 150 $V eval chain --paths latency --hops 1000,8000,32000 --samples 1 > "$OUT/chain32k.txt" 2>&1
+      note "eval chain 32k (latency) rc=$?"; tail -6 "$OUT/chain32k.txt" | tee -a "$summary"
+      $V model synth --preset recall-mrcr --out /tmp/mrcr > /dev/null
+      $V eval mrcr --model /tmp/mrcr --bins 4k,32k --needles 2,8 --samples 2 --export-prompts /tmp/mrcr_prompts.json > /dev/null 2>&1
+      timeout 150 python3 scripts/peers/hf_eval.py --model /tmp/mrcr --prompts /tmp/mrcr_prompts.json > "$OUT/hf_eval.txt" 2>&1
+      note "hf_eval rc=$?"; tail -8 "$OUT/hf_eval.txt" | tee -a "$summary"
+      timeout 120 $V eval mrcr --model /tmp/mrcr --paths cuda-ref --bins 4k,32k --needles 2,8 --samples 2 > "$OUT/mrcr_same.txt" 2>&1
+      note "cuda-ref on the exported prompts' settings rc=$?"; grep -A6 -m1 score "$OUT/mrcr_same.txt" | tee -a "$summary" ;;
+    diverge)
+      timeout 150 $V diverge --model synth:small --paths cpu-ref,cuda-ref,latency --batch 1,8 --context 0,4k --tokens 16 \
+        --json "$OUT/diverge_small.json" > "$OUT/diverge_small.txt" 2>&1; note "diverge small rc=$?"; tail -12 "$OUT/diverge_small.txt" | tee -a "$summary"
+      timeout 150 $V diverge --model synth:small --paths cuda-ref,latency --batch 1,8,64 --context 32k,128k --tokens 16 \
+        --json "$OUT/diverge_long.json" > "$OUT/diverge_long.txt" 2>&1; note "diverge long rc=$?"; tail -10 "$OUT/diverge_long.txt" | tee -a "$summary" ;;
+    features)
+      timeout 150 $V features --model synth:small --path latency --ref cuda-ref --json "$OUT/features.json" > "$OUT/features.txt" 2>&1
+      note "features rc=$?"; tail -12 "$OUT/features.txt" | tee -a "$summary" ;;
     *) note "unknown phase $phase" ;;
   esac
   note "phase $phase: $(( $(date +%s) - ps )) s"
