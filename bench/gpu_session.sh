@@ -18,10 +18,10 @@ export NCCL_NVLS_ENABLE=0
 # The device tool returns at most 8 files: logs go to $LOGS and come back as one tarball.
 FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
 OUT=/tmp/vouch-logs; rm -rf "$OUT"; mkdir -p "$OUT"
-trap 'tar -czf "$FINAL/logs.tgz" -C "$OUT" . ; cp "$OUT/summary.txt" "$FINAL/" 2>/dev/null' EXIT
+trap 'tar -czf "$FINAL/logs.tgz" -C "$OUT" .' EXIT
 V=$B/vouch
 summary="$OUT/summary.txt"
-note() { echo "$*" | tee -a "$summary"; }
+note() { echo "$*" | tee -a "$summary" "$FINAL/summary.txt" >> "$FINAL/summary.txt"; echo "$*"; }
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$OUT/gpu.txt"
 for phase in "$@"; do
@@ -35,7 +35,7 @@ for phase in "$@"; do
       note "golden: $(ls "$OUT"/*.f32 2>/dev/null | wc -l) files" ;;
     cudaref)
       VOUCH_SRC=$PWD $T/test_cuda_ref > "$OUT/test_cuda_ref.log" 2>&1; note "test_cuda_ref rc=$? $(tail -1 "$OUT/test_cuda_ref.log")"
-      grep -E "rows|identical" "$OUT/test_cuda_ref.log" | head -5 | tee -a "$summary" ;;
+      grep -E "rows|identical" "$OUT/test_cuda_ref.log" | head -5 | tee -a "$summary" "$FINAL/summary.txt" ;;
     kernels)
       $V kernels --path cuda-ref --json "$OUT/kernels_cuda.json" > "$OUT/kernels_cuda.txt" 2>&1; note "kernels cuda-ref rc=$?: $(tail -1 "$OUT/kernels_cuda.txt")"
       [ -x $T/test_cuda_kernels ] && { VOUCH_SRC=$PWD $T/test_cuda_kernels > "$OUT/test_cuda_kernels.log" 2>&1; note "test_cuda_kernels rc=$?"; } ;;
@@ -44,52 +44,60 @@ for phase in "$@"; do
       $V kernels --path latency > "$OUT/kernels_latency.txt" 2>&1; note "kernels latency rc=$?: $(tail -1 "$OUT/kernels_latency.txt")" ;;
     bench)
       timeout 300 $B/bench_latency --with-ref > "$OUT/bench_latency.txt" 2>&1; note "bench_latency rc=$?"
-      tail -25 "$OUT/bench_latency.txt" | tee -a "$summary" ;;
+      tail -25 "$OUT/bench_latency.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
     sweep-small)
       timeout 300 $V sweep --model synth:small --paths cuda-ref,latency --batch 1,8,64 --context 1k,8k --steps 30 --no-progress \
-        --json "$OUT/sweep_small.json" > "$OUT/sweep_small.txt" 2>&1; note "sweep small rc=$?"; tail -20 "$OUT/sweep_small.txt" | tee -a "$summary" ;;
+        --json "$OUT/sweep_small.json" > "$OUT/sweep_small.txt" 2>&1; note "sweep small rc=$?"; tail -20 "$OUT/sweep_small.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
     sweep-k2)
       timeout 400 $V sweep --model synth:k2-slice --paths cuda-ref,latency --batch 1,8,64 --context 1k,32k --steps 30 --no-progress \
-        --json "$OUT/sweep_k2.json" > "$OUT/sweep_k2.txt" 2>&1; note "sweep k2 rc=$?"; tail -20 "$OUT/sweep_k2.txt" | tee -a "$summary" ;;
+        --json "$OUT/sweep_k2.json" > "$OUT/sweep_k2.txt" 2>&1; note "sweep k2 rc=$?"; tail -20 "$OUT/sweep_k2.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
     generate)
       for p in cuda-ref latency; do
         $V generate --model synth:small --path $p --tokens 1,2,3 -n 32 --batch 8 > "$OUT/gen_small_$p.txt" 2>&1; note "generate small $p rc=$?: $(tail -1 "$OUT/gen_small_$p.txt")"
       done
       diff <(grep ^seq "$OUT/gen_small_cuda-ref.txt") <(grep ^seq "$OUT/gen_small_latency.txt") > /dev/null && note "small tokens latency == cuda-ref" || note "small tokens latency != cuda-ref" ;;
     tp1)
-      timeout 300 $V sweep --model synth:k2-slice --paths cuda-ref,cuda-ref:tp1 --batch 1,8,64 --context 1k --steps 30 --no-progress \
-        --json "$OUT/sweep_tp1.json" > "$OUT/sweep_tp1.txt" 2>&1; note "sweep tp1 rc=$?"; tail -12 "$OUT/sweep_tp1.txt" | tee -a "$summary" ;;
+      timeout 200 $V sweep --model synth:small --paths cuda-ref,cuda-ref:tp1 --batch 1,8,64 --context 1k --steps 30 --no-progress \
+        --json "$OUT/sweep_tp1.json" > "$OUT/sweep_tp1.txt" 2>&1; note "sweep tp1 rc=$?"; tail -12 "$OUT/sweep_tp1.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
     bench128)
       timeout 200 $B/bench_latency --ctx 128 > "$OUT/bench_latency_ctx128.txt" 2>&1; note "bench ctx128 rc=$?"
-      grep -E "^ +[0-9]+ " "$OUT/bench_latency_ctx128.txt" | tee -a "$summary" ;;
+      grep -E "^ +[0-9]+ " "$OUT/bench_latency_ctx128.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
     hfpeer-small)
       $V model synth --preset small --out /tmp/small > /dev/null
       timeout 300 python3 scripts/peers/hf_decode.py --model /tmp/small --batch 1,8,64 --context 1k --steps 20 --out "$OUT/hf_small.json" \
         > "$OUT/hf_small.log" 2>&1; note "hf_decode small rc=$?"
       timeout 200 $V sweep --model /tmp/small --paths cuda-ref,latency --batch 1,8,64 --context 1k --steps 30 --no-progress \
         --peer "$OUT/hf_small.json" --json "$OUT/sweep_small_peer.json" > "$OUT/sweep_small_peer.txt" 2>&1; note "sweep small+peer rc=$?"
-      tail -16 "$OUT/sweep_small_peer.txt" | tee -a "$summary" ;;
+      tail -16 "$OUT/sweep_small_peer.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
     evals)
-      timeout 300 $V eval mrcr --paths cuda-ref,latency --bins 4k,8k,16k,32k,64k,128k --needles 2,4,8 --samples 2 --batch 8 \
-        --chunk 4096 --json "$OUT/mrcr.json" > "$OUT/mrcr.txt" 2>&1; note "eval mrcr rc=$?"; grep -B2 -A14 -m1 "score" "$OUT/mrcr.txt" | tee -a "$summary"
-      timeout 200 $V eval chain --paths cuda-ref,latency --hops 1000,8000 --samples 2 --json "$OUT/chain.json" > "$OUT/chain.txt" 2>&1
-      note "eval chain rc=$?"; tail -12 "$OUT/chain.txt" | tee -a "$summary"
-      timeout 150 $V eval chain --paths latency --hops 1000,8000,32000 --samples 1 > "$OUT/chain32k.txt" 2>&1
-      note "eval chain 32k (latency) rc=$?"; tail -6 "$OUT/chain32k.txt" | tee -a "$summary"
+      timeout 200 $V eval mrcr --paths cuda-ref,latency --bins 4k,8k,16k,32k,64k,128k --needles 2,4,8 --samples 1 --batch 8 \
+        --chunk 4096 --json "$OUT/mrcr.json" > "$OUT/mrcr.txt" 2>&1; note "eval mrcr rc=$?"; grep -B2 -A14 -m1 "score" "$OUT/mrcr.txt" | tee -a "$summary" "$FINAL/summary.txt"
+      timeout 100 $V eval chain --paths cuda-ref,latency --hops 1000,8000 --samples 1 --json "$OUT/chain.json" > "$OUT/chain.txt" 2>&1
+      note "eval chain rc=$?"; tail -12 "$OUT/chain.txt" | tee -a "$summary" "$FINAL/summary.txt"
+      timeout 90 $V eval chain --paths latency --hops 1000,8000,32000 --samples 1 > "$OUT/chain32k.txt" 2>&1
+      note "eval chain 32k (latency) rc=$?"; tail -6 "$OUT/chain32k.txt" | tee -a "$summary" "$FINAL/summary.txt"
       $V model synth --preset recall-mrcr --out /tmp/mrcr > /dev/null
       $V eval mrcr --model /tmp/mrcr --bins 4k,32k --needles 2,8 --samples 2 --export-prompts /tmp/mrcr_prompts.json > /dev/null 2>&1
-      timeout 150 python3 scripts/peers/hf_eval.py --model /tmp/mrcr --prompts /tmp/mrcr_prompts.json > "$OUT/hf_eval.txt" 2>&1
-      note "hf_eval rc=$?"; tail -8 "$OUT/hf_eval.txt" | tee -a "$summary"
-      timeout 120 $V eval mrcr --model /tmp/mrcr --paths cuda-ref --bins 4k,32k --needles 2,8 --samples 2 > "$OUT/mrcr_same.txt" 2>&1
-      note "cuda-ref on the exported prompts' settings rc=$?"; grep -A6 -m1 score "$OUT/mrcr_same.txt" | tee -a "$summary" ;;
+      timeout 100 python3 scripts/peers/hf_eval.py --model /tmp/mrcr --prompts /tmp/mrcr_prompts.json > "$OUT/hf_eval.txt" 2>&1
+      note "hf_eval rc=$?"; tail -8 "$OUT/hf_eval.txt" | tee -a "$summary" "$FINAL/summary.txt"
+      timeout 60 $V eval mrcr --model /tmp/mrcr --paths cuda-ref --bins 4k,32k --needles 2,8 --samples 2 > "$OUT/mrcr_same.txt" 2>&1
+      note "cuda-ref on the exported prompts' settings rc=$?"; grep -A6 -m1 score "$OUT/mrcr_same.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
     diverge)
-      timeout 150 $V diverge --model synth:small --paths cpu-ref,cuda-ref,latency --batch 1,8 --context 0,4k --tokens 16 \
-        --json "$OUT/diverge_small.json" > "$OUT/diverge_small.txt" 2>&1; note "diverge small rc=$?"; tail -12 "$OUT/diverge_small.txt" | tee -a "$summary"
-      timeout 150 $V diverge --model synth:small --paths cuda-ref,latency --batch 1,8,64 --context 32k,128k --tokens 16 \
-        --json "$OUT/diverge_long.json" > "$OUT/diverge_long.txt" 2>&1; note "diverge long rc=$?"; tail -10 "$OUT/diverge_long.txt" | tee -a "$summary" ;;
+      timeout 150 $V diverge --model synth:small --paths cpu-ref,cuda-ref,latency --baseline cuda-ref --batch 1,8 --context 0,4k --tokens 16 \
+        --json "$OUT/diverge_small.json" > "$OUT/diverge_small.txt" 2>&1; note "diverge small rc=$?"; tail -12 "$OUT/diverge_small.txt" | tee -a "$summary" "$FINAL/summary.txt"
+      timeout 150 $V diverge --model synth:small --paths cuda-ref,latency --batch 1,8,64 --context 32k,120k --tokens 16 --max-kld 0.05 --min-same-top 85 \
+        --json "$OUT/diverge_long.json" > "$OUT/diverge_long.txt" 2>&1; note "diverge long rc=$?"; tail -10 "$OUT/diverge_long.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
     features)
-      timeout 150 $V features --model synth:small --path latency --ref cuda-ref --json "$OUT/features.json" > "$OUT/features.txt" 2>&1
-      note "features rc=$?"; tail -12 "$OUT/features.txt" | tee -a "$summary" ;;
+      timeout 150 $V features --model synth:small --path latency --ref cuda-ref --kld-tol 0.25 --json "$OUT/features.json" > "$OUT/features.txt" 2>&1
+      note "features rc=$?"; tail -12 "$OUT/features.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
+    mrcr-bins)
+      # one command per (path, bin) so a time limit keeps every finished bin
+      for spec in latency:4k latency:8k latency:16k latency:32k latency:64k latency:128k cuda-ref:4k cuda-ref:16k cuda-ref:32k; do
+        p=${spec%%:*}; b=${spec##*:}
+        timeout 60 $V eval mrcr --paths $p --bins $b --needles 2,4,8 --samples 1 --batch 8 --chunk 4096 \
+          --json "$OUT/mrcr_${p}_$b.json" > "$OUT/mrcr_${p}_$b.txt" 2>&1
+        note "mrcr $p $b rc=$?: $(grep -m1 'score' "$OUT/mrcr_${p}_$b.txt") $(grep -A4 -m1 'needles ' "$OUT/mrcr_${p}_$b.txt" | tr '\n' ' ')"
+      done ;;
     *) note "unknown phase $phase" ;;
   esac
   note "phase $phase: $(( $(date +%s) - ps )) s"
