@@ -47,6 +47,8 @@ vstatus store_create(vstore *s, const char *path) {
     store_close(s);
     return e;
   }
+  /* a reader (vouch history, a user's sqlite3) may hold a lock while a record is committed */
+  sqlite3_busy_timeout(s->db, 5000);
   char *msg = NULL;
   if (sqlite3_exec(s->db, store_ddl, NULL, NULL, &msg) != SQLITE_OK) {
     vstatus e = VERR("%s: schema: %s", path, msg ? msg : "?");
