@@ -81,6 +81,24 @@ typedef struct vpath_ops {
   bool latent_kv;
 } vpath_ops;
 
+/* What a path can accept, for vstep_validate. */
+typedef struct {
+  const char *path;   /* path name, for messages */
+  int max_seq;        /* cache slots opened */
+  int max_ctx;        /* positions per slot opened */
+  const int *cached;  /* [max_seq] cached positions per slot */
+  int vocab;          /* token ids must be in [0, vocab) */
+  int n_moe;          /* MoE layers: forced_experts is [n_moe][tokens][top_k] (0: not checked) */
+  int top_k;          /* experts per token */
+  int n_experts;      /* forced ids must be in [0, n_experts), distinct per token */
+} vstep_limits;
+
+/* Checks a step against a path's limits, the same way for every path: V_UNSUPPORTED (with the
+ * reason) when it exceeds what was opened (slot >= max_seq, positions past max_ctx), V_ERR when
+ * it is malformed (no sequences, NULL arrays, n_tokens < 1, a negative slot or position, a gap
+ * after the cached length, a slot used twice, a token or forced expert out of range). */
+vstatus vstep_validate(const vstep *s, const vstep_limits *lim);
+
 /* An open path. */
 typedef struct {
   const vpath_ops *ops;

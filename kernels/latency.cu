@@ -112,7 +112,7 @@ typedef struct {
   int32_t *fill_slot, *fill_pos;            /* [FILL_ROWS] */
   /* host (pinned) */
   int32_t *h_tok, *h_slot, *h_pos, *h_rows, *h_forced;
-  int *len, *seen;                          /* [max_seq] */
+  int *len;                                 /* [max_seq] cached positions per slot */
   /* graphs */
   gentry graphs[MAX_GRAPHS];
   int n_graphs, next_evict;
@@ -470,37 +470,8 @@ static vstatus run_core(lstate *S, int T, int R, int max_keys, bool forced, bool
 /* ---- step checks ---- */
 
 static vstatus check_step(lstate *S, const vstep *s) {
-  if (!s || s->n_seq <= 0) return VERR("step: n_seq %d must be >= 1", s ? s->n_seq : 0);
-  if (!s->seq || !s->n_tokens || !s->start_pos || !s->tokens) return VERR("step: NULL array");
-  for (int i = 0; i < s->n_seq; i++) {
-    const int sl = s->seq[i];
-    if (sl < 0) return VERR("step: sequence %d: slot %d is negative", i, sl);
-    if (sl >= S->opt.max_seq)
-      return VUNSUPPORTED(PATH_NAME ": slot %d outside the %d cache slots opened (max_seq)", sl, S->opt.max_seq);
-    if (s->n_tokens[i] < 1) return VERR("step: sequence %d: n_tokens %d must be >= 1", i, s->n_tokens[i]);
-    if (s->start_pos[i] < 0) return VERR("step: sequence %d: start_pos %d is negative", i, s->start_pos[i]);
-    if ((int64_t)s->start_pos[i] + s->n_tokens[i] > S->opt.max_ctx)
-      return VUNSUPPORTED(PATH_NAME ": positions %d..%d of slot %d exceed max_ctx %d (open with a larger max_ctx)",
-                          s->start_pos[i], s->start_pos[i] + s->n_tokens[i] - 1, sl, S->opt.max_ctx);
-    if (s->start_pos[i] > S->len[sl])
-      return VERR("step: sequence %d (slot %d) starts at position %d but its cache holds %d positions", i, sl,
-                  s->start_pos[i], S->len[sl]);
-  }
-  for (int i = 0; i < s->n_seq; i++) S->seen[s->seq[i]] = -1;
-  for (int i = 0; i < s->n_seq; i++) {
-    if (S->seen[s->seq[i]] >= 0)
-      return VERR("step: sequences %d and %d use the same slot %d", S->seen[s->seq[i]], i, s->seq[i]);
-    S->seen[s->seq[i]] = i;
-  }
-  const int T = vstep_total_tokens(s);
-  for (int t = 0; t < T; t++)
-    if (s->tokens[t] < 0 || s->tokens[t] >= S->V)
-      return VERR("step: token %d: id %d outside the vocabulary [0, %d)", t, (int)s->tokens[t], S->V);
-  if (s->forced_experts && S->n_moe > 0)
-    for (size_t i = 0; i < (size_t)S->n_moe * T * S->K; i++)
-      if (s->forced_experts[i] < 0 || s->forced_experts[i] >= S->E)
-        return VERR("step: forced_experts[%zu] = %d outside [0, %d)", i, (int)s->forced_experts[i], S->E);
-  return V_OK;
+  const vstep_limits lim = {PATH_NAME, S->opt.max_seq, S->opt.max_ctx, S->len, S->V, S->n_moe, S->K, S->E};
+  return vstep_validate(s, &lim);
 }
 
 /* Why a valid step is outside the envelope ("" when inside). */
@@ -684,7 +655,6 @@ static void lt_close(void *st) {
   if (S->st) cudaStreamDestroy(S->st);
   if (S->st2) cudaStreamDestroy(S->st2);
   free(S->len);
-  free(S->seen);
   free(S->specs);
   free(S);
 }
@@ -1067,8 +1037,7 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
 
   S->L = (llayer *)calloc((size_t)c->num_hidden_layers, sizeof(llayer));
   S->len = (int *)calloc((size_t)o->max_seq, sizeof(int));
-  S->seen = (int *)calloc((size_t)o->max_seq, sizeof(int));
-  if (!S->L || !S->len || !S->seen) return VERR("out of memory");
+  if (!S->L || !S->len) return VERR("out of memory");
   if (m->is_synthetic) VTRY(ds_tensor_specs(c, &S->specs, &S->n_specs));
   VTRY(load_weights(S));
   free(S->specs), S->specs = NULL, S->n_specs = 0;

@@ -311,61 +311,25 @@ static vstatus ensure_rows(cpu_ref *r, int T) {
 }
 
 /* Shape checks shared by supports() and forward(). V_UNSUPPORTED with the reason. */
-static vstatus check_shape(const cpu_ref *r, const vstep *s) {
-  if (!s || s->n_seq < 1) return VUNSUPPORTED(PATH_NAME ": step has no sequences (n_seq %d)", s ? s->n_seq : 0);
-  if (!s->seq || !s->n_tokens || !s->start_pos || !s->tokens)
-    return VUNSUPPORTED(PATH_NAME ": step arrays seq/n_tokens/start_pos/tokens must not be NULL");
-  for (int i = 0; i < s->n_seq; i++) {
-    if (s->seq[i] < 0 || s->seq[i] >= r->o.max_seq)
-      return VUNSUPPORTED(PATH_NAME ": sequence %d: slot %d out of range [0, %d)", i, s->seq[i], r->o.max_seq);
-    if (s->n_tokens[i] < 1)
-      return VUNSUPPORTED(PATH_NAME ": sequence %d: n_tokens %d must be >= 1", i, s->n_tokens[i]);
-    if (s->start_pos[i] < 0 || (int64_t)s->start_pos[i] + s->n_tokens[i] > r->o.max_ctx)
-      return VUNSUPPORTED(PATH_NAME ": sequence %d: positions [%d, %lld) past max_ctx %d", i, s->start_pos[i],
-                          (long long)s->start_pos[i] + s->n_tokens[i], r->o.max_ctx);
-  }
-  return V_OK;
+/* Checks a step (common/path.h vstep_validate): V_ERR when malformed, V_UNSUPPORTED past capacity. */
+static vstatus check_step(const cpu_ref *r, const vstep *s) {
+  int n_moe = 0;
+  for (int l = 0; l < r->L; l++) n_moe += r->m->layers[l].is_moe ? 1 : 0;
+  const vstep_limits lim = {PATH_NAME, r->o.max_seq, r->o.max_ctx, r->len, r->c.vocab_size, n_moe, r->K, r->E};
+  return vstep_validate(s, &lim);
 }
 
-static vstatus ref_supports(void *state, const vstep *s) { return check_shape(state, s); }
+static vstatus ref_supports(void *state, const vstep *s) { return check_step(state, s); }
 
+/* invalid input to forward() is an error, whatever supports() would have said */
 static vstatus validate(const cpu_ref *r, const vstep *s) {
-  if (check_shape(r, s) != V_OK) { /* invalid input to forward() is an error, not "unsupported" */
+  vstatus st = check_step(r, s);
+  if (st == V_UNSUPPORTED) {
     char why[512];
     snprintf(why, sizeof why, "%s", verr_msg());
     return VERR("%s", why);
   }
-  for (int i = 0; i < s->n_seq; i++) {
-    for (int j = 0; j < i; j++)
-      if (s->seq[j] == s->seq[i])
-        return VERR(PATH_NAME ": sequences %d and %d both use slot %d (slots must be distinct)", j, i, s->seq[i]);
-    /* start_pos below the cached length rewinds the slot (rejected speculative drafts):
-     * positions from start_pos on are overwritten */
-    if (s->start_pos[i] > r->len[s->seq[i]])
-      return VERR(PATH_NAME ": sequence %d: start_pos %d but slot %d holds only %d cached positions", i,
-                  s->start_pos[i], s->seq[i], r->len[s->seq[i]]);
-  }
-  int T = vstep_total_tokens(s);
-  for (int t = 0; t < T; t++)
-    if (s->tokens[t] < 0 || s->tokens[t] >= r->c.vocab_size)
-      return VERR(PATH_NAME ": token %d: id %d out of range [0, %d)", t, (int)s->tokens[t], r->c.vocab_size);
-  if (s->forced_experts) {
-    int n_moe = 0;
-    for (int l = 0; l < r->L; l++) n_moe += r->m->layers[l].is_moe ? 1 : 0;
-    const int32_t *f = s->forced_experts;
-    for (int64_t row = 0; row < (int64_t)n_moe * T; row++)
-      for (int k = 0; k < r->K; k++) {
-        int32_t e = f[row * r->K + k];
-        if (e < 0 || e >= r->E)
-          return VERR(PATH_NAME ": forced_experts: MoE layer %lld token %lld: expert %d out of range [0, %d)",
-                      (long long)(row / T), (long long)(row % T), (int)e, r->E);
-        for (int k2 = 0; k2 < k; k2++)
-          if (f[row * r->K + k2] == e)
-            return VERR(PATH_NAME ": forced_experts: MoE layer %lld token %lld: expert %d chosen twice",
-                        (long long)(row / T), (long long)(row % T), (int)e);
-      }
-  }
-  return V_OK;
+  return st;
 }
 
 /* The cache-write ops of layer l for T rows whose compressed vectors r->ckv [T, kv_lora + rope]

@@ -85,7 +85,6 @@ typedef struct {
   void *kvarena;
   size_t kvbytes;
   int *len;                  /* host [max_seq] cached positions per slot */
-  int *seen;                 /* host [max_seq] scratch for the distinct-slot check */
   /* workspace: capacity `cap` token rows (device) */
   int cap;
   void *ws;
@@ -672,31 +671,12 @@ static vstatus tp_logits(cstate *S, const uint16_t *hx, int R, float *logits) {
 
 /* ---- vpath ops ---- */
 
-/* Checks a step: V_ERR for a malformed request, V_UNSUPPORTED past this path's capacity. */
+/* Checks a step (common/path.h vstep_validate): V_ERR when malformed, V_UNSUPPORTED past capacity. */
 static vstatus check_step(cstate *S, const vstep *s) {
-  if (!s || s->n_seq <= 0) return VERR("step: n_seq %d must be >= 1", s ? s->n_seq : 0);
-  if (!s->seq || !s->n_tokens || !s->start_pos || !s->tokens) return VERR("step: NULL array");
-  for (int i = 0; i < s->n_seq; i++) {
-    const int sl = s->seq[i];
-    if (sl < 0) return VERR("step: sequence %d: slot %d is negative", i, sl);
-    if (sl >= S->opt.max_seq)
-      return VUNSUPPORTED(PATH_NAME ": slot %d outside the %d cache slots opened (max_seq)", sl, S->opt.max_seq);
-    if (s->n_tokens[i] < 1) return VERR("step: sequence %d: n_tokens %d must be >= 1", i, s->n_tokens[i]);
-    if (s->start_pos[i] < 0) return VERR("step: sequence %d: start_pos %d is negative", i, s->start_pos[i]);
-    if ((int64_t)s->start_pos[i] + s->n_tokens[i] > S->opt.max_ctx)
-      return VUNSUPPORTED(PATH_NAME ": positions %d..%d of slot %d exceed max_ctx %d (open with a larger max_ctx)",
-                          s->start_pos[i], s->start_pos[i] + s->n_tokens[i] - 1, sl, S->opt.max_ctx);
-    if (s->start_pos[i] > S->len[sl])
-      return VERR("step: sequence %d (slot %d) starts at position %d but its cache holds %d positions", i, sl,
-                  s->start_pos[i], S->len[sl]);
-  }
-  for (int i = 0; i < s->n_seq; i++) S->seen[s->seq[i]] = -1;
-  for (int i = 0; i < s->n_seq; i++) {
-    if (S->seen[s->seq[i]] >= 0)
-      return VERR("step: sequences %d and %d use the same slot %d", S->seen[s->seq[i]], i, s->seq[i]);
-    S->seen[s->seq[i]] = i;
-  }
-  return V_OK;
+  int n_moe = 0;
+  for (int l = 0; l < S->c.num_hidden_layers; l++) n_moe += S->L[l].is_moe ? 1 : 0;
+  const vstep_limits lim = {PATH_NAME, S->opt.max_seq, S->opt.max_ctx, S->len, S->V, n_moe, S->K, S->E};
+  return vstep_validate(s, &lim);
 }
 
 static vstatus cr_supports(void *st, const vstep *s) { return check_step((cstate *)st, s); }
@@ -712,31 +692,12 @@ static vstatus cr_forward(void *st, const vstep *s, float *logits) {
   int t = 0;
   for (int i = 0; i < s->n_seq; i++) {
     for (int j = 0; j < s->n_tokens[i]; j++, t++) {
-      const int32_t tk = s->tokens[t];
-      if (tk < 0 || tk >= S->V)
-        return VERR("step: sequence %d token %d: id %d outside the vocabulary [0, %d)", i, j, (int)tk, S->V);
-      S->h_tok[t] = tk;
+      S->h_tok[t] = s->tokens[t];
       S->h_slot[t] = s->seq[i];
       S->h_pos[t] = s->start_pos[i] + j;
       if (s->all_logits) S->h_rows[t] = t;
     }
     if (!s->all_logits) S->h_rows[i] = t - 1;
-  }
-  if (s->forced_experts) {
-    int n_moe = 0;
-    for (int l = 0; l < S->c.num_hidden_layers; l++) n_moe += S->L[l].is_moe ? 1 : 0;
-    const int32_t *f = s->forced_experts;
-    for (size_t row = 0; row < (size_t)n_moe * (size_t)T; row++)
-      for (int k = 0; k < S->K; k++) {
-        const int32_t e = f[row * S->K + k];
-        if (e < 0 || e >= S->E)
-          return VERR("step: forced_experts: MoE layer %zu token %zu: expert %d outside [0, %d)", row / T, row % T,
-                      (int)e, S->E);
-        for (int k2 = 0; k2 < k; k2++)
-          if (f[row * S->K + k2] == e)
-            return VERR("step: forced_experts: MoE layer %zu token %zu: expert %d chosen twice", row / T, row % T,
-                        (int)e);
-      }
   }
   S->forced = s->forced_experts;
   S->moe_j = 0;
@@ -851,7 +812,6 @@ static void cr_close(void *st) {
   if (S->ev_end) cudaEventDestroy(S->ev_end);
   if (S->stream) cudaStreamDestroy(S->stream);
   free(S->len);
-  free(S->seen);
   free(S->h_off);
   free(S->h_cur);
   free(S->we);
@@ -928,12 +888,11 @@ static vstatus open_impl(cstate *S, const ds_model *m, const vpath_opts *o) {
 
   S->L = (dlayer *)calloc((size_t)c->num_hidden_layers, sizeof(dlayer));
   S->len = (int *)calloc((size_t)o->max_seq, sizeof(int));
-  S->seen = (int *)calloc((size_t)o->max_seq, sizeof(int));
   S->h_off = (int *)calloc((size_t)S->E + 1, sizeof(int));
   S->h_cur = (int *)calloc((size_t)S->E + 1, sizeof(int));
   S->n_storage = m->is_synthetic ? m->n_synth : m->st.n_tensors;
   S->entry_of = (int *)malloc((size_t)(S->n_storage > 0 ? S->n_storage : 1) * sizeof(int));
-  if (!S->L || !S->len || !S->seen || !S->h_off || !S->h_cur || !S->entry_of) return VERR("out of memory");
+  if (!S->L || !S->len || !S->h_off || !S->h_cur || !S->entry_of) return VERR("out of memory");
   for (int i = 0; i < S->n_storage; i++) S->entry_of[i] = -1;
   if (m->is_synthetic) VTRY(ds_tensor_specs(c, &S->specs, &S->n_specs));
 
