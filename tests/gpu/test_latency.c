@@ -28,87 +28,16 @@
 #include "model/philox.h"
 #include "reference/cuda/cuda_ref.h"
 #include "tests/harness.h"
+#include "tests/logit_compare.h"
 
 #define SEED 20240917ull
 #define PROMPT 16
 #define DECODE 16
 #define TIGHT 0.10
-#define LOOSE 4.0
-#define POOLED 0.02
 #define MAX_OUTLIERS 0.15
-#define MARGIN 0.05f
 #define MAX_SEQ 72
 #define MAX_CTX 128
 
-typedef struct {
-  const char *what;
-  double tight;
-  int rows, outliers, nonfinite;
-  int top1_checked, top1_agree, top1_clean_disagree;
-  double max_rel, max_rel_clean, sum_d2, sum_r2;
-} cmp_stats;
-
-static void top2(const float *l, int V, int *i1, float *margin) {
-  int a = 0, b = -1;
-  for (int i = 1; i < V; i++) {
-    if (l[i] > l[a]) b = a, a = i;
-    else if (b < 0 || l[i] > l[b]) b = i;
-  }
-  *i1 = a;
-  *margin = b >= 0 ? l[a] - l[b] : INFINITY;
-}
-
-static void cmp_rows(cmp_stats *c, const float *ref, const float *got, int rows, int V, const char *where) {
-  for (int r = 0; r < rows; r++) {
-    const float *a = ref + (size_t)r * V, *b = got + (size_t)r * V;
-    double s2 = 0, maxd = 0, d2 = 0;
-    int finite = 1;
-    for (int i = 0; i < V; i++) {
-      if (!isfinite(b[i])) finite = 0;
-      const double d = fabs((double)a[i] - (double)b[i]);
-      s2 += (double)a[i] * a[i];
-      d2 += d * d;
-      if (d > maxd) maxd = d;
-    }
-    const double rms = sqrt(s2 / V) > 1e-6 ? sqrt(s2 / V) : 1e-6;
-    const double rel = finite ? maxd / rms : INFINITY;
-    c->rows++;
-    if (!finite) c->nonfinite++;
-    if (rel > c->max_rel) c->max_rel = rel;
-    const int clean = rel <= c->tight;
-    if (clean) {
-      c->sum_d2 += d2;
-      c->sum_r2 += s2;
-      if (rel > c->max_rel_clean) c->max_rel_clean = rel;
-    } else {
-      c->outliers++;
-      fprintf(stderr, "  %s: %s row %d: max|dlogit| = %.4f = %.3f x row rms (outlier)\n", c->what, where, r, maxd, rel);
-    }
-    int t_ref, t_got;
-    float m_ref, m_got;
-    top2(a, V, &t_ref, &m_ref);
-    top2(b, V, &t_got, &m_got);
-    if (m_ref > MARGIN) {
-      c->top1_checked++;
-      if (t_ref == t_got) c->top1_agree++;
-      else if (clean) c->top1_clean_disagree++;
-    }
-  }
-}
-
-static void cmp_finish(const cmp_stats *c, double max_outliers) {
-  const double pooled = c->sum_r2 > 0 ? sqrt(c->sum_d2 / c->sum_r2) : 0;
-  printf("%s: %d rows, %d outliers (> %.2f r), max rel %.4f (clean %.4f), pooled rms rel %.5f, top-1 %d/%d\n", c->what,
-         c->rows, c->outliers, c->tight, c->max_rel, c->max_rel_clean, pooled, c->top1_agree, c->top1_checked);
-  CHECK(c->rows > 0, "%s: nothing compared", c->what);
-  CHECK(c->nonfinite == 0, "%s: %d rows with NaN/Inf logits", c->what, c->nonfinite);
-  CHECK(c->outliers <= (int)(max_outliers * c->rows), "%s: %d of %d rows exceed %.2f r", c->what, c->outliers, c->rows,
-        c->tight);
-  CHECK(c->max_rel <= LOOSE, "%s: max|dlogit| %.3f r exceeds %.1f r", c->what, c->max_rel, LOOSE);
-  CHECK(pooled <= POOLED, "%s: pooled rms error %.5f r exceeds %.3f r", c->what, pooled, POOLED);
-  CHECK(c->top1_clean_disagree == 0, "%s: %d clean rows with margin > %.2f disagree on top-1", c->what,
-        c->top1_clean_disagree, MARGIN);
-}
 
 static float *run_step(const vpath_ops *ops, void *st, const vstep *s, int V) {
   const int rows = vstep_logit_rows(s);
@@ -173,7 +102,7 @@ static void batch_run(void *rs, void *ls, vtrace *tr, int B, int V, cmp_stats *c
     snprintf(where, sizeof where, "b%d prefill", B);
     cmp_rows(c, lr, ll, B, V, where);
     float m;
-    for (int i = 0; i < B; i++) top2(lr + (size_t)i * V, V, &next[i], &m);
+    for (int i = 0; i < B; i++) cmp_top2(lr + (size_t)i * V, V, &next[i], &m);
   }
   free(lr);
   free(ll);
@@ -191,7 +120,7 @@ static void batch_run(void *rs, void *ls, vtrace *tr, int B, int V, cmp_stats *c
     snprintf(where, sizeof where, "b%d decode %d", B, k);
     cmp_rows(c, dr, dl, B, V, where);
     float m;
-    for (int i = 0; i < B; i++) top2(dr + (size_t)i * V, V, &next[i], &m);
+    for (int i = 0; i < B; i++) cmp_top2(dr + (size_t)i * V, V, &next[i], &m);
     free(dr);
     free(dl);
   }
