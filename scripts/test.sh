@@ -14,4 +14,15 @@ fi
 BUILD_DIR="$root/build-asan" "$root/scripts/build.sh" -DVOUCH_WERROR=ON -DVOUCH_ASAN=ON -DVOUCH_CUDA=OFF \
   -DCMAKE_BUILD_TYPE=Debug
 (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp ctest -L cpu -R 'safetensors|model|cli_' --output-on-failure -j"$(nproc)")
+# The evaluation image's recipe in a clean debootstrap root (no Docker engine here): in CI, or
+# when asked with VOUCH_CHECK_RECIPE=1. Needs root and the Debian mirror (~2 minutes).
+if [ "${CI:-}" = true ] || [ "${VOUCH_CHECK_RECIPE:-0}" = 1 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "test.sh: image recipe check skipped: needs root"
+  elif ! curl -sfI --max-time 20 "${DEBIAN_MIRROR:-http://deb.debian.org/debian}/dists/bookworm/Release" >/dev/null; then
+    echo "test.sh: image recipe check SKIPPED: the Debian mirror is unreachable from here"
+  else
+    "$root/scripts/check-image-recipe.sh"
+  fi
+fi
 echo "test.sh: done in $(( $(date +%s) - start )) s"
