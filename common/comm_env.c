@@ -29,7 +29,7 @@ bool vcomm_env_launch(int *rank, int *size, int *local_rank, vstatus *err) {
   *local_rank = 0;
   *err = V_OK;
   for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
-    int r, n, l = 0;
+    int r = 0, n = 0, l = 0;
     bool hr = env_int(sets[i][0], 0, 1 << 20, &r, err);
     if (*err) return false;
     bool hn = env_int(sets[i][1], 1, 1 << 20, &n, err);

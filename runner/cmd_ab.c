@@ -120,14 +120,20 @@ static double now_s(void) {
 
 /* One line to ab.log (and stderr): "<UTC time> <what>". */
 static void ab_log(ab_opts *o, const char *fmt, const char *a, const char *b, const char *c) {
-  char ts[32], line[1024];
+  char ts[32];
   manifest_time_iso(ts);
-  snprintf(line, sizeof line, fmt, a ? a : "", b ? b : "", c ? c : "");
-  if (o->log) {
-    fprintf(o->log, "%s %s\n", ts, line);
+  a = a ? a : "";
+  b = b ? b : "";
+  c = c ? c : "";
+  if (o->log) { /* written directly: paths may be as long as PATH_MAX */
+    fprintf(o->log, "%s ", ts);
+    fprintf(o->log, fmt, a, b, c);
+    fputc('\n', o->log);
     fflush(o->log);
   }
-  fprintf(stderr, "vouch ab: %s\n", line);
+  fputs("vouch ab: ", stderr);
+  fprintf(stderr, fmt, a, b, c);
+  fputc('\n', stderr);
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {

@@ -203,9 +203,9 @@ int cmd_run(int argc, char **argv) {
   for (int i = 0, n0 = nv; i < n0 && nv < 60; i++) {
     size_t kl = strlen(vars[i].key);
     if (kl > 4 && !strcmp(vars[i].key + kl - 4, suffix)) {
-      snprintf(vars[nv].key, sizeof vars[nv].key, "%.*s", (int)(kl - 4), vars[i].key);
-      snprintf(vars[nv].val, sizeof vars[nv].val, "%s", vars[i].val);
-      nv++;
+      var d = vars[i]; /* a copy: source and destination are elements of the same array */
+      d.key[kl - 4] = 0;
+      vars[nv++] = d;
     }
   }
   if (!var_get(vars, nv, "paths")) {
