@@ -105,6 +105,9 @@ double ds_expected_experts(int E, int k, int tokens);
  * layer count (the first layer stays dense, the rest MoE). Unknown names are errors
  * listing the known ones. */
 vstatus ds_preset_config(const char *name, int layers, ds_config *c);
+/* The fields every vouch-made config shares (architecture names, silu, bf16, eps 1e-6,
+ * interleaved RoPE, normalized top-k, first layer dense, bos 0 / eos 1); sizes zero. */
+void ds_preset_defaults(ds_config *c);
 /* Space-separated list of preset names, for --help. */
 const char *ds_preset_names(void);
 /* Generates host data for every synthetic tensor not yet materialized (threaded). */

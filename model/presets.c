@@ -9,7 +9,7 @@
 
 #include "model/model.h"
 
-static void common_defaults(ds_config *c) {
+void ds_preset_defaults(ds_config *c) {
   memset(c, 0, sizeof *c);
   snprintf(c->architecture, sizeof c->architecture, "DeepseekV3ForCausalLM");
   snprintf(c->model_type, sizeof c->model_type, "deepseek_v3");
@@ -38,7 +38,7 @@ static void yarn(ds_config *c, double factor, int orig, double mscale) {
 const char *ds_preset_names(void) { return "tiny small k2-slice"; }
 
 vstatus ds_preset_config(const char *name, int layers, ds_config *c) {
-  common_defaults(c);
+  ds_preset_defaults(c);
   if (strcmp(name, "tiny") == 0) {
     c->vocab_size = 1024; c->hidden_size = 256; c->intermediate_size = 512;
     c->moe_intermediate_size = 64; c->num_hidden_layers = 3; c->num_attention_heads = 16;
