@@ -12,6 +12,7 @@
 #include "runner/cmd_run.h"
 #include "runner/cmd_sweep.h"
 #include "runner/commands.h"
+#include "suites/paths.h"
 
 typedef struct {
   const char *name;
@@ -73,7 +74,10 @@ int main(int argc, char **argv) {
   }
   if (argc < 2) { usage(stderr); return EXIT_USAGE; }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return EXIT_OK; }
-  if (!strcmp(argv[1], "--version")) { printf("vouch %s %s\n", VOUCH_VERSION, VOUCH_GIT_COMMIT); return EXIT_OK; }
+  if (!strcmp(argv[1], "--version")) {
+    printf("vouch %s %s\npaths: %s\n", VOUCH_VERSION, VOUCH_GIT_COMMIT, vpaths_names());
+    return EXIT_OK;
+  }
   for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
     if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].fn(argc - 1, argv + 1);
   fprintf(stderr, "vouch: error: unknown command '%s'\n", argv[1]);

@@ -12,7 +12,7 @@ mkdir -p "$root/models"
 [ -f "$root/models/tiny/config.json" ] || "$vouch" model synth --preset tiny --out "$root/models/tiny"
 "$vouch" model info "$root/models/tiny"
 path=cpu-ref
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && "$vouch" --help | grep -q cuda; then
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && "$vouch" --version | grep -q "^paths: cpu-ref cuda-ref"; then
   path=cuda-ref
 fi
 "$vouch" generate --model "$root/models/tiny" --path "$path" --tokens 1,2,3 -n 32 --batch 4
