@@ -61,6 +61,12 @@ PHILOX_FN double philox_unit(uint64_t key, uint64_t index) {
   return (double)(b & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
 }
 
+/* Uniform integer in [0, n) from stream `key`, advancing the caller's counter (host use). */
+PHILOX_FN int philox_below(uint64_t key, uint64_t *ctr, int n) {
+  int v = (int)(philox_unit(key, (*ctr)++) * n);
+  return v < n ? v : n - 1;
+}
+
 /* Stream key for (seed, name): FNV-1a 64 over the seed's 8 bytes, then the name. */
 PHILOX_FN uint64_t philox_key(uint64_t seed, const char *name) {
   uint64_t h = 0xcbf29ce484222325ull;

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 bool cli_opt(int argc, char **argv, int *i, const char *name, const char **val, vstatus *err) {
@@ -91,11 +90,6 @@ void cli_print_error(const char *cmd) {
 
 bool cli_is_tty(int fd) { return isatty(fd) != 0; }
 
-double cli_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 vstatus cli_mkdirs(const char *dir) {
   char buf[1024];

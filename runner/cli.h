@@ -25,7 +25,5 @@ void cli_print_error(const char *cmd);
 bool cli_is_tty(int fd);
 /* mkdir -p: creates `dir` and its missing parents. */
 vstatus cli_mkdirs(const char *dir);
-/* Wall clock in seconds (monotonic). */
-double cli_now(void);
 
 #endif

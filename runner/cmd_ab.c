@@ -26,6 +26,7 @@
  *   logs/                 build-base.log, build-head.log, base-1.log, head-1.log, ...
  *   work/                 worktrees and build trees (deleted at the end unless --keep-work) */
 #define _GNU_SOURCE
+#include "common/clock.h"
 #include "runner/cmd_ab.h"
 
 #include <errno.h>
@@ -110,12 +111,6 @@ typedef struct {
 static const char *gerr(void) {
   const git_error *e = git_error_last();
   return e && e->message ? e->message : "unknown libgit2 error";
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* One line to ab.log (and stderr): "<UTC time> <what>". */
@@ -304,9 +299,9 @@ static vstatus build_side(ab_opts *o, side *s) {
                o->cmake_options) >= (int)sizeof script)
     return VERR("--cmake-options: too long");
   char *argv[] = {"/bin/sh", "-c", script, "sh", s->wt_path, s->build_dir, NULL};
-  double t = now_s();
+  double t = vclock_now();
   int rc = spawn(argv, s->wt_path, s->build_log, NULL);
-  s->build_s = now_s() - t;
+  s->build_s = vclock_now() - t;
   if (rc != 0) return VERR("build of %s (%s = %.12s) failed (exit %d): see %s", s->role, s->rev, s->sha, rc, s->build_log);
   if (snprintf(s->bin, sizeof s->bin, "%s/vouch", s->build_dir) >= (int)sizeof s->bin) return VERR("%s: path too long", s->build_dir);
   if (access(s->bin, X_OK) != 0)
@@ -354,9 +349,9 @@ static vstatus run_side(ab_opts *o, const side *s, int round, cJSON *runs) {
   ab_log(o, "run %s round=%s sha=%s", name, rs, s->sha);
   /* the CI's pull-request variables describe the head; a base run takes its subject from git */
   static const char *const base_unset[] = {"GITHUB_EVENT_PATH", "GITHUB_SHA", "GITHUB_REF", NULL};
-  double t = now_s();
+  double t = vclock_now();
   int rc = spawn(argv, s->wt_path, log, strcmp(s->role, "base") ? NULL : base_unset);
-  double secs = now_s() - t;
+  double secs = vclock_now() - t;
   char probe[PATH_MAX + 64];
   snprintf(probe, sizeof probe, "%s/manifest.json", out);
   if (access(probe, F_OK) != 0)

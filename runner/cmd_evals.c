@@ -1,4 +1,5 @@
 /* vouch diverge | eval mrcr | eval chain | features (see cmd_evals.h). */
+#include "common/clock.h"
 #include "runner/cmd_evals.h"
 
 #include <cjson/cJSON.h>
@@ -505,11 +506,11 @@ static int eval_mrcr(int argc, char **argv) {
   mrcr_opts o = {.paths = paths, .n_paths = np, .bins = bins, .n_bins = nbins, .needles = needles, .n_needles = nneed,
                  .samples = (int)samples, .batch = (int)batch, .chunk = (int)chunk, .seed = seed, .n_threads = (int)threads};
   mrcr_result r;
-  double t0 = cli_now();
+  double t0 = vclock_now();
   if (mrcr_run(&m, &L, &o, &r)) { cli_print_error("eval mrcr"); rc = EXIT_CHECK_FAILED; goto done; }
   printf("eval mrcr: model %s\n  difficulty: near-duplicate cosine %.3f, score gap %.2f nats (alpha %.1f), nominal answer "
          "logit %.1f; %ld samples per cell, seed %llu; wall %.1f s\n",
-         m.source, L.o.cos, L.o.gap, L.alpha, L.o.answer_logit, samples, (unsigned long long)seed, cli_now() - t0);
+         m.source, L.o.cos, L.o.gap, L.alpha, L.o.answer_logit, samples, (unsigned long long)seed, vclock_now() - t0);
   unsigned char *mask = calloc((size_t)r.n_queries, 1);
   rec_list recs = {0};
   for (int p = 0; p < np && mask; p++) {
@@ -692,12 +693,12 @@ static int eval_chain(int argc, char **argv) {
     if (!paths_given) goto done;
   }
   chain_result r;
-  double t0 = cli_now();
+  double t0 = vclock_now();
   if (chain_run(&m, &L, &o, &r)) { cli_print_error("eval chain"); rc = EXIT_CHECK_FAILED; goto done; }
   printf("eval chain: model %s\n  difficulty: %d keys in families of %d at cosine %.3f, score gap %.2f nats, nominal "
          "answer logit %.1f; %s; %ld chains, seed %llu; wall %.1f s\n",
          m.source, L.o.n_keys, L.o.family, L.o.cos, L.o.gap, L.o.answer_logit,
-         temperature > 0 ? "sampled" : "greedy", samples, (unsigned long long)seed, cli_now() - t0);
+         temperature > 0 ? "sampled" : "greedy", samples, (unsigned long long)seed, vclock_now() - t0);
   if (temperature > 0)
     printf("  sampling: temperature %.3g top-k %ld top-p %.3g sample-seed %llu\n", temperature, top_k, top_p,
            (unsigned long long)sseed);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/sampling.h"
 #include "model/model.h"
 #include "model/shard.h"
@@ -158,9 +159,9 @@ int cmd_generate(int argc, char **argv) {
     for (int j = 0; j < plen[b]; j++) tok[k++] = (int32_t)(j < n_prompt ? prompt[j] : (prompt[j % n_prompt] + 7 * b + j) % vocab);
   }
   vstep st = {.n_seq = B, .seq = seq, .n_tokens = ntok, .start_pos = pos, .tokens = tok, .all_logits = false};
-  double t0 = cli_now();
+  double t0 = vclock_now();
   if ((s = p.ops->forward(p.state, &st, logits))) goto end;
-  t_prefill = cli_now() - t0;
+  t_prefill = vclock_now() - t0;
   vtrace_next_step(&trace);
 
   for (long step = 0; step <= n_new; step++) {
@@ -189,9 +190,9 @@ int cmd_generate(int argc, char **argv) {
     }
     if (ns == 0) break;
     st.n_seq = ns;
-    t0 = cli_now();
+    t0 = vclock_now();
     if ((s = p.ops->forward(p.state, &st, logits))) goto end;
-    t_decode += cli_now() - t0;
+    t_decode += vclock_now() - t0;
     decoded += ns;
     vtrace_next_step(&trace);
   }

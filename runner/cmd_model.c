@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/clock.h"
 #include "model/construct.h"
 #include "model/model.h"
 #include "runner/cli.h"
@@ -87,7 +88,7 @@ static int model_synth(int argc, char **argv) {
     ts[i].shape[1] = specs[i].shape[1];
     total += (int64_t)vtensor_nbytes(&ts[i]);
   }
-  double t0 = cli_now();
+  double t0 = vclock_now();
   synth_ctx sc = {specs, seed};
   char cfgpath[1024];
   snprintf(cfgpath, sizeof cfgpath, "%s/config.json", out);
@@ -97,7 +98,7 @@ static int model_synth(int argc, char **argv) {
   free(specs);
   if (s) { cli_print_error("model synth"); return EXIT_CHECK_FAILED; }
   printf("wrote %s: preset %s, seed %llu, %d layers, %d tensors, %.3f GB in %.1f s\n", out, preset,
-         (unsigned long long)seed, cfg.num_hidden_layers, n, total / 1e9, cli_now() - t0);
+         (unsigned long long)seed, cfg.num_hidden_layers, n, total / 1e9, vclock_now() - t0);
   return EXIT_OK;
 }
 

@@ -1,22 +1,16 @@
 /* Teacher-forced divergence between decode paths (see diverge.h). */
+#include "common/clock.h"
 #include "suites/diverge.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/sampling.h"
 #include "model/philox.h"
 #include "suites/paths.h"
 #include "suites/stats_tests.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 void diverge_result_free(diverge_result *r) {
   free(r->kld);
@@ -99,9 +93,9 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
     for (int p = 0; p < P; p++) {
       if (!live[p]) continue;
       vstatus ss = paths[p].ops->supports ? paths[p].ops->supports(paths[p].state, &s) : V_OK;
-      double t0 = now_s();
+      double t0 = vclock_now();
       if (ss == V_OK) ss = paths[p].ops->forward(paths[p].state, &s, logits + (size_t)p * B * V);
-      if (p > 0) res[p - 1].wall_s += now_s() - t0;
+      if (p > 0) res[p - 1].wall_s += vclock_now() - t0;
       if (ss == V_OK) continue;
       if (p == 0) { st = ss; verr_prefix("diverge: reference path %s at step %d", o->paths[0], t); goto done; }
       unsupported(&res[p - 1], verr_msg());

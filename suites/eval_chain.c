@@ -3,22 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "model/philox.h"
 #include "suites/evals.h"
 #include "suites/paths.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int pick(uint64_t key, uint64_t *ctr, int n) {
-  int v = (int)(philox_unit(key, (*ctr)++) * n);
-  return v < n ? v : n - 1;
-}
 
 vstatus chain_prompt(const construct_layout *L, int sample, uint64_t seed, int max_hop, int32_t *tokens,
                      int32_t *truth) {
@@ -28,12 +17,12 @@ vstatus chain_prompt(const construct_layout *L, int sample, uint64_t seed, int m
   uint64_t key = philox_key(seed, name), ctr = 0;
   int cyc[256], next[256], order[256];
   for (int i = 0; i < NK; i++) cyc[i] = order[i] = i;
-  for (int i = NK - 1; i > 0; i--) { int j = pick(key, &ctr, i + 1), t = cyc[i]; cyc[i] = cyc[j]; cyc[j] = t; }
+  for (int i = NK - 1; i > 0; i--) { int j = philox_below(key, &ctr, i + 1), t = cyc[i]; cyc[i] = cyc[j]; cyc[j] = t; }
   for (int i = 0; i < NK; i++) next[cyc[i]] = cyc[(i + 1) % NK]; /* one cycle through every key */
-  for (int i = NK - 1; i > 0; i--) { int j = pick(key, &ctr, i + 1), t = order[i]; order[i] = order[j]; order[j] = t; }
+  for (int i = NK - 1; i > 0; i--) { int j = philox_below(key, &ctr, i + 1), t = order[i]; order[i] = order[j]; order[j] = t; }
   tokens[0] = L->bos;
   for (int i = 0; i < NK; i++) tokens[1 + i] = construct_pair(L, order[i], next[order[i]]);
-  int k = pick(key, &ctr, NK);
+  int k = philox_below(key, &ctr, NK);
   tokens[NK + 1] = construct_query(L, k);
   for (int h = 0; h <= max_hop; h++) {
     truth[h] = construct_query(L, k);
@@ -86,9 +75,9 @@ static vstatus run_path(vpath *p, const construct_layout *L, const chain_opts *o
     for (int h = 1; h <= H; h++) {
       vstep s = {.n_seq = nb, .seq = seq, .n_tokens = nt, .start_pos = sp, .tokens = tok};
       vstatus ss = p->ops->supports ? p->ops->supports(p->state, &s) : V_OK;
-      double t0 = now_s();
+      double t0 = vclock_now();
       if (ss == V_OK) ss = p->ops->forward(p->state, &s, lg);
-      pr->wall_s += now_s() - t0;
+      pr->wall_s += vclock_now() - t0;
       if (ss != V_OK) { st = ss; goto out; }
       for (int b = 0; b < nb; b++) {
         const float *l = lg + (size_t)b * V;

@@ -3,23 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "model/philox.h"
 #include "suites/evals.h"
 #include "suites/paths.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* uniform integer in [0, n) from the counter RNG */
-static int pick(uint64_t key, uint64_t *ctr, int n) {
-  int v = (int)(philox_unit(key, (*ctr)++) * n);
-  return v < n ? v : n - 1;
-}
 
 vstatus mrcr_prompt(const construct_layout *L, int bin, int needles, int sample, uint64_t seed, int32_t *tokens,
                     int32_t *queries, int32_t *answers, double *depths) {
@@ -32,14 +20,14 @@ vstatus mrcr_prompt(const construct_layout *L, int bin, int needles, int sample,
   snprintf(name, sizeof name, "mrcr.%d.%d.%d", bin, needles, sample);
   uint64_t key = philox_key(seed, name), ctr = 0;
   tokens[0] = L->bos;
-  for (int i = 1; i < bin; i++) tokens[i] = L->filler0 + pick(key, &ctr, L->n_filler);
-  int fam = pick(key, &ctr, NK / FAM);
+  for (int i = 1; i < bin; i++) tokens[i] = L->filler0 + philox_below(key, &ctr, L->n_filler);
+  int fam = philox_below(key, &ctr, NK / FAM);
   int members[128], vals[128], pos[128];
   for (int i = 0; i < FAM; i++) members[i] = fam * FAM + i;
-  for (int i = FAM - 1; i > 0; i--) { int j = pick(key, &ctr, i + 1), t = members[i]; members[i] = members[j]; members[j] = t; }
+  for (int i = FAM - 1; i > 0; i--) { int j = philox_below(key, &ctr, i + 1), t = members[i]; members[i] = members[j]; members[j] = t; }
   int pool[256];
   for (int i = 0; i < NK; i++) pool[i] = i;
-  for (int i = NK - 1; i > 0; i--) { int j = pick(key, &ctr, i + 1), t = pool[i]; pool[i] = pool[j]; pool[j] = t; }
+  for (int i = NK - 1; i > 0; i--) { int j = philox_below(key, &ctr, i + 1), t = pool[i]; pool[i] = pool[j]; pool[j] = t; }
   for (int i = 0; i < needles; i++) {
     vals[i] = pool[i];
     double u = 0.15 + 0.7 * philox_unit(key, ctr++);
@@ -52,7 +40,7 @@ vstatus mrcr_prompt(const construct_layout *L, int bin, int needles, int sample,
   /* ask in random order */
   int order[128];
   for (int i = 0; i < needles; i++) order[i] = i;
-  for (int i = needles - 1; i > 0; i--) { int j = pick(key, &ctr, i + 1), t = order[i]; order[i] = order[j]; order[j] = t; }
+  for (int i = needles - 1; i > 0; i--) { int j = philox_below(key, &ctr, i + 1), t = order[i]; order[i] = order[j]; order[j] = t; }
   for (int q = 0; q < needles; q++) {
     int i = order[q];
     queries[q] = construct_query(L, members[i]);
@@ -117,9 +105,9 @@ static vstatus run_path(vpath *p, const construct_layout *L, const mrcr_opts *o,
           }
           vstep s = {.n_seq = nb, .seq = seq, .n_tokens = nt, .start_pos = sp, .tokens = step_tok};
           vstatus ss = p->ops->supports ? p->ops->supports(p->state, &s) : V_OK;
-          double t0 = now_s();
+          double t0 = vclock_now();
           if (ss == V_OK) ss = p->ops->forward(p->state, &s, lg);
-          pr->wall_s += now_s() - t0;
+          pr->wall_s += vclock_now() - t0;
           if (ss != V_OK) { st = ss; goto out; }
         }
         for (int q = 0; q < N; q++) {
@@ -130,9 +118,9 @@ static vstatus run_path(vpath *p, const construct_layout *L, const mrcr_opts *o,
           }
           vstep s = {.n_seq = nb, .seq = seq, .n_tokens = nt, .start_pos = sp, .tokens = step_tok};
           vstatus ss = p->ops->supports ? p->ops->supports(p->state, &s) : V_OK;
-          double t0 = now_s();
+          double t0 = vclock_now();
           if (ss == V_OK) ss = p->ops->forward(p->state, &s, lg);
-          pr->wall_s += now_s() - t0;
+          pr->wall_s += vclock_now() - t0;
           if (ss != V_OK) { st = ss; goto out; }
           for (int b = 0; b < nb; b++) {
             const float *l = lg + (size_t)b * V;

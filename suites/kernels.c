@@ -1,5 +1,6 @@
 /* The kernel numerics suite: case generation, running variants with poison, guards and
  * a second run, checking against the float64 oracle, the table and the JSON records. */
+#include "common/clock.h"
 #include "suites/kernels.h"
 
 #include <cjson/cJSON.h>
@@ -7,7 +8,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "model/model.h"
 
@@ -19,12 +19,6 @@
 
 const char *kernels_status_name(int s) {
   return s == KS_PASS ? "pass" : s == KS_FAIL ? "FAIL" : s == KS_UNSUPPORTED ? "not supported" : "?";
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ======================= case generation ======================= */
@@ -472,7 +466,7 @@ static vstatus run_variant(const vop_case *c, const vop_layout *l, void **host, 
   vtrace_init(&tr, true);
   vstatus st = V_OK;
   bool bad = false;
-  double t0 = now_s();
+  double t0 = vclock_now();
 
   for (int i = 0; i < l->n && st == V_OK; i++) {
     const vop_buf *b = &l->b[i];
@@ -596,7 +590,7 @@ static vstatus run_variant(const vop_case *c, const vop_layout *l, void **host, 
   r->status = bad ? KS_FAIL : KS_PASS;
 
 done:
-  r->seconds = now_s() - t0;
+  r->seconds = vclock_now() - t0;
   r->trace_json = vtrace_to_json(&tr);
   vtrace_free(&tr);
   for (int i = 0; i < l->n; i++) {
@@ -694,7 +688,7 @@ vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
   }
   vop_gen_opts g = {.batches = o->batches, .n_batches = o->n_batches, .seeds = o->seeds, .quick = o->quick};
   if (o->table) print_header(o->table);
-  double t0 = now_s();
+  double t0 = vclock_now();
   for (int oi = 0; oi < vopreg_n_ops(); oi++) {
     const vop *op = vopreg_op(oi);
     if (o->op && strcmp(op->name, o->op) != 0) continue;
@@ -813,7 +807,7 @@ vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
     }
   }
   if (o->progress) fprintf(o->progress, "\n");
-  res->wall_s = now_s() - t0;
+  res->wall_s = vclock_now() - t0;
   return V_OK;
 }
 

@@ -1,4 +1,5 @@
 /* The throughput sweep engine (see sweep.h). */
+#include "common/clock.h"
 #include "suites/sweep.h"
 
 #include <ctype.h>
@@ -8,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -22,12 +22,6 @@
 #define PREFILL_ROWS 8192 /* tokens per prefill chunk step (all sequences together) */
 
 const char *sweep_workload_name(sweep_workload w) { return w == SWEEP_PREFILL_DECODE ? "prefill+decode" : "decode"; }
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- routing ---- */
 
@@ -260,9 +254,9 @@ static vstatus host_membw(size_t bytes, double *gbs, char *how, size_t how_n) {
   memcpy(b, a, bytes); /* warm-up */
   double best = INFINITY;
   for (int i = 0; i < 3; i++) {
-    double t0 = now_s();
+    double t0 = vclock_now();
     memcpy(b, a, bytes);
-    double t = now_s() - t0;
+    double t = vclock_now() - t0;
     if (t > 0 && t < best) best = t;
   }
   volatile char sink = b[bytes / 2]; /* keep the copies observable */
@@ -366,7 +360,7 @@ static void progress(runner *R, const char *what) {
   char bar[64];
   for (int i = 0; i < W; i++) bar[i] = i < done ? '#' : '.';
   bar[W] = 0;
-  fprintf(stderr, "\r[%s] %d/%d points  %.1f s  %-40.40s", bar, R->pts_done, R->pts_total, now_s() - R->t_start,
+  fprintf(stderr, "\r[%s] %d/%d points  %.1f s  %-40.40s", bar, R->pts_done, R->pts_total, vclock_now() - R->t_start,
           what);
   fflush(stderr);
 }
@@ -381,9 +375,9 @@ static void close_all(runner *R) {
 
 /* Times one forward of path v: device events when the path has them, else the wall clock. */
 static vstatus timed_forward(vpath *v, const vstep *st, float *logits, double *ms) {
-  double t0 = now_s();
+  double t0 = vclock_now();
   vstatus s = v->ops->forward(v->state, st, logits);
-  double wall = (now_s() - t0) * 1e3;
+  double wall = (vclock_now() - t0) * 1e3;
   if (s != V_OK) return s;
   *ms = v->ops->last_step_ms ? v->ops->last_step_ms(v->state) : wall;
   return V_OK;
@@ -624,7 +618,7 @@ vstatus sweep_run(const sweep_opts *o_in, const ds_model *m, sweep_result *res) 
     return prep;
   }
 
-  runner R = {.o = &o, .m = m, .res = res, .n_moe = o.routing->n_moe, .t_start = now_s()};
+  runner R = {.o = &o, .m = m, .res = res, .n_moe = o.routing->n_moe, .t_start = vclock_now()};
   const int np = o.n_paths;
   res->cap = np * nb * o.n_contexts * o.n_tps;
   res->p = calloc((size_t)res->cap, sizeof(sweep_point));
@@ -696,7 +690,7 @@ vstatus sweep_run(const sweep_opts *o_in, const ds_model *m, sweep_result *res) 
   free(R.forced);
   free(R.logits);
   free(bs);
-  res->wall_s = now_s() - R.t_start;
+  res->wall_s = vclock_now() - R.t_start;
   return s;
 }
 
