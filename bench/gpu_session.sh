@@ -21,7 +21,20 @@ OUT=/tmp/vouch-logs; rm -rf "$OUT"; mkdir -p "$OUT"
 trap 'tar -czf "$FINAL/logs.tgz" -C "$OUT" .' EXIT
 V=$B/vouch
 summary="$OUT/summary.txt"
-note() { echo "$*" | tee -a "$summary" "$FINAL/summary.txt" >> "$FINAL/summary.txt"; echo "$*"; }
+note() { echo "$*" | tee -a "$summary" "$FINAL/summary.txt"; }
+# sweep-full / sweep-hf-k2 time keeping: phase deadline $dl (epoch s); lim MAX RESERVE = seconds a step
+# may take: at most MAX, leaving RESERVE for the steps after it (at least 10)
+left() { echo $(( dl - $(date +%s) )); }
+lim() { local l=$(( $(left) - $2 )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 10 ] && l=10; echo "$l"; }
+# sweep_step NAME BUDGET_S GRACE_S ARGS..: vouch sweep with --time-budget BUDGET (no point starts later) and
+# a hard timeout GRACE later (the point in flight, the tables); log $OUT/NAME.txt, JSON $OUT/NAME.json
+sweep_step() {
+  local name=$1 l=$2 g=$3; shift 3
+  timeout $(( l + g )) $V sweep "$@" --time-budget "$l" --no-progress --json "$OUT/$name.json" > "$OUT/$name.txt" 2>&1
+  local rc=$?
+  note "$name rc=$rc: $(grep -c 'not run: time budget' "$OUT/$name.txt") points cut by the time budget; $(grep -m1 '^agreement:' "$OUT/$name.txt")"
+  note "$name: $(tail -1 "$OUT/$name.txt")"
+}
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$OUT/gpu.txt"
 for phase in "$@"; do
@@ -98,6 +111,48 @@ for phase in "$@"; do
           --json "$OUT/mrcr_${p}_$b.json" > "$OUT/mrcr_${p}_$b.txt" 2>&1
         note "mrcr $p $b rc=$?: $(grep -m1 'score' "$OUT/mrcr_${p}_$b.txt") $(grep -A4 -m1 'needles ' "$OUT/mrcr_${p}_$b.txt" | tr '\n' ' ')"
       done ;;
+    sweep-full)
+      # Issue 9's figures in one call (under 570 s): the whole TP1 grid of cuda-ref and latency on
+      # k2-slice and on small, each run twice (--repeat 2: repeat-run agreement against 2 % / CV 1 %,
+      # wall time of the grid), then HF transformers (hf-eager, hf-compiled) on a reduced grid merged
+      # into one table with cuda-ref and latency. The HF peer runs on small: k2-slice written to disk
+      # is 68.9 GiB (74 GB), more than the machine's 64 GB disk (phase sweep-hf-k2 runs a 2-layer
+      # k2-slice instead). Every step's limit comes from what is left of the phase.
+      dl=$(( $(date +%s) + ${SWEEP_FULL_S:-540} ))
+      sweep_step sweep_full_k2 "$(lim 240 290)" 45 --model synth:k2-slice --paths cuda-ref,latency \
+        --batch 1,2,4,8,16,32,64 --context 1k,8k,32k,128k --steps 20 --warmup 3 --repeat 2
+      sed -n '/^decode: round 1/,/^$/p' "$OUT/sweep_full_k2.txt" | tee -a "$summary" "$FINAL/summary.txt"
+      grep -A60 '^repeat-run agreement' "$OUT/sweep_full_k2.txt" | grep -v ' pass$' | tee -a "$summary" "$FINAL/summary.txt"
+      sweep_step sweep_full_small "$(lim 100 190)" 30 --model synth:small --paths cuda-ref,latency \
+        --batch 1,2,4,8,16,32,64 --context 1k,8k,32k,128k --steps 20 --warmup 3 --repeat 2
+      sed -n '/^decode: round 1/,/^$/p' "$OUT/sweep_full_small.txt" | tee -a "$summary" "$FINAL/summary.txt"
+      grep -A60 '^repeat-run agreement' "$OUT/sweep_full_small.txt" | grep -v ' pass$' | tee -a "$summary" "$FINAL/summary.txt"
+      # HF peer on small (written to disk: 0.46 GiB): starts no point later than 50 s before the deadline
+      $V model synth --preset small --out /tmp/small > /dev/null
+      l=$(lim 200 50)
+      timeout $(( l + 20 )) python3 scripts/peers/hf_decode.py --model /tmp/small --batch 1,8,64 --context 1k,32k \
+        --steps 20 --warmup 3 --prefill-chunk 256 --time-budget "$l" --out "$OUT/hf_small_full.json" > "$OUT/hf_small_full.log" 2>&1
+      note "hf_decode small rc=$? ($(grep -c '"status": "pass"' "$OUT/hf_small_full.json" 2>/dev/null) records ran) $(grep -m1 'loaded in' "$OUT/hf_small_full.log")"
+      peer=(); [ -s "$OUT/hf_small_full.json" ] && peer=(--peer "$OUT/hf_small_full.json")
+      sweep_step sweep_small_peers "$(lim 30 0)" 20 --model /tmp/small --paths cuda-ref,latency --batch 1,8,64 \
+        --context 1k,32k --steps 20 --warmup 3 "${peer[@]}"
+      sed -n '/^decode:/,/^$/p' "$OUT/sweep_small_peers.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
+    sweep-hf-k2)
+      # HF peers at Kimi K2's dimensions: k2-slice with 2 layers (1 dense + 1 MoE, 37 GiB on disk; the
+      # 3-layer slice does not fit the 64 GB disk), hf-eager and hf-compiled next to cuda-ref and
+      # latency on the same weights (synth:k2-slice --layers 2 with the same seed), under 570 s.
+      dl=$(( $(date +%s) + ${SWEEP_FULL_S:-540} ))
+      ts=$(date +%s); $V model synth --preset k2-slice --layers 2 --out /tmp/k2l2 > "$OUT/synth_k2l2.log" 2>&1
+      note "synth k2-slice --layers 2 rc=$? in $(( $(date +%s) - ts )) s: $(du -sh /tmp/k2l2 | cut -f1); disk left $(df -h /tmp | tail -1 | awk '{print $4}')"
+      l=$(lim 380 70)
+      timeout $(( l + 20 )) python3 scripts/peers/hf_decode.py --model /tmp/k2l2 --batch 1,8,64 --context 1k,8k \
+        --steps 20 --warmup 3 --prefill-chunk 256 --time-budget "$l" --out "$OUT/hf_k2l2.json" > "$OUT/hf_k2l2.log" 2>&1
+      note "hf_decode k2-slice 2 layers rc=$? ($(grep -c '"status": "pass"' "$OUT/hf_k2l2.json" 2>/dev/null) records ran) $(grep -m1 'loaded in' "$OUT/hf_k2l2.log")"
+      rm -rf /tmp/k2l2
+      peer=(); [ -s "$OUT/hf_k2l2.json" ] && peer=(--peer "$OUT/hf_k2l2.json")
+      sweep_step sweep_k2l2_peers "$(lim 50 0)" 25 --model synth:k2-slice --layers 2 --paths cuda-ref,latency \
+        --batch 1,8,64 --context 1k,8k --steps 20 --warmup 3 "${peer[@]}"
+      sed -n '/^decode:/,/^$/p' "$OUT/sweep_k2l2_peers.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
     *) note "unknown phase $phase" ;;
   esac
   note "phase $phase: $(( $(date +%s) - ps )) s"

@@ -3,6 +3,8 @@
  *   allreduce_sum  on the attention output after o_proj, before the residual add
  *   allreduce_sum  on the MLP / MoE output, before the residual add
  *   allgather      of the lm_head logits over the vocabulary blocks
+ * An optimized path may instead reduce-scatter a block output, finish its own rows (residual
+ * add + RMSNorm) and all-gather them (the two-stage reduce of kernels/latency_tp.h).
  * A path gets its communicator through vpath_opts.comm; NULL means "not sharded".
  * Implementations:
  *   common/comm_threads.c        N ranks as N threads of one process (CPU simulation; the sum
@@ -36,6 +38,11 @@ struct vcomm {
   /* recv[r * count_per_rank + i] = send of rank r [i]; recv holds size * count_per_rank elements. */
   vstatus (*allgather)(const vcomm *c, const void *send, void *recv, int64_t count_per_rank, vdtype dt,
                        void *stream);
+  /* recv[i] = sum over ranks of send[rank * count_per_rank + i]: send holds size * count_per_rank
+   * elements, recv count_per_rank (this rank's chunk of the sum). The first stage of a two-stage
+   * all-reduce (reduce-scatter, local work on the chunk, all-gather). */
+  vstatus (*reduce_scatter_sum)(const vcomm *c, const void *send, void *recv, int64_t count_per_rank, vdtype dt,
+                                void *stream);
 };
 
 /* The N communicators of one process (the TP wrapper drives one rank per thread). */

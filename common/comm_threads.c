@@ -141,6 +141,41 @@ static vstatus t_allgather(const vcomm *c, const void *send, void *recv, int64_t
   return V_OK;
 }
 
+static vstatus t_reduce_scatter(const vcomm *c, const void *send, void *recv, int64_t n, vdtype dt, void *stream) {
+  (void)stream;
+  tgroup *g = c->ctx;
+  VTRY(check_dtype(c, dt, "reduce_scatter_sum"));
+  if (n < 0) return VERR("comm %s: reduce_scatter_sum: count %lld < 0", NAME, (long long)n);
+  const int me = c->rank, N = g->size;
+  const size_t esz = vdtype_size(dt);
+  /* every rank published send; recv may alias send's own chunk (each element is read before it is
+   * written, and only by this rank); the second barrier keeps send alive while others read it */
+  g->cptr[me] = send;
+  g->count[me] = n;
+  g->dtype[me] = (int)dt;
+  if (barrier(g)) return aborted(c, "reduce_scatter_sum");
+  VTRY(check_agree(c, g, "reduce_scatter_sum"));
+  /* rank order, as the all-reduce: every element's float operations are the same on every rank */
+  for (int64_t i = 0; i < n; i++) {
+    const size_t off = ((size_t)me * n + (size_t)i) * esz;
+    if (dt == DT_F32) {
+      float s = *(const float *)((const char *)g->cptr[0] + off);
+      for (int r = 1; r < N; r++) s += *(const float *)((const char *)g->cptr[r] + off);
+      ((float *)recv)[i] = s;
+    } else if (dt == DT_I32) {
+      int64_t s = 0;
+      for (int r = 0; r < N; r++) s += *(const int32_t *)((const char *)g->cptr[r] + off);
+      ((int32_t *)recv)[i] = (int32_t)s;
+    } else {
+      float s = bf16_to_f32(*(const uint16_t *)((const char *)g->cptr[0] + off));
+      for (int r = 1; r < N; r++) s += bf16_to_f32(*(const uint16_t *)((const char *)g->cptr[r] + off));
+      ((uint16_t *)recv)[i] = f32_to_bf16(s);
+    }
+  }
+  if (barrier(g)) return aborted(c, "reduce_scatter_sum");
+  return V_OK;
+}
+
 static const vcomm *g_rank(vcomm_group *gr, int r) {
   tgroup *g = gr->ctx;
   return r >= 0 && r < g->size ? &g->comms[r] : NULL;
@@ -216,7 +251,7 @@ vstatus vcomm_threads_group(vcomm_group **out, int size) {
   }
   for (int r = 0; r < size; r++)
     g->comms[r] = (vcomm){.name = NAME, .rank = r, .size = size, .ctx = g, .allreduce_sum = t_allreduce,
-                          .allgather = t_allgather};
+                          .allgather = t_allgather, .reduce_scatter_sum = t_reduce_scatter};
   *out = gr;
   return V_OK;
 }

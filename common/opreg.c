@@ -139,5 +139,7 @@ void vopreg_init(void) {
   comm_variants_register();
 #if defined(VOUCH_HAVE_CUDA) && defined(VOUCH_HAVE_CUDA_VARIANTS)
   cuda_ref_register_variants();
+  latency_register_variants();
+  latency_tp_register_variants();
 #endif
 }

@@ -15,7 +15,9 @@
  *   cuda_ref_register_variants() reference/cuda/cuda_variants.cu, in CUDA builds (CMake defines
  *                                VOUCH_HAVE_CUDA_VARIANTS with VOUCH_HAVE_CUDA): it sets the CUDA
  *                                backend (reference/cuda/cuda_backend.cu) and adds the cuda-ref
- *                                variants.
+ *                                variants;
+ *   latency_register_variants()  kernels/latency_variants.cu: the latency path's kernels;
+ *   latency_tp_register_variants() kernels/latency_tp_variants.cu: its TP reduce over N GPUs.
  *
  * Adding a CUDA backend from a .cu file: fill a static vop_backend with cudaMalloc /
  * cudaFree / cudaMemcpy / cudaMemset / cudaDeviceSynchronize wrappers (each returns
@@ -93,6 +95,7 @@ typedef struct vop_gen_opts {
   int n_batches;
   int seeds;          /* seeds per shape and distribution (>= 1) */
   bool quick;         /* a CPU-sized subset (big shapes once, few batches) */
+  int tp;             /* > 0: communication ops only, cases with exactly this many ranks (vouch kernels --tp) */
 } vop_gen_opts;
 
 /* ---------------- op descriptors ---------------- */
@@ -187,6 +190,8 @@ void cpu_variants_register(void);
 void comm_variants_register(void); /* reference/cpu/comm_variants.c: simulated-rank all-reduce */
 #if defined(VOUCH_HAVE_CUDA) && defined(VOUCH_HAVE_CUDA_VARIANTS)
 void cuda_ref_register_variants(void);
+void latency_register_variants(void);    /* kernels/latency_variants.cu: the latency kernels per op */
+void latency_tp_register_variants(void); /* kernels/latency_tp_variants.cu: the TP reduce on N GPUs */
 const vop_backend *vop_backend_cuda(void); /* reference/cuda/cuda_backend.cu */
 #endif
 

@@ -51,6 +51,9 @@ typedef struct {
   int tp;                 /* tensor-parallel degree for vpath_open (0 or 1: none; docs/tensor-parallel.md) */
   const struct vcomm *comm; /* set by the TP wrapper: this rank's communicator (common/comm.h); the model
                            * is then the rank's shard (model/shard.h). NULL: the path runs unsharded */
+  bool dcp;               /* decode context parallelism over the TP ranks: the KV cache split by position
+                           * (p % tp == rank), partial attention per rank combined by log-sum-exp
+                           * (docs/tensor-parallel.md); needs tp >= 1; cpu-ref only */
 } vpath_opts;
 
 typedef struct vpath_ops {
@@ -79,6 +82,12 @@ typedef struct vpath_ops {
   /* KV layout hint for roofline byte counts (suites/sweep): true when the path caches the MLA
    * latent (kv_lora + rope per position per layer), false for HF's expanded per-head K/V. */
   bool latent_kv;
+  /* Experts the last forward() really selected, for roofline byte counts under the checkpoint's
+   * own router (suites/sweep): the mean over MoE layers of the number of distinct routed experts
+   * chosen in that step (all token rows of the step together; forced ids count too). Negative when
+   * unknown (no step run yet, no MoE layer). Must not add to last_step_ms (read the ids outside the
+   * timed work). NULL when the path cannot tell; keep this field last (positional initializers). */
+  double (*last_experts)(void *state);
 } vpath_ops;
 
 /* What a path can accept, for vstep_validate. */

@@ -13,6 +13,10 @@
 #include "reference/cuda/cuda_ref_kernels.h"
 #include "kernels/latency.h"
 #include "kernels/latency_kernels.h"
+#include "kernels/latency_tp.h"
+extern "C" {
+#include "model/shard.h"
+}
 
 #define PATH_NAME "latency"
 #define TC 64       /* most token rows of one graph step (and of one fallback chunk) */
@@ -67,6 +71,13 @@ typedef struct {
   /* choices */
   bool use_graphs;
   int force_variant;                        /* 0: table */
+  int tp_mode;                              /* LAT_TP_*: how block outputs are reduced under TP (AUTO: per step) */
+  /* tensor parallelism (model/shard.h, kernels/latency_tp.h); comm NULL = unsharded */
+  const vcomm *comm;                        /* this rank's communicator */
+  lat_tp tp;                                /* reduce buffers and peer pointers (comm != NULL) */
+  int v0, v1, vblk;                         /* lm_head rows cover vocab [v0, v1); gather blocks of vblk */
+  float *lg_local;                          /* [TC, vblk] this rank's logit block (pad columns stay 0) */
+  float *lg_all;                            /* [N, TC, vblk] gathered blocks */
   /* CUDA */
   cudaStream_t st, st2;
   cublasHandle_t blas, blas2;
@@ -83,8 +94,8 @@ typedef struct {
   ds_tensor_spec *specs;
   int n_specs;
   /* workspace (TC rows) */
-  float *x;                                 /* [TC, D] residual stream */
-  uint16_t *xn;                             /* [TC, D] */
+  float *x;                                 /* [TC + LAT_TP_MAX, D] residual stream (rows past TC: TP padding) */
+  uint16_t *xn;                             /* [TC + LAT_TP_MAX, D] */
   uint16_t *qkva;                           /* [TC, NA] */
   uint16_t *qan;                            /* [TC, ql] */
   uint16_t *q;                              /* [TC, H*dk] */
@@ -292,8 +303,22 @@ static vstatus attention(lstate *S, llayer *d, int T, int S_att) {
   a.x_bstride = kl;
   a.o_bstride = S->v;
   VTRY(gemm(S, &a, false, "mla_out W_UV"));
+  if (S->comm) { /* this rank's heads: an fp32 partial sum, reduced by tp_reduce */
+    a = dense_args(d->o_proj, S->attn, H * S->v, S->tp.part[0], S->D, S->D, H * S->v, T, LAT_EP_F32);
+    VTRY(gemm(S, &a, false, "o_proj (partial, fp32)"));
+    return V_OK;
+  }
   a = dense_args(d->o_proj, S->attn, H * S->v, S->y, S->D, S->D, H * S->v, T, LAT_EP_BF16);
   VTRY(gemm(S, &a, false, "o_proj"));
+  return V_OK;
+}
+
+/* TP: x += sum over ranks of tp.part[which]; xn = rmsnorm(x) * w (kernels/latency_tp.h). */
+static vstatus tp_reduce(lstate *S, int which, const uint16_t *w, int T, const char *what) {
+  const int mode = S->tp_mode != LAT_TP_AUTO ? S->tp_mode : lat_tp_auto_mode(&S->tp, T);
+  VTRY(lat_tp_reduce_add_norm(&S->tp, mode, which, S->x, S->xn, w, T, S->eps, S->st));
+  tr(S, "allreduce_add_rmsnorm", lat_tp_mode_name(mode), "%s: tp=%d rank %d fp32 [%d x %d] + residual + rmsnorm", what,
+     S->tp.size, S->tp.rank, T, S->D);
   return V_OK;
 }
 
@@ -339,8 +364,33 @@ static vstatus moe(lstate *S, llayer *d, int T, bool forced, const uint16_t *nex
   a.act_cnt = S->act_cnt;
   VTRY(gemm(S, &a, false, "moe_experts down"));
   if (sh) CUDA_CHECK(cudaStreamWaitEvent(S->st, S->ev_join, 0));
+  if (S->comm) { /* this rank's expert slices: partial sums, reduced with the residual + next norm */
+    VTRY(lat_moe_combine_partial(S->tp.part[1], S->Ybuf, S->wt, sh ? S->ysh : NULL, T, K, S->D, S->st));
+    tr(S, "moe_combine", "v1_partial", "weighted experts + shared -> fp32 partial D=%d k=%d rows=%d", S->D, K, T);
+    return tp_reduce(S, 1, next_norm, T, "moe");
+  }
   VTRY(lat_moe_combine_norm(S->x, S->xn, S->Ybuf, S->wt, sh ? S->ysh : NULL, next_norm, T, K, S->D, S->eps, S->st));
   tr(S, "moe_combine", "v1", "weighted experts + shared + residual + rmsnorm D=%d k=%d rows=%d", S->D, K, T);
+  return V_OK;
+}
+
+/* TP: this rank's vocabulary block of the R logit rows, all-gathered over the ranks and placed
+ * into logits [R, V] (blocks of vblk columns; the short last block's pad columns are never written). */
+static vstatus tp_logits(lstate *S, int R) {
+  const int N = S->tp.size, nl = S->v1 - S->v0, bk = S->vblk;
+  lat_gemm_args a = dense_args(S->lm_head, S->xn, S->D, S->lg_local, bk, nl, S->D, R, LAT_EP_F32);
+  a.xmap = S->d_rows;
+  VTRY(gemm(S, &a, false, "lm_head (vocab block)"));
+  VTRY(S->comm->allgather(S->comm, S->lg_local, S->lg_all, (int64_t)R * bk, DT_F32, S->st));
+  for (int r = 0; r < N; r++) {
+    int v0, v1;
+    ds_shard_vocab(S->V, N, r, &v0, &v1);
+    if (v1 <= v0) continue;
+    CUDA_CHECK(cudaMemcpy2DAsync(S->logits + v0, (size_t)S->V * sizeof(float), S->lg_all + (size_t)r * R * bk,
+                                 (size_t)bk * sizeof(float), (size_t)(v1 - v0) * sizeof(float), (size_t)R,
+                                 cudaMemcpyDeviceToDevice, S->st));
+  }
+  tr(S, "allgather", S->comm->name, "logits, tp=%d, vocab blocks of %d x %d rows", N, bk, R);
   return V_OK;
 }
 
@@ -359,10 +409,20 @@ static vstatus enqueue_step(lstate *S, int T, int R, int S_att, bool forced) {
     llayer *d = &S->L[l];
     const uint16_t *next_norm = l + 1 < nl ? S->L[l + 1].in_norm : S->final_norm;
     VTRY(attention(S, d, T, S_att));
-    VTRY(lat_add_rmsnorm(S->x, S->xn, S->y, d->post_norm, T, S->D, S->eps, S->st));
-    tr(S, "add_rmsnorm", "v1", "residual + post_attention_layernorm D=%d rows=%d", S->D, T);
+    if (S->comm) {
+      VTRY(tp_reduce(S, 0, d->post_norm, T, "attention o_proj"));
+    } else {
+      VTRY(lat_add_rmsnorm(S->x, S->xn, S->y, d->post_norm, T, S->D, S->eps, S->st));
+      tr(S, "add_rmsnorm", "v1", "residual + post_attention_layernorm D=%d rows=%d", S->D, T);
+    }
     VTRY(mark(S, d->is_moe ? LAT_PH_MOE : LAT_PH_DENSE));
-    if (!d->is_moe) {
+    if (!d->is_moe && S->comm) {
+      lat_gemm_args a = dense_args(d->gu, S->xn, S->D, S->act, S->I, 2 * S->I, S->D, T, LAT_EP_SWIGLU);
+      VTRY(gemm(S, &a, false, "dense_mlp gate|up+silu"));
+      a = dense_args(d->down, S->act, S->I, S->tp.part[1], S->D, S->D, S->I, T, LAT_EP_F32);
+      VTRY(gemm(S, &a, false, "dense_mlp down (partial, fp32)"));
+      VTRY(tp_reduce(S, 1, next_norm, T, "dense mlp"));
+    } else if (!d->is_moe) {
       lat_gemm_args a = dense_args(d->gu, S->xn, S->D, S->act, S->I, 2 * S->I, S->D, T, LAT_EP_SWIGLU);
       VTRY(gemm(S, &a, false, "dense_mlp gate|up+silu"));
       a = dense_args(d->down, S->act, S->I, S->y, S->D, S->D, S->I, T, LAT_EP_BF16);
@@ -375,9 +435,13 @@ static vstatus enqueue_step(lstate *S, int T, int R, int S_att, bool forced) {
     }
     VTRY(mark(S, l + 1 < nl ? LAT_PH_ATTN : LAT_PH_LMHEAD));
   }
-  lat_gemm_args a = dense_args(S->lm_head, S->xn, S->D, S->logits, S->V, S->V, S->D, R, LAT_EP_F32);
-  a.xmap = S->d_rows;
-  VTRY(gemm(S, &a, false, "lm_head"));
+  if (S->comm) {
+    VTRY(tp_logits(S, R));
+  } else {
+    lat_gemm_args a = dense_args(S->lm_head, S->xn, S->D, S->logits, S->V, S->V, S->D, R, LAT_EP_F32);
+    a.xmap = S->d_rows;
+    VTRY(gemm(S, &a, false, "lm_head"));
+  }
   VTRY(mark(S, LAT_PH_LMHEAD));
   return V_OK;
 }
@@ -625,11 +689,28 @@ static double lt_last_step_ms(void *st) {
   return (double)S->last_ms;
 }
 
+/* Mean over MoE layers of the distinct routed experts the last in-envelope step selected (the
+ * device-side bucket counts); -1 when unknown (no MoE, delegated to cuda-ref, or no step yet). */
+static double lt_last_experts(void *st) {
+  lstate *S = (lstate *)st;
+  if (S->ref || S->n_moe == 0 || S->steps == 0) return -1.0;
+  int32_t h[64];
+  const int n = S->n_moe < 64 ? S->n_moe : 64;
+  if (cudaMemcpy(h, S->n_act, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1.0;
+  }
+  double sum = 0;
+  for (int i = 0; i < n; i++) sum += h[i];
+  return sum / n;
+}
+
 static void lt_close(void *st) {
   lstate *S = (lstate *)st;
   if (!S) return;
   if (S->ref) cuda_ref_ops.close(S->ref);
   if (S->st) cudaStreamSynchronize(S->st);
+  lat_tp_close(&S->tp);
   if (S->st2) cudaStreamSynchronize(S->st2);
   for (int i = 0; i < S->n_graphs; i++) graph_free(&S->graphs[i]);
   for (int i = 0; i < S->n_allocs; i++) cudaFree(S->allocs[i]);
@@ -868,8 +949,13 @@ static vstatus alloc_workspace(lstate *S) {
   const size_t E = S->E > 0 ? (size_t)S->E : 1, K = (size_t)S->K;
   const size_t F = S->F > 0 ? (size_t)S->F : 1, Fs = S->Fs > 0 ? (size_t)S->Fs : 1, I = S->I > 0 ? (size_t)S->I : 1;
   const size_t nm = S->n_moe > 0 ? (size_t)S->n_moe : 1;
-  DALLOC(S->x, float, n * S->D, "workspace");
-  DALLOC(S->xn, uint16_t, n * S->D, "workspace");
+  DALLOC(S->x, float, (n + LAT_TP_MAX) * S->D, "workspace");
+  DALLOC(S->xn, uint16_t, (n + LAT_TP_MAX) * S->D, "workspace");
+  if (S->comm) {
+    DALLOC(S->lg_local, float, n * S->vblk, "TP logit block");
+    DALLOC(S->lg_all, float, n * S->vblk * S->comm->size, "TP gathered logits");
+    CUDA_CHECK(cudaMemsetAsync(S->lg_local, 0, n * S->vblk * sizeof(float), S->st));
+  }
   DALLOC(S->qkva, uint16_t, n * S->NA, "workspace");
   DALLOC(S->qan, uint16_t, n * (S->ql > 0 ? S->ql : 1), "workspace");
   DALLOC(S->q, uint16_t, n * H * S->dk, "workspace");
@@ -949,6 +1035,12 @@ static vstatus parse_variant(lstate *S, const char *variant) {
       continue;
     }
     if (strcmp(tok, "table") == 0) continue;
+    if (strncmp(tok, "tp_", 3) == 0) {
+      const int m = lat_tp_mode_from_name(tok + 3);
+      if (m < 0) return VERR(PATH_NAME ": variant '%s' unknown (tp_auto, tp_oneshot, tp_nccl, tp_rsag)", tok);
+      S->tp_mode = m;
+      continue;
+    }
     int v = 0;
     for (int k = LAT_V1_MMA_N8; k <= LAT_V9_CP_N64; k++)
       if (strcmp(tok, lat_gemm_variant_name(k)) == 0) v = k;
@@ -972,8 +1064,18 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
   if (strcmp(c->hidden_act, "silu") != 0)
     return VUNSUPPORTED(PATH_NAME ": hidden_act '%s' is not implemented (silu only)", c->hidden_act);
   if (c->qk_rope_head_dim % 2) return VERR("config: qk_rope_head_dim %d must be even", c->qk_rope_head_dim);
-  if (o->tp > 1 || o->comm)
-    return VUNSUPPORTED(PATH_NAME ": tensor parallelism (tp %d) is not implemented; the path runs on one GPU", o->tp);
+  if (o->comm) {
+    if (o->comm->size != ds_model_tp_size(m) || o->comm->rank != (m->tp_size > 1 ? m->tp_rank : 0))
+      return VERR(PATH_NAME ": communicator rank %d of %d does not match the model's TP shard %d of %d",
+                  o->comm->rank, o->comm->size, m->tp_rank, ds_model_tp_size(m));
+    if (o->comm->size > LAT_TP_MAX) return VUNSUPPORTED(PATH_NAME ": TP %d (at most %d)", o->comm->size, LAT_TP_MAX);
+  } else if (ds_model_tp_size(m) > 1) {
+    return VERR(PATH_NAME ": %s is TP shard %d of %d but no communicator was given (open it with vpath_opts.tp)",
+                m->source, m->tp_rank, m->tp_size);
+  }
+  S->comm = o->comm;
+  ds_model_vocab_range(m, &S->v0, &S->v1);
+  S->vblk = o->comm ? ds_shard_vocab_block(c->vocab_size, o->comm->size) : c->vocab_size;
   S->m = m;
   S->c = *c;
   S->opt = *o;
@@ -1049,6 +1151,21 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
   DALLOC(S->inv_freq, float, nhalf > 0 ? nhalf : 1, "rope table");
   CUDA_CHECK(cudaMemcpy(S->inv_freq, inv, (size_t)nhalf * sizeof(float), cudaMemcpyHostToDevice));
   VTRY(alloc_workspace(S));
+  if (S->comm) {
+    if (!m->lm_head || m->lm_head->shape[0] != S->v1 - S->v0)
+      return VERR(PATH_NAME ": tensor 'lm_head.weight': %lld rows, expected the vocabulary block [%d, %d)",
+                  m->lm_head ? (long long)m->lm_head->shape[0] : -1ll, S->v0, S->v1);
+    VTRY(lat_tp_open(&S->tp, S->comm, o->device, S->D, TC, S->st)); /* collective: every rank opens */
+    if (S->tp_mode == LAT_TP_ONESHOT && !S->tp.p2p)
+      return VUNSUPPORTED(PATH_NAME ": variant tp_oneshot: %s", S->tp.no_p2p);
+    if (S->trace) {
+      char note[320];
+      snprintf(note, sizeof note, "tp=%d rank %d over %s: reduce %s%s%s", S->tp.size, S->tp.rank, S->comm->name,
+               S->tp_mode ? lat_tp_mode_name(S->tp_mode) : "auto", S->tp.p2p ? " (peer access: oneshot available)" : ", no oneshot: ",
+               S->tp.p2p ? "" : S->tp.no_p2p);
+      vtrace_note(S->trace, PATH_NAME, note);
+    }
+  }
   CUDA_CHECK(cudaDeviceSynchronize());
 
   size_t fr = 0, tot = 0;
@@ -1160,4 +1277,5 @@ extern "C" const vpath_ops latency_ops = {
     lt_last_step_ms,
     lt_close,
     true, /* latent_kv: kv_lora + rope per position per layer */
+    lt_last_experts,
 };

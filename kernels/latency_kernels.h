@@ -106,6 +106,9 @@ vstatus lat_add_rmsnorm(float *x, uint16_t *xn, const uint16_t *y, const uint16_
 /* x[t] += sum_k wt[t*K+k] * float(Y[t*K+k]) + float(ysh[t]) (ysh may be NULL); xn[t] = rmsnorm(x[t]) * w. */
 vstatus lat_moe_combine_norm(float *x, uint16_t *xn, const uint16_t *Y, const float *wt, const uint16_t *ysh,
                              const uint16_t *w, int T, int K, int D, float eps, cudaStream_t stream);
+/* TP: out[T, D] fp32 = sum_k wt[t,k] Y[t*K+k] + ysh[t] (no residual, no norm): a rank's partial. */
+vstatus lat_moe_combine_partial(float *out, const uint16_t *Y, const float *wt, const uint16_t *ysh, int T, int K,
+                                int D, cudaStream_t stream);
 
 /* Per token row t of src (row stride src_ld):
  *   if q_off >= 0: qan[t] = rmsnorm(src[t][q_off .. q_off+ql)) * qnw               ([T, ql] bf16)

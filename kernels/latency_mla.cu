@@ -11,6 +11,7 @@
  *   lat_transpose_wuk  W_UK^T per head for the absorbed query GEMM (at open). */
 #include "kernels/latency_kernels.h"
 #include "reference/cuda/cuda_common.h"
+#include "reference/cuda/cuda_device.h"
 
 #define FULL_MASK 0xffffffffu
 #define AT_WARPS 8
@@ -18,23 +19,7 @@
 #define AT_MAXCH 3     /* 16-byte chunks of a cache row per lane: (kl + r) <= 768 */
 #define AT_MAXLAT 2    /* latent chunks per lane: kl <= 512 */
 
-static __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((unsigned)h << 16); }
-static __device__ __forceinline__ uint16_t f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 
-static __device__ float block_sum(float v, float *red) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
-  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
-  __syncthreads();
-  if (l == 0) red[w] = v;
-  __syncthreads();
-  if (w == 0) {
-    float s = l < nw ? red[l] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL_MASK, s, o);
-    if (l == 0) red[0] = s;
-  }
-  __syncthreads();
-  return red[0];
-}
 
 /* ---- prep: norms, RoPE, cache store ---- */
 

@@ -5,27 +5,12 @@
  * One variant each ("v1"). Semantics as the cuda-ref kernels (cuda_ref_kernels.h). */
 #include "kernels/latency_kernels.h"
 #include "reference/cuda/cuda_common.h"
+#include "reference/cuda/cuda_device.h"
 
 #define FULL_MASK 0xffffffffu
 #define NORM_THREADS 256
 
-static __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((unsigned)h << 16); }
-static __device__ __forceinline__ uint16_t f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 
-static __device__ float block_sum(float v, float *red) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
-  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
-  __syncthreads();
-  if (l == 0) red[w] = v;
-  __syncthreads();
-  if (w == 0) {
-    float s = l < nw ? red[l] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL_MASK, s, o);
-    if (l == 0) red[0] = s;
-  }
-  __syncthreads();
-  return red[0];
-}
 
 /* xn[i] = bf16(w[i] * (x[i] * inv)) over the fp32 row x (already updated by this thread). */
 static __device__ void norm_row(uint16_t *xn, const float *x, const uint16_t *w, int D, float ss, float eps,
@@ -105,6 +90,30 @@ extern "C" vstatus lat_moe_combine_norm(float *x, uint16_t *xn, const uint16_t *
   if (T <= 0) return V_OK;
   if (K > 64) return VERR("lat_moe_combine_norm: top-k %d > 64", K);
   moe_combine_norm_kernel<<<T, NORM_THREADS, 0, stream>>>(x, xn, Y, wt, ysh, w, K, D, eps);
+  CUDA_CHECK_LAUNCH();
+  return V_OK;
+}
+
+/* TP: out[t] = sum_k wt[t,k] Y[t,k] + ysh[t] in fp32, no residual (this rank's partial sum). */
+static __global__ void moe_combine_partial_kernel(float *out, const uint16_t *Y, const float *wt, const uint16_t *ysh,
+                                                  int K, int D) {
+  __shared__ float wk[64];
+  const long long t = blockIdx.x;
+  for (int k = threadIdx.x; k < K; k += blockDim.x) wk[k] = wt[t * K + k];
+  __syncthreads();
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    float v = 0.0f;
+    for (int k = 0; k < K; k++) v += wk[k] * bf2f(Y[(t * K + k) * D + i]);
+    if (ysh) v += bf2f(ysh[t * D + i]);
+    out[t * D + i] = v;
+  }
+}
+
+extern "C" vstatus lat_moe_combine_partial(float *out, const uint16_t *Y, const float *wt, const uint16_t *ysh, int T,
+                                           int K, int D, cudaStream_t stream) {
+  if (T <= 0) return V_OK;
+  if (K > 64) return VERR("lat_moe_combine_partial: top-k %d > 64", K);
+  moe_combine_partial_kernel<<<T, NORM_THREADS, 0, stream>>>(out, Y, wt, ysh, K, D);
   CUDA_CHECK_LAUNCH();
   return V_OK;
 }

@@ -17,13 +17,17 @@
 static const char USAGE[] =
     "usage: vouch generate [--model DIR|synth:PRESET] [--path NAME] [--tokens 1,2,3] [-n N] [--batch B]\n"
     "                      [--temperature T] [--top-k K] [--top-p P] [--sample-seed S] [--stop ID,..]\n"
-    "                      [--seed S] [--layers N] [--threads N] [--tp N] [--path-lib FILE] [--trace] [--json]\n"
+    "                      [--seed S] [--layers N] [--threads N] [--tp N] [--dcp] [--path-lib FILE] [--trace]\n"
+    "                      [--json]\n"
     "  Prefills --batch sequences in one step (sequence b is the prompt plus b extra tokens, so the\n"
     "  prompt lengths differ), then decodes N tokens per sequence, all sequences in each step.\n"
     "  Prints the tokens, per-step logit statistics and prefill/decode tokens per second.\n"
     "  --tp N runs the path tensor-parallel over N ranks (docs/tensor-parallel.md): cpu-ref as N\n"
     "  simulated ranks in threads, cuda-ref on N GPUs with NCCL; the model's heads and MLP widths\n"
     "  must divide by N. --tp 1 runs the TP code path with one rank.\n"
+    "  --dcp adds decode context parallelism over the --tp ranks (cpu-ref only): each rank caches\n"
+    "  the positions p with p % N == rank for all heads; partial attention is combined by\n"
+    "  log-sum-exp (also as --path cpu-ref:tpN:dcp).\n"
     "  defaults: --model synth:tiny --path cpu-ref --tokens 1,2,3,4 -n 32 --batch 1 (greedy)\n";
 
 typedef struct {
@@ -56,13 +60,14 @@ int cmd_generate(int argc, char **argv) {
   long n_new = 32, batch = 1, layers = 0, threads = 0, top_k = 0, tp = 0;
   double temperature = 0, top_p = 1;
   uint64_t seed = 0, sample_seed = 0;
-  bool json = false, trace_on = false;
+  bool json = false, trace_on = false, dcp = false;
   vstatus err = V_OK;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return EXIT_OK; }
     if (!strcmp(a, "--json")) json = true;
     else if (!strcmp(a, "--trace")) trace_on = true;
+    else if (!strcmp(a, "--dcp")) dcp = true;
     else if (cli_opt(argc, argv, &i, "--model", &v, &err)) { if (v) model_spec = v; }
     else if (cli_opt(argc, argv, &i, "--path", &v, &err)) { if (v) path_name = v; }
     else if (cli_opt(argc, argv, &i, "--path-lib", &v, &err)) { if (v) err = vpaths_load_lib(v); }
@@ -83,6 +88,11 @@ int cmd_generate(int argc, char **argv) {
   }
   if (temperature < 0 || top_p <= 0 || top_p > 1) {
     VERR("--temperature must be >= 0 and --top-p in (0, 1]");
+    cli_print_error("generate");
+    return EXIT_USAGE;
+  }
+  if (dcp && tp == 0 && !strstr(path_name, ":tp")) {
+    VERR("--dcp splits the KV cache over the tensor-parallel ranks: give --tp N too");
     cli_print_error("generate");
     return EXIT_USAGE;
   }
@@ -124,7 +134,7 @@ int cmd_generate(int argc, char **argv) {
   vtrace trace;
   vtrace_init(&trace, trace_on || json);
   vpath_opts po = {.max_seq = B, .max_ctx = max_prompt + (int)n_new + 1, .n_threads = (int)threads, .trace = &trace,
-                     .tp = (int)tp};
+                     .tp = (int)tp, .dcp = dcp};
   if (po.max_ctx > m.cfg.max_position_embeddings) {
     VERR("prompt + -n = %d positions exceeds max_position_embeddings %d", po.max_ctx, m.cfg.max_position_embeddings);
     cli_print_error("generate");
@@ -203,6 +213,7 @@ int cmd_generate(int argc, char **argv) {
     cJSON_AddStringToObject(o, "model", m.source);
     cJSON_AddStringToObject(o, "path", path_name);
     cJSON_AddNumberToObject(o, "tp", (double)tp);
+    cJSON_AddBoolToObject(o, "dcp", dcp);
     cJSON *seqs = cJSON_AddArrayToObject(o, "sequences");
     for (int b = 0; b < B; b++) {
       cJSON *so = cJSON_CreateObject();
@@ -231,7 +242,7 @@ int cmd_generate(int argc, char **argv) {
   } else {
     printf("model %s, path %s%s, batch %d, %s\n", m.source, path_name, tp > 0 ? " (tensor parallel)" : "", B,
            temperature > 0 ? "sampling" : "greedy");
-    if (tp > 0) printf("tp %ld\n", tp);
+    if (tp > 0) printf("tp %ld%s\n", tp, dcp ? ", decode context parallel (dcp)" : "");
     for (int b = 0; b < B; b++) {
       printf("seq %d (prompt %d):", b, plen[b]);
       for (int j = 0; j < n_out[b]; j++) printf(" %d", out[(size_t)b * (n_new + 1) + j]);
@@ -254,6 +265,7 @@ int cmd_generate(int argc, char **argv) {
     rec_param_str(r, "model", m.source);
     rec_param_int(r, "batch", B);
     rec_param_int(r, "tp", tp);
+    if (dcp) rec_param_int(r, "dcp", 1);
     rec_param_int(r, "new_tokens", n_new);
     rec_param_num(r, "temperature", temperature);
     rec_metric_value(r, "decode_tokens_per_s", "tok/s", RB_HIGHER, t_decode > 0 ? decoded / t_decode : 0);

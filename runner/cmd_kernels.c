@@ -15,7 +15,7 @@
 static const char USAGE[] =
     "usage: vouch kernels [--op NAME] [--path P] [--variant V] [--batch 1,2,64] [--seeds N]\n"
     "                     [--preset tiny|small|k2-slice|edge|all] [--json FILE] [--quick|--full]\n"
-    "                     [--list] [--failures-only]\n"
+    "                     [--list] [--failures-only] [--tp N]\n"
     "  Runs every registered op x every variant that supports it x cases (preset shapes, edge\n"
     "  sizes, batches, seeds, input distributions) against a float64 CPU oracle, and prints a\n"
     "  table: op, path, variant, shape, batch, dtype, distribution, metric, error, bound, status.\n"
@@ -26,6 +26,8 @@ static const char USAGE[] =
     "  --quick     a CPU-sized subset (default): big shapes once at batch 1, size budget per case\n"
     "  --full      every shape x batch x seed x distribution (slow on a CPU)\n"
     "  --list      list ops and variants and exit\n"
+    "  --tp N      only the communication ops (allreduce, allreduce_add_rmsnorm) with N ranks: the\n"
+    "              GPU variants run one rank per GPU on GPUs 0..N-1 (not supported with fewer GPUs)\n"
     "  Exit code: 0 all pass (not supported is neither pass nor fail), 1 a case failed, 2 usage.\n";
 
 static void list_registry(void) {
@@ -90,6 +92,11 @@ int cmd_kernels(int argc, char **argv) {
     else if (cli_opt(argc, argv, &i, "--preset", &v, &err)) { if (v) o.preset = v; }
     else if (cli_opt(argc, argv, &i, "--json", &v, &err)) { if (v) json = v; }
     else if (cli_opt(argc, argv, &i, "--seeds", &v, &err)) { if (v) err = cli_int("--seeds", v, 1, 1000, &seeds); }
+    else if (cli_opt(argc, argv, &i, "--tp", &v, &err)) {
+      long tp = 0;
+      if (v) err = cli_int("--tp", v, 1, 16, &tp);
+      o.tp = (int)tp;
+    }
     else if (cli_opt(argc, argv, &i, "--batch", &v, &err)) {
       if (v) {
         free(batches);

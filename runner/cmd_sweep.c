@@ -2,7 +2,12 @@
  * every raw step time kept), merges peer records (--peer, e.g. scripts/peers/hf_decode.py),
  * adds each path's speedup over the first path, prints a table per workload and writes the
  * records as JSON (--json). Records of the same grid point share case_id
- * "<workload>/tp<T>/b<B>/ctx<C>/spec<K>-<AL>/<routing>"; peers must use the same ids. */
+ * "<workload>/tp<T>/b<B>/ctx<C>/spec<K>-<AL>/<routing>"; peers must use the same ids.
+ * --repeat N runs the whole grid N times (rounds, each interleaved as one sweep); the records of
+ * round r then get case_id "<...>/r<r>" (bundles key records by case_id and path) and params
+ * round/repeat, speedups compare paths within a round (peers, which have no round, with round 1),
+ * and an agreement table compares the rounds' medians point by point (spread of the medians as %
+ * of the lowest, worst within-round CV) against --agree-pct / --max-cv. */
 #include "runner/cmd_sweep.h"
 
 #include <math.h>
@@ -13,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/clock.h"
 #include "model/model.h"
 #include "runner/cli.h"
 #include "runner/record.h"
@@ -25,6 +31,7 @@ static const char USAGE[] =
     "                   [--routing natural|uniform|zipf:S|trace:FILE] [--steps N] [--warmup N]\n"
     "                   [--json FILE] [--peer FILE].. [--seed S] [--layers N] [--threads N] [--device N]\n"
     "                   [--membw-bytes SIZE] [--path-lib FILE] [--no-progress]\n"
+    "                   [--repeat N] [--agree-pct P] [--max-cv P] [--require-agreement] [--time-budget S]\n"
     "  Times decode steps of every path over the batch x context grid, the paths interleaved step\n"
     "  by step; the first path is the baseline of the speedup column. Pure decode fills the KV cache\n"
     "  synthetically; prefill+decode runs a real prefill (timed apart). --spec verifies K+1 tokens\n"
@@ -32,6 +39,15 @@ static const char USAGE[] =
     "  (memory, TP > 1, unsupported) are listed as not run with the reason.\n"
     "  Routing trace format: see suites/sweep.h (JSON lines of per-MoE-layer expert id arrays).\n"
     "  --peer FILE merges records written by scripts/peers/hf_decode.py (same JSON format as --json).\n"
+    "  --repeat N runs the whole grid N times and prints, after the tables, how far apart the rounds'\n"
+    "  medians are per point: PASS when every point's spread <= --agree-pct (default 2) % of the\n"
+    "  lowest median and its worst CV <= --max-cv (default 1) %. The exit status is 1 on FAIL only\n"
+    "  with --require-agreement (which needs --repeat >= 2).\n"
+    "  % roof counts the experts each step selected (forced ids, or the path's own count under\n"
+    "  natural routing); a '*' marks points where the path cannot tell and the expected number\n"
+    "  under uniform choice is used.\n"
+    "  --time-budget S: no grid point starts later than S seconds after the command started; the\n"
+    "  points left are listed as not run (time budget spent), so a time limit keeps what finished.\n"
     "  defaults: --model synth:tiny --paths cpu-ref --batch 1 --context 1k --steps 20 --warmup 3\n";
 
 static vstatus parse_spec(const char *s, int *k, int *al) {
@@ -69,10 +85,21 @@ static void case_id(char *buf, size_t n, const char *workload, int tp, int b, in
   snprintf(buf, n, "%.20s/tp%d/b%d/ctx%d/spec%d-%d/%.60s", workload, tp, b, ctx, k, al, routing);
 }
 
-static vrecord *point_record(const sweep_point *p, const sweep_opts *o, const char *model, vstatus *err) {
-  char id[160];
+static const char *experts_from_text(sweep_experts_from f) {
+  switch (f) {
+    case EXPERTS_FORCED: return "forced expert ids of the timed steps";
+    case EXPERTS_REPORTED: return "experts the path's router selected in the timed steps (last_experts)";
+    default: return "expected under uniform choice (the path does not report the experts it selected)";
+  }
+}
+
+/* The record of point p in round `round` of `repeat` (case_id gets "/r<round>" when repeat > 1). */
+static vrecord *point_record(const sweep_point *p, const sweep_opts *o, const char *model, int round, int repeat,
+                             vstatus *err) {
+  char id[176];
   const char *wl = sweep_workload_name(o->workload);
   case_id(id, sizeof id, wl, p->tp, p->batch, p->ctx, o->spec_k, o->spec_al, o->routing->spec);
+  if (repeat > 1) snprintf(id + strlen(id), sizeof id - strlen(id), "/r%d", round);
   vrecord *r = rec_new("sweep", id, p->path);
   if (!r) {
     *err = V_ERR;
@@ -88,6 +115,8 @@ static vrecord *point_record(const sweep_point *p, const sweep_opts *o, const ch
   s = s ? s : rec_param_str(r, "routing", o->routing->spec);
   s = s ? s : rec_param_str(r, "model", model);
   s = s ? s : rec_param_int(r, "seed", (int64_t)o->seed);
+  s = s ? s : rec_param_int(r, "round", round);
+  s = s ? s : rec_param_int(r, "repeat", repeat);
   if (!p->ran) {
     if (s == V_OK) rec_set_status(r, p->unsupported ? REC_NOT_SUPPORTED : REC_NOT_RUN, p->reason);
   } else {
@@ -106,9 +135,7 @@ static vrecord *point_record(const sweep_point *p, const sweep_opts *o, const ch
     s = s ? s : rec_param_str(r, "timer", p->device_timer ? "device events" : "wall clock");
     s = s ? s : rec_param_str(r, "kv_layout", p->latent_kv ? "latent" : "expanded");
     s = s ? s : rec_param_num(r, "experts_touched", p->experts_touched);
-    s = s ? s : rec_param_str(r, "experts_touched_from",
-                              p->experts_measured ? "forced expert ids of the timed steps"
-                                                  : "expected under uniform choice (natural routing ids not visible)");
+    s = s ? s : rec_param_str(r, "experts_touched_from", experts_from_text(p->experts_from));
     s = s ? s : rec_param_str(r, "membw_method", p->membw_how);
     s = s ? s : rec_metric_samples(r, "step_ms", "ms", RD_MEDIAN, RB_LOWER, timed, p->n_steps, 0);
     s = s ? s : rec_metric_samples(r, "step_ms_p90", "ms", RD_P90, RB_LOWER, timed, p->n_steps, 0);
@@ -148,7 +175,29 @@ static double metric(const vrecord *r, const char *name) {
   return m ? m->value : NAN;
 }
 
-/* Speedup of every run record over the baseline path's record of the same case_id. */
+/* Round of a record: its "round" param; 1 for peers (no round). */
+static int rec_round(const vrecord *r) {
+  double v = param_num(r, "round");
+  return isnan(v) ? 1 : (int)v;
+}
+/* The grid point of a record without its round: case_id less the "/r<round>" that --repeat adds. */
+static void base_case(const vrecord *r, char *buf, size_t n) {
+  snprintf(buf, n, "%s", r->case_id);
+  const double rep = param_num(r, "repeat");
+  if (isnan(rep) || rep <= 1) return;
+  char suf[24];
+  snprintf(suf, sizeof suf, "/r%d", rec_round(r));
+  size_t lb = strlen(buf), ls = strlen(suf);
+  if (lb > ls && !strcmp(buf + lb - ls, suf)) buf[lb - ls] = 0;
+}
+static bool same_point(const vrecord *a, const vrecord *b) {
+  char x[256], y[256];
+  base_case(a, x, sizeof x);
+  base_case(b, y, sizeof y);
+  return !strcmp(x, y);
+}
+
+/* Speedup of every run record over the baseline path's record of the same grid point and round. */
 static vstatus add_speedups(vrecord **recs, int n, const char *base) {
   for (int i = 0; i < n; i++) {
     vrecord *r = recs[i];
@@ -156,7 +205,7 @@ static vstatus add_speedups(vrecord **recs, int n, const char *base) {
     if (!mc || mc->n_samples < 1 || rec_metric_find(r, "speedup")) continue;
     for (int j = 0; j < n; j++) {
       const vrecord *b = recs[j];
-      if (strcmp(b->path, base) || strcmp(b->case_id, r->case_id)) continue;
+      if (strcmp(b->path, base) || rec_round(b) != rec_round(r) || !same_point(b, r)) continue;
       const rec_metric *mb = rec_metric_find(b, "step_ms");
       if (!mb || mb->n_samples < 1) break;
       double lo = NAN, hi = NAN;
@@ -178,6 +227,11 @@ static void fmt_ctx(char *b, size_t n, double c) {
   else snprintf(b, n, "%ld", v);
 }
 
+/* True when the record's roofline uses the expected (not the selected) number of experts. */
+static bool roof_expected(const vrecord *r) {
+  return !strncmp(param_str(r, "experts_touched_from", ""), "expected", 8);
+}
+
 static void print_row(FILE *f, const vrecord *r, bool prefill) {
   char cb[24];
   fmt_ctx(cb, sizeof cb, param_num(r, "context"));
@@ -186,9 +240,11 @@ static void print_row(FILE *f, const vrecord *r, bool prefill) {
     fprintf(f, " %s: %s\n", r->status == REC_NOT_SUPPORTED ? "not supported" : "not run", r->reason);
     return;
   }
-  fprintf(f, "%11.1f %9.3f %9.3f %9.3f %9.3f %6.2f %7.1f", metric(r, "tokens_per_s"), metric(r, "step_ms"),
-          metric(r, "step_ms_p90"), metric(r, "step_ms_p99"), metric(r, "step_ms_stable"), metric(r, "step_ms_cv_pct"),
-          metric(r, "roofline_pct"));
+  fprintf(f, "%11.1f %9.3f %9.3f %9.3f %9.3f %6.2f", metric(r, "tokens_per_s"), metric(r, "step_ms"),
+          metric(r, "step_ms_p90"), metric(r, "step_ms_p99"), metric(r, "step_ms_stable"), metric(r, "step_ms_cv_pct"));
+  const double roof = metric(r, "roofline_pct");
+  if (isnan(roof)) fprintf(f, " %6s ", "-"); /* peers: no byte count */
+  else fprintf(f, " %6.1f%c", roof, roof_expected(r) ? '*' : ' ');
   double sp = metric(r, "speedup");
   if (isnan(sp)) fprintf(f, " %8s", "-");
   else fprintf(f, " %7.3fx", sp);
@@ -196,34 +252,219 @@ static void print_row(FILE *f, const vrecord *r, bool prefill) {
   fprintf(f, "%s\n", strcmp(param_str(r, "interleaved", "true"), "false") ? "" : "  (not interleaved)");
 }
 
-static void print_tables(FILE *f, vrecord **recs, int n, const sweep_opts *o, const sweep_result *res) {
+static void print_tables(FILE *f, vrecord **recs, int n, const sweep_opts *o, const sweep_result *res, int repeat) {
   const char *wls[] = {"decode", "prefill+decode"};
-  for (int w = 0; w < 2; w++) {
-    bool any = false;
-    for (int i = 0; i < n; i++) any |= !strcmp(param_str(recs[i], "workload", ""), wls[w]);
-    if (!any) continue;
-    const bool pf = w == 1;
-    fprintf(f, "\n%s: spec K=%d AL=%d, routing %s, %d timed steps after %d warm-up, first path = baseline\n", wls[w],
-            o->spec_k, o->spec_al, o->routing->spec, o->steps, o->warmup);
-    fprintf(f, "%-14s %3s %6s %7s %11s %9s %9s %9s %9s %6s %7s %8s%s\n", "path", "TP", "batch", "ctx", "tok/s",
-            "p50 ms", "p90 ms", "p99 ms", "stable ms", "CV %", "% roof", "speedup", pf ? "  prefill ms" : "");
-    /* rows grouped by case, in the order the cases first appear */
-    bool *done = calloc((size_t)n, sizeof(bool));
-    if (!done) return;
-    for (int i = 0; i < n; i++) {
-      if (done[i] || strcmp(param_str(recs[i], "workload", ""), wls[w])) continue;
-      for (int j = i; j < n; j++)
-        if (!done[j] && !strcmp(recs[j]->case_id, recs[i]->case_id)) {
-          print_row(f, recs[j], pf);
-          done[j] = true;
-        }
+  bool starred = false;
+  for (int round = 1; round <= repeat; round++)
+    for (int w = 0; w < 2; w++) {
+      bool any = false;
+      for (int i = 0; i < n; i++) any |= !strcmp(param_str(recs[i], "workload", ""), wls[w]) && rec_round(recs[i]) == round;
+      if (!any) continue;
+      const bool pf = w == 1;
+      char rs[40] = "";
+      if (repeat > 1) snprintf(rs, sizeof rs, "round %d of %d, ", round, repeat);
+      fprintf(f, "\n%s: %sspec K=%d AL=%d, routing %s, %d timed steps after %d warm-up, first path = baseline\n", wls[w],
+              rs, o->spec_k, o->spec_al, o->routing->spec, o->steps, o->warmup);
+      fprintf(f, "%-14s %3s %6s %7s %11s %9s %9s %9s %9s %6s %7s %8s%s\n", "path", "TP", "batch", "ctx", "tok/s",
+              "p50 ms", "p90 ms", "p99 ms", "stable ms", "CV %", "% roof", "speedup", pf ? "  prefill ms" : "");
+      /* rows grouped by case, in the order the cases first appear */
+      bool *done = calloc((size_t)n, sizeof(bool));
+      if (!done) return;
+      for (int i = 0; i < n; i++) {
+        if (done[i] || strcmp(param_str(recs[i], "workload", ""), wls[w]) || rec_round(recs[i]) != round) continue;
+        for (int j = i; j < n; j++)
+          if (!done[j] && rec_round(recs[j]) == round && !strcmp(param_str(recs[j], "workload", ""), wls[w]) &&
+              same_point(recs[j], recs[i])) {
+            print_row(f, recs[j], pf);
+            starred |= recs[j]->status == REC_PASS && roof_expected(recs[j]);
+            done[j] = true;
+          }
+      }
+      free(done);
     }
-    free(done);
+  if (starred)
+    fprintf(f, "* %% roof from the expected number of distinct experts under uniform choice: the path does not\n"
+               "  report the experts its router selected (other rows count the experts selected in each step)\n");
+  fprintf(f, "\nbandwidth (copy, read+write):");
+  for (int round = 0; round < repeat; round++) {
+    if (repeat > 1) fprintf(f, "%s round %d:", round ? ";" : "", round + 1);
+    if (!isnan(res[round].membw_gpu_gbs)) fprintf(f, " GPU %.1f GB/s", res[round].membw_gpu_gbs);
+    if (!isnan(res[round].membw_host_gbs)) fprintf(f, " host %.1f GB/s", res[round].membw_host_gbs);
   }
-  fprintf(f, "\nbandwidth (copy, read+write): ");
-  if (!isnan(res->membw_gpu_gbs)) fprintf(f, "GPU %.1f GB/s ", res->membw_gpu_gbs);
-  if (!isnan(res->membw_host_gbs)) fprintf(f, "host %.1f GB/s ", res->membw_host_gbs);
-  fprintf(f, "\nsweep wall time %.1f s\n", res->wall_s);
+  fprintf(f, "\n");
+}
+
+/* ---- repeat-run agreement ---- */
+
+typedef struct {
+  int first;          /* index of the point's round-1 (or first) record */
+  double *median;     /* [repeat] p50 step time of each round (NaN: not run in that round) */
+  double spread_pct;  /* 100 * (max - min) / min over the rounds' medians */
+  double worst_cv;    /* largest within-round CV % */
+  int verdict;        /* 0 pass, 1 fail, -1 not run in any round (not judged) */
+  char why[80];       /* what failed */
+} agree_point;
+
+typedef struct {
+  agree_point *pt;    /* [n] one per (grid point, path) of the rounds */
+  int n;
+  int judged, failed, unrun;
+  double agree_pct, max_cv;
+  int worst_spread, worst_cv_at; /* indices into pt (-1: none) */
+} agreement;
+
+static void agreement_free(agreement *ag) {
+  for (int i = 0; i < ag->n; i++) free(ag->pt[i].median);
+  free(ag->pt);
+  memset(ag, 0, sizeof *ag);
+}
+
+/* Groups the records that have rounds (not peers) by (grid point, path) and judges each group. */
+static vstatus agreement_compute(vrecord **recs, int n, int repeat, double agree_pct, double max_cv, agreement *ag) {
+  memset(ag, 0, sizeof *ag);
+  ag->agree_pct = agree_pct;
+  ag->max_cv = max_cv;
+  ag->worst_spread = ag->worst_cv_at = -1;
+  ag->pt = calloc((size_t)(n > 0 ? n : 1), sizeof *ag->pt);
+  bool *used = calloc((size_t)(n > 0 ? n : 1), sizeof(bool));
+  if (!ag->pt || !used) {
+    free(used);
+    return VERR("sweep: out of memory for the agreement table");
+  }
+  for (int i = 0; i < n; i++) {
+    if (used[i] || isnan(param_num(recs[i], "round"))) continue;
+    agree_point *a = &ag->pt[ag->n++];
+    a->first = i;
+    a->median = malloc((size_t)repeat * sizeof(double));
+    if (!a->median) {
+      free(used);
+      return VERR("sweep: out of memory for the agreement table");
+    }
+    for (int k = 0; k < repeat; k++) a->median[k] = NAN;
+    a->worst_cv = NAN;
+    int ran = 0;
+    for (int j = i; j < n; j++) {
+      if (used[j] || isnan(param_num(recs[j], "round")) || strcmp(recs[j]->path, recs[i]->path) ||
+          !same_point(recs[j], recs[i]))
+        continue;
+      used[j] = true;
+      const int k = rec_round(recs[j]) - 1;
+      if (k < 0 || k >= repeat || recs[j]->status != REC_PASS) continue;
+      a->median[k] = metric(recs[j], "step_ms");
+      const double cv = metric(recs[j], "step_ms_cv_pct");
+      if (isnan(a->worst_cv) || cv > a->worst_cv || isnan(cv)) a->worst_cv = cv;
+      ran++;
+    }
+    if (ran == 0) {
+      a->verdict = -1;
+      ag->unrun++;
+      continue;
+    }
+    ag->judged++;
+    if (ran < repeat) {
+      a->verdict = 1;
+      snprintf(a->why, sizeof a->why, "ran in %d of %d rounds", ran, repeat);
+      ag->failed++;
+      continue;
+    }
+    double lo = INFINITY, hi = -INFINITY;
+    for (int k = 0; k < repeat; k++) lo = fmin(lo, a->median[k]), hi = fmax(hi, a->median[k]);
+    a->spread_pct = lo > 0 ? 100.0 * (hi - lo) / lo : NAN;
+    const bool bad_spread = !(a->spread_pct <= agree_pct), bad_cv = !(a->worst_cv <= max_cv);
+    a->verdict = bad_spread || bad_cv;
+    if (a->verdict) {
+      ag->failed++;
+      snprintf(a->why, sizeof a->why, "%s%s%s", bad_spread ? "spread" : "", bad_spread && bad_cv ? ", " : "",
+               bad_cv ? "CV" : "");
+    }
+    const int ai = (int)(a - ag->pt);
+    if (ag->worst_spread < 0 || a->spread_pct > ag->pt[ag->worst_spread].spread_pct) ag->worst_spread = ai;
+    if (ag->worst_cv_at < 0 || a->worst_cv > ag->pt[ag->worst_cv_at].worst_cv) ag->worst_cv_at = ai;
+  }
+  free(used);
+  return V_OK;
+}
+
+static void point_name(const vrecord *r, char *buf, size_t n) {
+  char cb[24];
+  fmt_ctx(cb, sizeof cb, param_num(r, "context"));
+  snprintf(buf, n, "%s tp%.0f b%.0f ctx %s", r->path, param_num(r, "tp"), param_num(r, "batch"), cb);
+}
+
+static void print_agreement(FILE *f, vrecord **recs, const agreement *ag, int repeat) {
+  fprintf(f, "\nrepeat-run agreement over %d rounds (pass: medians within %g %% of the lowest, every round's CV <= %g %%)\n",
+          repeat, ag->agree_pct, ag->max_cv);
+  fprintf(f, "%-14s %3s %6s %7s %-9s", "path", "TP", "batch", "ctx", "workload");
+  for (int k = 0; k < repeat; k++) {
+    char h[24];
+    snprintf(h, sizeof h, "r%d p50 ms", k + 1 < 1000 ? k + 1 : 999);
+    fprintf(f, " %10s", h);
+  }
+  fprintf(f, " %9s %10s  verdict\n", "spread %", "worst CV%");
+  for (int i = 0; i < ag->n; i++) {
+    const agree_point *a = &ag->pt[i];
+    const vrecord *r = recs[a->first];
+    char cb[24];
+    fmt_ctx(cb, sizeof cb, param_num(r, "context"));
+    fprintf(f, "%-14s %3.0f %6.0f %7s %-9.9s", r->path, param_num(r, "tp"), param_num(r, "batch"), cb,
+            param_str(r, "workload", "?"));
+    for (int k = 0; k < repeat; k++) {
+      if (isnan(a->median[k])) fprintf(f, " %10s", "-");
+      else fprintf(f, " %10.3f", a->median[k]);
+    }
+    if (a->verdict < 0) {
+      fprintf(f, " %9s %10s  not run\n", "-", "-");
+      continue;
+    }
+    if (isnan(a->spread_pct)) fprintf(f, " %9s", "-");
+    else fprintf(f, " %9.2f", a->spread_pct);
+    fprintf(f, " %10.2f  %s%s%s%s\n", a->worst_cv, a->verdict ? "FAIL" : "pass", a->verdict ? " (" : "", a->why,
+            a->verdict ? ")" : "");
+  }
+  char ws[96] = "-", wc[96] = "-";
+  if (ag->worst_spread >= 0) {
+    char nm[80];
+    point_name(recs[ag->pt[ag->worst_spread].first], nm, sizeof nm);
+    snprintf(ws, sizeof ws, "%.2f %% (%s)", ag->pt[ag->worst_spread].spread_pct, nm);
+  }
+  if (ag->worst_cv_at >= 0) {
+    char nm[80];
+    point_name(recs[ag->pt[ag->worst_cv_at].first], nm, sizeof nm);
+    snprintf(wc, sizeof wc, "%.2f %% (%s)", ag->pt[ag->worst_cv_at].worst_cv, nm);
+  }
+  fprintf(f, "agreement: %s: %d of %d points fail (spread > %g %% or CV > %g %%); worst spread %s, worst CV %s",
+          ag->failed || ag->judged == 0 ? "FAIL" : "PASS", ag->failed, ag->judged, ag->agree_pct, ag->max_cv, ws, wc);
+  if (ag->unrun) fprintf(f, "; %d points not run in any round (not judged)", ag->unrun);
+  fprintf(f, "\n");
+}
+
+static cJSON *agreement_json(vrecord **recs, const agreement *ag, int repeat) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "rounds", repeat);
+  cJSON_AddNumberToObject(o, "agree_pct", ag->agree_pct);
+  cJSON_AddNumberToObject(o, "max_cv_pct", ag->max_cv);
+  cJSON_AddStringToObject(o, "verdict", ag->failed || ag->judged == 0 ? "fail" : "pass");
+  cJSON_AddNumberToObject(o, "judged", ag->judged);
+  cJSON_AddNumberToObject(o, "failed", ag->failed);
+  cJSON_AddNumberToObject(o, "not_run", ag->unrun);
+  cJSON *arr = cJSON_AddArrayToObject(o, "points");
+  for (int i = 0; i < ag->n; i++) {
+    const agree_point *a = &ag->pt[i];
+    cJSON *p = cJSON_CreateObject();
+    char bc[256];
+    base_case(recs[a->first], bc, sizeof bc);
+    cJSON_AddStringToObject(p, "case_id", bc);
+    cJSON_AddStringToObject(p, "path", recs[a->first]->path);
+    cJSON *md = cJSON_AddArrayToObject(p, "median_ms");
+    for (int k = 0; k < repeat; k++)
+      cJSON_AddItemToArray(md, isnan(a->median[k]) ? cJSON_CreateNull() : cJSON_CreateNumber(a->median[k]));
+    if (a->verdict >= 0 && !isnan(a->spread_pct)) cJSON_AddNumberToObject(p, "spread_pct", a->spread_pct);
+    if (a->verdict >= 0 && !isnan(a->worst_cv)) cJSON_AddNumberToObject(p, "worst_cv_pct", a->worst_cv);
+    cJSON_AddStringToObject(p, "verdict", a->verdict < 0 ? "not_run" : a->verdict ? "fail" : "pass");
+    if (a->why[0]) cJSON_AddStringToObject(p, "why", a->why);
+    cJSON_AddItemToArray(arr, p);
+  }
+  return o;
 }
 
 static vstatus read_peer(const char *file, vrecord ***recs, int *n, int *cap) {
@@ -271,8 +512,17 @@ static vstatus read_peer(const char *file, vrecord ***recs, int *n, int *cap) {
   return s;
 }
 
+/* A percentage threshold option: a number in [0, 1000]. */
+static vstatus pct_opt(const char *opt, const char *s, double *out) {
+  char *end = NULL;
+  double d = strtod(s, &end);
+  if (end == s || *end || !(d >= 0 && d <= 1000)) return VERR("%s '%s': expected a percentage in [0, 1000]", opt, s);
+  *out = d;
+  return V_OK;
+}
+
 static vstatus write_json(const char *file, vrecord **recs, int n, const sweep_opts *o, const sweep_result *res,
-                          const char *model) {
+                          int repeat, const agreement *ag, double open_s, double wall_s, const char *model) {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "schema", "vouch-sweep/1");
   cJSON_AddStringToObject(root, "tool", "vouch " VOUCH_VERSION " " VOUCH_GIT_COMMIT);
@@ -285,11 +535,23 @@ static vstatus write_json(const char *file, vrecord **recs, int n, const sweep_o
   cJSON_AddNumberToObject(op, "steps", o->steps);
   cJSON_AddNumberToObject(op, "warmup", o->warmup);
   cJSON_AddNumberToObject(op, "seed", (double)o->seed);
+  cJSON_AddNumberToObject(op, "repeat", repeat);
   cJSON *ps = cJSON_AddArrayToObject(op, "paths");
   for (int i = 0; i < o->n_paths; i++) cJSON_AddItemToArray(ps, cJSON_CreateString(o->paths[i]));
-  if (!isnan(res->membw_gpu_gbs)) cJSON_AddNumberToObject(root, "membw_gpu_gbs", res->membw_gpu_gbs);
-  if (!isnan(res->membw_host_gbs)) cJSON_AddNumberToObject(root, "membw_host_gbs", res->membw_host_gbs);
-  cJSON_AddNumberToObject(root, "wall_s", res->wall_s);
+  if (!isnan(res[0].membw_gpu_gbs)) cJSON_AddNumberToObject(root, "membw_gpu_gbs", res[0].membw_gpu_gbs);
+  if (!isnan(res[0].membw_host_gbs)) cJSON_AddNumberToObject(root, "membw_host_gbs", res[0].membw_host_gbs);
+  cJSON_AddNumberToObject(root, "wall_s", wall_s);
+  cJSON_AddNumberToObject(root, "model_open_s", open_s);
+  cJSON *rounds = cJSON_AddArrayToObject(root, "rounds");
+  for (int k = 0; k < repeat; k++) {
+    cJSON *rd = cJSON_CreateObject();
+    cJSON_AddNumberToObject(rd, "round", k + 1);
+    cJSON_AddNumberToObject(rd, "wall_s", res[k].wall_s);
+    if (!isnan(res[k].membw_gpu_gbs)) cJSON_AddNumberToObject(rd, "membw_gpu_gbs", res[k].membw_gpu_gbs);
+    if (!isnan(res[k].membw_host_gbs)) cJSON_AddNumberToObject(rd, "membw_host_gbs", res[k].membw_host_gbs);
+    cJSON_AddItemToArray(rounds, rd);
+  }
+  if (ag) cJSON_AddItemToObject(root, "agreement", agreement_json(recs, ag, repeat));
   cJSON *arr = cJSON_AddArrayToObject(root, "records");
   for (int i = 0; i < n; i++) cJSON_AddItemToArray(arr, rec_to_json(recs[i]));
   char *txt = cJSON_Print(root);
@@ -308,11 +570,13 @@ int cmd_sweep(int argc, char **argv) {
   const char *routing_s = "natural", *json_file = NULL, *v;
   const char *peers[8];
   int n_peers = 0;
-  long steps = 20, warmup = 3, layers = 0, threads = 0, device = 0, membw = 0;
+  long steps = 20, warmup = 3, layers = 0, threads = 0, device = 0, membw = 0, repeat = 1;
+  double agree_pct = 2.0, max_cv = 1.0, budget = 0;
+  const double t_cmd = vclock_now();
   uint64_t seed = 0;
   int spec_k = 0, spec_al = 1;
   sweep_workload wl = SWEEP_DECODE;
-  bool no_progress = false;
+  bool no_progress = false, require_agreement = false;
   vstatus err = V_OK;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -321,6 +585,7 @@ int cmd_sweep(int argc, char **argv) {
       return EXIT_OK;
     }
     if (!strcmp(a, "--no-progress")) no_progress = true;
+    else if (!strcmp(a, "--require-agreement")) require_agreement = true;
     else if (cli_opt(argc, argv, &i, "--model", &v, &err)) { if (v) model_spec = v; }
     else if (cli_opt(argc, argv, &i, "--paths", &v, &err)) { if (v) paths_s = v; }
     else if (cli_opt(argc, argv, &i, "--batch", &v, &err)) { if (v) batch_s = v; }
@@ -346,11 +611,25 @@ int cmd_sweep(int argc, char **argv) {
     else if (cli_opt(argc, argv, &i, "--device", &v, &err)) { if (v) err = cli_int("--device", v, 0, 1024, &device); }
     else if (cli_opt(argc, argv, &i, "--membw-bytes", &v, &err)) { if (v) err = cli_size("--membw-bytes", v, &membw); }
     else if (cli_opt(argc, argv, &i, "--seed", &v, &err)) { if (v) err = cli_u64("--seed", v, &seed); }
+    else if (cli_opt(argc, argv, &i, "--repeat", &v, &err)) { if (v) err = cli_int("--repeat", v, 1, 100, &repeat); }
+    else if (cli_opt(argc, argv, &i, "--agree-pct", &v, &err)) { if (v) err = pct_opt("--agree-pct", v, &agree_pct); }
+    else if (cli_opt(argc, argv, &i, "--max-cv", &v, &err)) { if (v) err = pct_opt("--max-cv", v, &max_cv); }
+    else if (cli_opt(argc, argv, &i, "--time-budget", &v, &err)) {
+      char *end = NULL;
+      if (v) budget = strtod(v, &end);
+      if (v && (end == v || *end || !(budget > 0 && budget <= 1e7)))
+        err = VERR("--time-budget '%s': expected seconds > 0", v);
+    }
     else err = VERR("unknown option '%s' (see vouch sweep --help)", a);
     if (err) {
       cli_print_error("sweep");
       return EXIT_USAGE;
     }
+  }
+  if (require_agreement && repeat < 2) {
+    VERR("--require-agreement needs --repeat N with N >= 2 (agreement compares rounds)");
+    cli_print_error("sweep");
+    return EXIT_USAGE;
   }
   /* lists */
   int *batches = NULL, *ctxs = NULL, *tps = NULL, nb = 0, nc = 0, nt = 0;
@@ -362,11 +641,12 @@ int cmd_sweep(int argc, char **argv) {
   int rc = EXIT_USAGE;
   vrecord **recs = NULL;
   int n_recs = 0, cap_recs = 0;
-  sweep_result res;
-  memset(&res, 0, sizeof res);
+  sweep_result *res = calloc((size_t)repeat, sizeof *res);
+  agreement ag;
+  memset(&ag, 0, sizeof ag);
   ds_model m;
   bool model_open = false;
-  if (!paths_buf) { VERR("out of memory"); goto usage; }
+  if (!paths_buf || !res) { VERR("out of memory"); goto usage; }
   for (char *save = NULL, *t = strtok_r(paths_buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     if (np == 64) { VERR("--paths: at most 64 paths"); goto usage; }
     paths[np++] = t;
@@ -386,36 +666,65 @@ int cmd_sweep(int argc, char **argv) {
   rc = EXIT_CHECK_FAILED;
   bool host = false;
   for (int i = 0; i < np; i++) host |= vpaths_find(paths[i])->last_step_ms == NULL;
+  const double t_open = vclock_now();
   if (ds_model_open(&m, model_spec, seed, (int)layers, host)) { cli_print_error("sweep"); goto end; }
   model_open = true;
+  const double open_s = vclock_now() - t_open;
   sweep_opts o = {.paths = paths, .n_paths = np, .batches = batches, .n_batches = nb, .contexts = ctxs,
                   .n_contexts = nc, .tps = tps, .n_tps = nt, .spec_k = spec_k, .spec_al = spec_al, .workload = wl,
                   .routing = &routing, .steps = (int)steps, .warmup = (int)warmup, .seed = seed,
                   .device = (int)device, .n_threads = (int)threads, .membw_bytes = (size_t)membw,
-                  .progress = !no_progress && cli_is_tty(2)};
-  if (sweep_run(&o, &m, &res)) { cli_print_error("sweep"); goto end; }
+                  .progress = !no_progress && cli_is_tty(2), .deadline = budget > 0 ? t_cmd + budget : 0};
   vstatus s = V_OK;
-  cap_recs = res.n + 16;
-  recs = calloc((size_t)cap_recs, sizeof *recs);
-  if (!recs) s = VERR("out of memory");
-  for (int i = 0; s == V_OK && i < res.n; i++) {
-    vrecord *r = point_record(&res.p[i], &o, m.source, &s);
-    if (r) recs[n_recs++] = r;
+  double wall_s = 0;
+  for (int k = 0; k < repeat && s == V_OK; k++) {
+    if (repeat > 1 && o.progress) fprintf(stderr, "round %d of %ld\n", k + 1, repeat);
+    if (sweep_run(&o, &m, &res[k])) { cli_print_error("sweep"); goto end; }
+    wall_s += res[k].wall_s;
+    if (n_recs + res[k].n + 16 > cap_recs) {
+      int nc2 = n_recs + res[k].n + 16;
+      vrecord **nr = realloc(recs, (size_t)nc2 * sizeof *nr);
+      if (!nr) { s = VERR("out of memory"); break; }
+      recs = nr;
+      cap_recs = nc2;
+    }
+    for (int i = 0; s == V_OK && i < res[k].n; i++) {
+      vrecord *r = point_record(&res[k].p[i], &o, m.source, k + 1, (int)repeat, &s);
+      if (r) recs[n_recs++] = r;
+    }
   }
   for (int i = 0; s == V_OK && i < n_peers; i++) s = read_peer(peers[i], &recs, &n_recs, &cap_recs);
   if (s == V_OK) s = add_speedups(recs, n_recs, paths[0]);
-  if (s == V_OK) print_tables(stdout, recs, n_recs, &o, &res);
-  if (s == V_OK && json_file) s = write_json(json_file, recs, n_recs, &o, &res, m.source);
+  if (s == V_OK && repeat > 1) s = agreement_compute(recs, n_recs, (int)repeat, agree_pct, max_cv, &ag);
+  if (s == V_OK) {
+    print_tables(stdout, recs, n_recs, &o, res, (int)repeat);
+    if (repeat > 1) print_agreement(stdout, recs, &ag, (int)repeat);
+    printf("\nsweep wall time %.1f s", wall_s);
+    if (repeat > 1) {
+      printf(" (rounds:");
+      for (int k = 0; k < repeat; k++) printf(" %.1f", res[k].wall_s);
+      printf(" s)");
+    }
+    printf(", model open %.1f s\n", open_s);
+  }
+  if (s == V_OK && json_file)
+    s = write_json(json_file, recs, n_recs, &o, res, (int)repeat, repeat > 1 ? &ag : NULL, open_s, wall_s, m.source);
   for (int i = 0; s == V_OK && rec_current() && i < n_recs; i++) s = rec_emit(recs[i], NULL); /* under vouch run */
   if (s != V_OK) { cli_print_error("sweep"); goto end; }
   rc = EXIT_OK;
+  if (require_agreement && (ag.failed || ag.judged == 0)) {
+    fprintf(stderr, "vouch sweep: repeat-run agreement failed (%d of %d points)\n", ag.failed, ag.judged);
+    rc = EXIT_CHECK_FAILED;
+  }
   goto end;
 usage:
   cli_print_error("sweep");
 end:
   for (int i = 0; i < n_recs; i++) rec_free(recs[i]);
   free(recs);
-  sweep_result_free(&res);
+  for (int k = 0; res && k < repeat; k++) sweep_result_free(&res[k]);
+  free(res);
+  agreement_free(&ag);
   sweep_routing_free(&routing);
   if (model_open) ds_model_close(&m);
   free(batches);

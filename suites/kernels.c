@@ -290,10 +290,38 @@ static vstatus gen_preset(gen_ctx *x) {
       VTRY(emit(x, "r3_n1", ARR(3, 1), NOF, d_i, 1, true, NULL));
       return emit(x, "r5_n17", ARR(5, 17), NOF, d_i, 1, true, NULL);
     }
+    if (x->g->tp > 0) {
+      char nm[32];
+      snprintf(nm, sizeof nm, "tp%d", x->g->tp);
+      VTRY(emit(x, nm, ARR(x->g->tp, D), NOF, d_i, 1, true, NULL));
+      return emit(x, "odd", ARR(x->g->tp, D + 3), NOF, d_i, 1, true, NULL);
+    }
     VTRY(emit(x, "tp2", ARR(2, D), NOF, d_i, 1, true, NULL));
     VTRY(emit(x, "tp4", ARR(4, D), NOF, d_i, 1, true, NULL));
     VTRY(emit(x, "tp8", ARR(8, D), NOF, d_i, 1, true, NULL));
     return emit(x, "tp16_odd", ARR(16, D + 3), NOF, d_i, 1, true, NULL);
+  }
+  if (!strcmp(op, "allreduce_add_rmsnorm")) {
+    const int d_i[] = {VD_SMALLINT};
+    const double eps = c->rms_norm_eps;
+    if (edge) {
+      if (x->g->tp > 0) return V_OK;
+      VTRY(emit(x, "r3_n8", ARR(3, 8), &eps, 1, d_i, 1, false, NULL));
+      return emit(x, "r5_n4", ARR(5, 4), &eps, 1, d_i, 1, false, NULL);
+    }
+    const int ranks[] = {2, 4, 8, 16};
+    for (int i = 0; i < 4; i++) {
+      if (x->g->tp > 0 && ranks[i] != x->g->tp) continue;
+      char nm[32];
+      snprintf(nm, sizeof nm, "tp%d", ranks[i]);
+      VTRY(emit(x, nm, ARR(ranks[i], D), &eps, 1, d_i, 1, false, NULL));
+    }
+    if (x->g->tp > 0 && x->g->tp != 2 && x->g->tp != 4 && x->g->tp != 8 && x->g->tp != 16) {
+      char nm[32];
+      snprintf(nm, sizeof nm, "tp%d", x->g->tp);
+      VTRY(emit(x, nm, ARR(x->g->tp, D), &eps, 1, d_i, 1, false, NULL));
+    }
+    return V_OK;
   }
   return V_OK; /* an op this generator does not know: only its own gen_cases gives it cases */
 }
@@ -686,12 +714,14 @@ vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
     presets = one;
     n_presets = 1;
   }
-  vop_gen_opts g = {.batches = o->batches, .n_batches = o->n_batches, .seeds = o->seeds, .quick = o->quick};
+  vop_gen_opts g = {.batches = o->batches, .n_batches = o->n_batches, .seeds = o->seeds, .quick = o->quick,
+                    .tp = o->tp};
   if (o->table) print_header(o->table);
   double t0 = vclock_now();
   for (int oi = 0; oi < vopreg_n_ops(); oi++) {
     const vop *op = vopreg_op(oi);
     if (o->op && strcmp(op->name, o->op) != 0) continue;
+    if (o->tp > 0 && (!op->dim_names[0] || strcmp(op->dim_names[0], "ranks") != 0)) continue; /* --tp: comm ops */
     const vop_variant *vars[64];
     int nv = 0;
     for (int i = 0; i < vopreg_n_variants() && nv < 64; i++) {

@@ -23,6 +23,7 @@ typedef struct {
   int seeds;             /* seeds per shape and distribution (0: defaults) */
   const char *preset;    /* "tiny", "small", "k2-slice", "edge", "all" (NULL: tiny,small,edge,k2-slice) */
   bool quick;            /* CPU-sized subset (the default for `vouch kernels`) */
+  int tp;                /* > 0: only the communication ops (first dim "ranks"), cases of exactly tp ranks */
   FILE *table;           /* print one table row per case here (NULL: silent) */
   FILE *progress;        /* progress lines (NULL: none) */
 } kernels_opts;

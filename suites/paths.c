@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "reference/cpu/cpu_ref.h"
@@ -35,11 +36,46 @@ const char *vpaths_names(void) {
 #endif
 }
 
-/* Splits "NAME:tpN" into NAME and N (tp 0 when there is no suffix); false on a bad suffix. */
-static bool parse_name(const char *name, char *base, size_t n, int *tp) {
+/* Splits "NAME:tpN" into NAME and N (tp 0 when there is no suffix), with an optional ":dcp"
+ * last ("cpu-ref:tp4:dcp": decode context parallelism over the TP ranks); false on a bad suffix. */
+/* "@VARIANT" strings of opened paths, kept for the process's life (vpath_opts.variant points here;
+ * a vpath may be copied by value). */
+#define MAX_VARIANTS 32
+static char g_variants[MAX_VARIANTS][64];
+static int g_n_variants;
+static pthread_mutex_t g_variants_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *intern_variant(const char *v) {
+  const char *out = NULL;
+  pthread_mutex_lock(&g_variants_mu);
+  for (int i = 0; i < g_n_variants && !out; i++)
+    if (!strcmp(g_variants[i], v)) out = g_variants[i];
+  if (!out && g_n_variants < MAX_VARIANTS) {
+    snprintf(g_variants[g_n_variants], sizeof g_variants[0], "%s", v);
+    out = g_variants[g_n_variants++];
+  }
+  pthread_mutex_unlock(&g_variants_mu);
+  return out;
+}
+
+/* NAME[:tpN][:dcp][@VARIANT] -> base NAME, tp, dcp, variant ("" when none; vsize bytes). */
+static bool parse_name(const char *name, char *base, size_t n, int *tp, bool *dcp, char *variant, size_t vsize) {
   *tp = 0;
+  *dcp = false;
   snprintf(base, n, "%s", name);
+  char *at = strchr(base, '@');
+  if (variant && vsize) variant[0] = 0;
+  if (at) {
+    if (!at[1] || strlen(at + 1) >= 64) return false;
+    if (variant) snprintf(variant, vsize, "%s", at + 1);
+    *at = 0;
+  }
   char *c = strrchr(base, ':');
+  if (c && strcmp(c, ":dcp") == 0) {
+    *dcp = true;
+    *c = 0;
+    c = strrchr(base, ':');
+  }
   if (!c) return true;
   if (strncmp(c, ":tp", 3) != 0) return false;
   char *end;
@@ -53,7 +89,8 @@ static bool parse_name(const char *name, char *base, size_t n, int *tp) {
 const vpath_ops *vpaths_find(const char *name) {
   char base[128];
   int tp;
-  if (!parse_name(name, base, sizeof base, &tp)) return NULL;
+  bool dcp;
+  if (!parse_name(name, base, sizeof base, &tp, &dcp, NULL, 0)) return NULL;
   for (size_t i = 0; i < sizeof g_builtin / sizeof g_builtin[0]; i++)
     if (strcmp(g_builtin[i]->name, base) == 0) return g_builtin[i];
   for (int i = 0; i < g_n_loaded; i++)
@@ -77,7 +114,7 @@ vstatus vpaths_load_lib(const char *file) {
 static tp_group_fn tp_group_of(const vpath_ops *ops) {
   if (ops == &cpu_ref_ops) return tp_threads_group;
 #ifdef VOUCH_HAVE_NCCL
-  if (ops == &cuda_ref_ops) return comm_nccl_tp_group;
+  if (ops == &cuda_ref_ops || ops == &latency_ops) return comm_nccl_tp_group;
 #endif
   return NULL;
 }
@@ -95,7 +132,7 @@ static vstatus open_tp(vpath *p, const vpath_ops *ops, const ds_model *m, const 
   vstatus le;
   bool launched = vcomm_env_launch(&rank, &size, &local, &le);
   if (le) return le;
-  if (ops == &cuda_ref_ops && launched && size > 1) {
+  if ((ops == &cuda_ref_ops || ops == &latency_ops) && launched && size > 1) {
     if (o->tp != size)
       return VERR("--tp %d but the launcher started %d processes: with one process per GPU, --tp must equal the "
                   "world size", o->tp, size);
@@ -116,7 +153,7 @@ static vstatus open_tp(vpath *p, const vpath_ops *ops, const ds_model *m, const 
   if (!group)
     return VERR("path %s: --tp %d: this path has no tensor-parallel support (cpu-ref%s do)", ops->name, o->tp,
 #ifdef VOUCH_HAVE_NCCL
-                " and cuda-ref"
+                ", cuda-ref and latency"
 #else
                 ""
 #endif
@@ -134,18 +171,31 @@ static vstatus open_tp(vpath *p, const vpath_ops *ops, const ds_model *m, const 
 vstatus vpath_open(vpath *p, const char *name, const ds_model *m, const vpath_opts *o) {
   memset(p, 0, sizeof *p);
   const vpath_ops *ops = vpaths_find(name);
-  if (!ops) return VERR("unknown path '%s' (known: %s; NAME:tpN opens TP N)", name, vpaths_names());
+  if (!ops)
+    return VERR("unknown path '%s' (known: %s; NAME:tpN opens TP N, NAME:tpN:dcp adds decode context parallelism)",
+                name, vpaths_names());
   char base[128];
   int tp_suffix = 0;
-  parse_name(name, base, sizeof base, &tp_suffix);
+  bool dcp_suffix = false;
+  char variant[64];
+  parse_name(name, base, sizeof base, &tp_suffix, &dcp_suffix, variant, sizeof variant);
   p->opts = *o;
+  if (variant[0]) { /* NAME@VARIANT overrides --variant */
+    p->opts.variant = intern_variant(variant);
+    if (!p->opts.variant) return VERR("path %s: too many distinct @variants in one process (%d)", name, MAX_VARIANTS);
+  }
   if (tp_suffix > 0) p->opts.tp = tp_suffix;
+  if (dcp_suffix) p->opts.dcp = true;
   vstatus s;
-  if (p->opts.tp > 0) {
+  if (p->opts.dcp && ops != &cpu_ref_ops) {
+    s = VUNSUPPORTED("decode context parallelism: dcp is implemented on cpu-ref only (not %s)", ops->name);
+  } else if (p->opts.dcp && p->opts.tp < 1) {
+    s = VERR("dcp splits the KV cache over the TP ranks: give --tp N or the name NAME:tpN:dcp");
+  } else if (p->opts.tp > 0) {
     s = open_tp(p, ops, m, &p->opts);
   } else {
     p->ops = ops;
-    s = ops->open(&p->state, m, o);
+    s = ops->open(&p->state, m, &p->opts);
   }
   if (s != V_OK) {
     verr_prefix("path %s", name);

@@ -6,7 +6,7 @@
 #include "common/path.h"
 #include "model/model.h"
 
-/* NULL when unknown ("NAME:tpN" finds NAME). */
+/* NULL when unknown ("NAME:tpN", "NAME:tpN:dcp", "NAME@VARIANT" find NAME). */
 const vpath_ops *vpaths_find(const char *name);
 /* Space-separated names of the built-in paths. */
 const char *vpaths_names(void);
@@ -15,8 +15,10 @@ vstatus vpaths_load_lib(const char *file);
 /* Finds and opens a path; unknown names are an error listing the known ones.
  * Tensor parallelism (docs/tensor-parallel.md): o->tp >= 1, or a name "NAME:tpN", opens the
  * TP wrapper (reference/cpu/cpu_tp.h) of NAME at degree N on m's shards: cpu-ref with thread
- * communicators, cuda-ref with NCCL. tp 1 runs the wrapper and its communication calls with
- * one rank (the cost of the TP code path); tp 0 opens the plain path. */
+ * communicators, cuda-ref and latency with NCCL. tp 1 runs the wrapper and its communication
+ * calls with one rank (the cost of the TP code path); tp 0 opens the plain path. ":dcp" adds
+ * decode context parallelism (cpu-ref). "@VARIANT" sets o->variant for this path only, so one
+ * sweep can compare variants of a path ("latency:tp4@tp_rsag", "latency@v5_cublas"). */
 vstatus vpath_open(vpath *p, const char *name, const ds_model *m, const vpath_opts *o);
 void vpath_close(vpath *p);
 

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "model/philox.h"
+#include "model/shard.h"
 #include "suites/paths.h"
 #ifdef VOUCH_HAVE_CUDA
 #include "reference/cuda/cuda_membw.h"
@@ -284,6 +285,7 @@ typedef struct {
   int32_t *tok, *forced;
   float *logits;
   size_t tok_cap, forced_cap, logits_cap;
+  int cur_tp;            /* the grid's TP degree being run (--tp); a path name's ":tpN" overrides it */
 } runner;
 
 static vstatus grow(void **p, size_t *cap, size_t n, size_t esz) {
@@ -326,12 +328,32 @@ static vstatus membw_for(runner *R, const vpath_ops *ops, double *gbs, const cha
   return V_OK;
 }
 
+/* The TP degree of path name `name` ("latency:tp4", "cuda-ref:tp2@x", "cpu-ref:tp4:dcp"), 0 without one. */
+static int name_tp(const char *name) {
+  const char *t = strstr(name, ":tp");
+  if (!t) return 0;
+  char *end;
+  const long v = strtol(t + 3, &end, 10);
+  return end != t + 3 && v > 0 && v < 4096 ? (int)v : 0;
+}
+
+/* Bytes one rank of TP `tp` must read per decode step: the shard's weights (heads and MLP
+ * widths divided, latent projections, router and norms replicated, its vocabulary block of
+ * lm_head) and its KV cache (the MLA latent is replicated on every rank). tp <= 1: the whole
+ * model. A config that does not shard counts whole. */
+static double rank_bytes(const ds_config *c, int tp, int b, int ctx, double experts, bool latent_kv) {
+  ds_config lc;
+  if (tp <= 1 || ds_shard_config(c, tp, &lc) != V_OK) return ds_decode_bytes(c, b, ctx, experts, latent_kv);
+  const int blk = ds_shard_vocab_block(c->vocab_size, tp);
+  return ds_decode_bytes(&lc, b, ctx, experts, latent_kv) - (double)(c->vocab_size - blk) * c->hidden_size * 2.0;
+}
+
 static sweep_point *add_point(runner *R, int pi, int tp, int b, int ctx) {
   sweep_result *res = R->res;
   sweep_point *p = &res->p[res->n++]; /* capacity reserved for the whole grid up front */
   memset(p, 0, sizeof *p);
   snprintf(p->path, sizeof p->path, "%s", R->o->paths[pi]);
-  p->tp = tp;
+  p->tp = name_tp(R->o->paths[pi]) ? name_tp(R->o->paths[pi]) : tp;
   p->batch = b;
   p->ctx = ctx;
   p->prefill_ms = NAN;
@@ -480,6 +502,9 @@ static vstatus run_point(runner *R, const int *act_in, int n_in, sweep_point **p
   }
   /* the steps, interleaved */
   double experts_sum = 0;
+  double got_sum[64] = {0}; /* natural routing: experts the path reported, summed over the timed steps */
+  bool got_ok[64];          /* every timed step of the path reported them */
+  for (int a = 0; a < n; a++) got_ok[a] = !forced && R->open[act[a]].ops->last_experts != NULL;
   for (int step = 0; step < n_all; step++) {
     for (int i = 0; i < b; i++) R->ntok[i] = K1, R->spos[i] = fill + step * AL; /* rewinds K+1-AL each step */
     for (int t = 0; t < T; t++)
@@ -501,6 +526,11 @@ static vstatus run_point(runner *R, const int *act_in, int n_in, sweep_point **p
         continue;
       }
       pts[a]->ms[step] = ms;
+      if (got_ok[a] && step >= o->warmup) { /* read after the timed step: not in its time */
+        const double e = R->open[act[a]].ops->last_experts(R->open[act[a]].state);
+        if (e >= 0 && isfinite(e)) got_sum[a] += e;
+        else got_ok[a] = false;
+      }
     }
   }
   /* figures */
@@ -513,12 +543,14 @@ static vstatus run_point(runner *R, const int *act_in, int n_in, sweep_point **p
     p->tokens_kept = b * AL;
     p->tokens_verified = T;
     p->mean_ctx = fill + (o->warmup + (o->steps - 1) / 2.0) * AL;
-    p->experts_measured = forced;
-    p->experts_touched = forced ? experts_sum / o->steps
-                                : ds_expected_experts(c->n_routed_experts, c->num_experts_per_tok, T);
+    p->experts_from = forced ? EXPERTS_FORCED : got_ok[a] ? EXPERTS_REPORTED : EXPERTS_EXPECTED;
+    p->experts_measured = p->experts_from != EXPERTS_EXPECTED;
+    p->experts_touched = forced      ? experts_sum / o->steps
+                         : got_ok[a] ? got_sum[a] / o->steps
+                                     : ds_expected_experts(c->n_routed_experts, c->num_experts_per_tok, T);
     p->latent_kv = ops->latent_kv;
     /* T tokens run but the weights are read once; KV read per sequence at its mean length */
-    p->bytes_per_step = ds_decode_bytes(c, b, (int)llround(p->mean_ctx), p->experts_touched, p->latent_kv);
+    p->bytes_per_step = rank_bytes(c, p->tp, b, (int)llround(p->mean_ctx), p->experts_touched, p->latent_kv);
     const char *how = "";
     VTRY(membw_for(R, ops, &p->membw_gbs, &how));
     snprintf(p->membw_how, sizeof p->membw_how, "%s", how);
@@ -533,6 +565,7 @@ static vstatus run_point(runner *R, const int *act_in, int n_in, sweep_point **p
  * the reason in why. */
 static bool open_paths(runner *R, const int *act, int n, int max_seq, int max_ctx, char *why, size_t why_n) {
   vpath_opts po = {.max_seq = max_seq, .max_ctx = max_ctx, .n_threads = R->o->n_threads, .device = R->o->device};
+  if (R->cur_tp > 1) po.tp = R->cur_tp; /* --tp N: N ranks (a name's ":tpN" still wins) */
   for (int i = 0; i < n; i++) {
     if (vpath_open(&R->open[act[i]], R->o->paths[act[i]], R->m, &po) != V_OK) {
       snprintf(why, why_n, "%s%s", n > 1 ? "with all paths open together: " : "", verr_msg());
@@ -543,37 +576,74 @@ static bool open_paths(runner *R, const int *act, int n, int max_seq, int max_ct
   return true;
 }
 
+/* True when the sweep's deadline has passed; then marks the pending points of batches bi <= top
+ * (all when top < 0) of the paths act[n] not run and clears them. */
+static bool past_deadline(runner *R, const int *act, int n, bool *pending, sweep_point **pts, int top) {
+  const sweep_opts *o = R->o;
+  if (o->deadline <= 0 || vclock_now() < o->deadline) return false;
+  for (int bi = 0; bi < o->n_batches; bi++) {
+    if (!pending[bi] || (top >= 0 && bi > top)) continue;
+    for (int i = 0; i < n; i++)
+      not_run(pts[act[i] * o->n_batches + bi], false, "time budget spent before this point (--time-budget)");
+    pending[bi] = false;
+  }
+  return true;
+}
+
+/* Runs the pending batches bi <= top of context ctx on the open paths act[n], then closes them. */
+static vstatus run_open(runner *R, const int *act, int n, bool *pending, sweep_point **pts, int ctx, bool inter,
+                        int top) {
+  const sweep_opts *o = R->o;
+  const int nb = o->n_batches;
+  for (int bi = 0; bi <= top; bi++) {
+    if (!pending[bi]) continue;
+    if (past_deadline(R, act, n, pending, pts, top)) break;
+    sweep_point *pp[64];
+    for (int i = 0; i < n; i++) pp[i] = pts[act[i] * nb + bi];
+    char what[80];
+    snprintf(what, sizeof what, "b=%d ctx=%d", o->batches[bi], ctx);
+    progress(R, what);
+    vstatus s = run_point(R, act, n, pp, o->batches[bi], ctx, inter);
+    if (s != V_OK) {
+      close_all(R);
+      return s;
+    }
+    pending[bi] = false;
+  }
+  close_all(R);
+  return V_OK;
+}
+
 /* Runs every pending batch of context ctx on the paths act[n], opening them for the largest
- * batch that fits. pts[pi * nb + bi] is the point of path pi, batch bi. Clears pending. */
+ * batch that fits. pts[pi * nb + bi] is the point of path pi, batch bi. Clears pending; what
+ * stays pending did not fit, with the reason in why[bi]. When the largest batch does not fit,
+ * the smallest pending one is tried next: when that fails too nothing fits, and the batches
+ * between are not opened one by one (each failed open of several paths costs loading weights). */
 static vstatus run_group(runner *R, const int *act, int n, bool *pending, sweep_point **pts, int ctx, bool inter,
                          char (*why)[400]) {
   const sweep_opts *o = R->o;
   const int nb = o->n_batches, span = decode_span(o);
   const int max_ctx = ctx + span <= R->m->cfg.max_position_embeddings ? ctx + span : R->m->cfg.max_position_embeddings;
-  for (int top = nb - 1; top >= 0; top--) {
+  if (past_deadline(R, act, n, pending, pts, -1)) return V_OK;
+  int lo = 0;
+  while (lo < nb && !pending[lo]) lo++;
+  bool probed = false;
+  for (int top = nb - 1; top >= lo; top--) {
     if (!pending[top]) continue;
     char msg[400] = "";
-    if (!open_paths(R, act, n, o->batches[top], max_ctx, msg, sizeof msg)) {
-      for (int bi = top; bi < nb; bi++)
-        if (pending[bi]) snprintf(why[bi], sizeof why[bi], "%s", msg);
-      continue;
-    }
-    for (int bi = 0; bi <= top; bi++) {
-      if (!pending[bi]) continue;
-      sweep_point *pp[64];
-      for (int i = 0; i < n; i++) pp[i] = pts[act[i] * nb + bi];
-      char what[80];
-      snprintf(what, sizeof what, "b=%d ctx=%d", o->batches[bi], ctx);
-      progress(R, what);
-      vstatus s = run_point(R, act, n, pp, o->batches[bi], ctx, inter);
-      if (s != V_OK) {
-        close_all(R);
-        return s;
+    if (open_paths(R, act, n, o->batches[top], max_ctx, msg, sizeof msg))
+      return run_open(R, act, n, pending, pts, ctx, inter, top);
+    for (int bi = top; bi < nb; bi++)
+      if (pending[bi]) snprintf(why[bi], sizeof why[bi], "%s", msg);
+    if (!probed && top > lo) {
+      probed = true;
+      if (!open_paths(R, act, n, o->batches[lo], max_ctx, msg, sizeof msg)) {
+        for (int bi = lo; bi < top; bi++)
+          if (pending[bi]) snprintf(why[bi], sizeof why[bi], "%s", msg);
+        return V_OK;
       }
-      pending[bi] = false;
+      VTRY(run_open(R, act, n, pending, pts, ctx, inter, lo));
     }
-    close_all(R);
-    break;
   }
   return V_OK;
 }
@@ -640,10 +710,12 @@ vstatus sweep_run(const sweep_opts *o_in, const ds_model *m, sweep_result *res) 
       const int tp = o.tps[ti];
       for (int bi = 0; bi < nb; bi++)
         for (int pi = 0; pi < np; pi++) pts[pi * nb + bi] = add_point(&R, pi, tp, bs[bi], ctx);
-      if (tp != 1 || span > m->cfg.max_position_embeddings) {
+      R.cur_tp = tp;
+      vstatus tps = tp > 1 ? ds_shard_check(&m->cfg, tp) : V_OK;
+      if (tps != V_OK || span > m->cfg.max_position_embeddings) {
         for (int i = 0; i < np * nb; i++) {
-          if (tp != 1)
-            not_run(pts[i], false, "tensor parallelism not built (TP=%d)", tp);
+          if (tps != V_OK)
+            not_run(pts[i], false, "TP %d: %s", tp, verr_msg());
           else
             not_run(pts[i], false, "%d decode positions exceed max_position_embeddings %d", span,
                     m->cfg.max_position_embeddings);

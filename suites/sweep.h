@@ -15,8 +15,9 @@
  *   tokens (timed separately), then the same decode steps.
  * - Step time: the path's last_step_ms (device events) when it has one, else the wall clock.
  * - Roofline: ds_decode_bytes() with the experts actually touched (distinct ids per MoE layer
- *   under forced routing; under natural routing the ids are not visible, so the expected
- *   number for uniform choice is used and the point says so) and the KV layout of the path
+ *   under forced routing; under natural routing the experts the path reports it selected
+ *   (vpath_ops.last_experts, read after each timed step), or, for a path that cannot tell, the
+ *   expected number for uniform choice, and the point says which) and the KV layout of the path
  *   (vpath_ops.latent_kv), over the copy bandwidth measured in the same run (cuda_membw on
  *   the GPU for paths with last_step_ms, a memcpy for host paths).
  *
@@ -85,7 +86,15 @@ typedef struct {
   int n_threads;            /* host paths (0: all cores) */
   size_t membw_bytes;       /* copy size for the bandwidth measurement (0: 4 GiB GPU, 1 GiB host) */
   bool progress;            /* progress bar on stderr */
+  double deadline;          /* vclock_now() time after which no point starts (not run, with the reason); 0: none */
 } sweep_opts;
+
+/* Where a point's experts_touched comes from. */
+typedef enum {
+  EXPERTS_FORCED = 0,   /* forced routing: distinct forced ids of the timed steps (exact) */
+  EXPERTS_REPORTED,     /* natural routing: the path's last_experts() after each timed step (exact) */
+  EXPERTS_EXPECTED,     /* natural routing, path cannot tell: expected distinct under uniform choice */
+} sweep_experts_from;
 
 typedef struct {
   char path[32];
@@ -104,7 +113,8 @@ typedef struct {
   int tokens_verified;      /* tokens run per step: batch * (K+1) */
   double mean_ctx;          /* mean cached length attended in the timed steps */
   double experts_touched;   /* distinct routed experts per MoE layer per timed step (mean) */
-  bool experts_measured;    /* true: counted from forced ids; false: expected under uniform choice */
+  sweep_experts_from experts_from; /* how experts_touched was obtained */
+  bool experts_measured;    /* experts_from != EXPERTS_EXPECTED: counted, not estimated */
   bool latent_kv;           /* the path's KV layout used in the byte count */
   double bytes_per_step;    /* ds_decode_bytes for this point */
   double membw_gbs;         /* copy bandwidth (read + write) of the path's memory, GB/s */

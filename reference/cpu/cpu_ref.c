@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "model/philox.h"
 #include "model/shard.h"
+#include "reference/cpu/cpu_dcp.h"
 #include "reference/cpu/ops.h"
 
 #define PATH_NAME "cpu-ref"
@@ -50,12 +51,15 @@ typedef struct {
   int nthr;              /* threads for attention */
   float *scores;         /* [nthr, max_ctx] attention scratch */
   int64_t step;          /* forward() calls so far */
+  double experts_sum;    /* distinct routed experts summed over the MoE layers of the last forward() */
+  int experts_layers;    /* MoE layers counted in experts_sum (0: unknown) */
   /* tensor parallelism (model/shard.h): NULL comm = unsharded */
   const vcomm *comm;     /* this rank's communicator (vpath_opts.comm) */
   int v0, v1, vblk;      /* lm_head rows cover vocab [v0, v1); gather blocks of vblk = ceil(V/N) rows */
   float *lg_local;       /* [rows, vblk] this rank's logit block */
   float *lg_all;         /* [N, rows, vblk] the gathered blocks */
   int lg_rows;           /* rows the two logit buffers hold */
+  cpu_dcp *dcp;          /* decode context parallelism (cpu_dcp.h): the KV cache lives there; NULL: off */
 } cpu_ref;
 
 static size_t kv_bytes_per_pos(const cpu_ref *r) {
@@ -142,6 +146,7 @@ static void ref_close(void *state) {
   free(r->out_row);
   free(r->lg_local);
   free(r->lg_all);
+  cpu_dcp_close(r->dcp);
   free(r);
 }
 
@@ -224,6 +229,16 @@ static vstatus ref_open(void **state, const ds_model *m, const vpath_opts *o) {
   }
   r->attn_factor = (float)ds_rope_inv_freq(c, r->inv_freq);
   r->scale = (float)ds_attention_scale(c);
+  if (o->dcp) { /* the KV cache is cpu_dcp's: positions p % N == rank, all heads */
+    const cpu_dcp_dims dd = {.max_seq = o->max_seq, .max_ctx = o->max_ctx, .layers = r->L, .local_heads = r->H,
+                             .nope = r->nope, .rope = r->rope, .vd = r->vd, .scale = r->scale,
+                             .n_threads = r->nthr, .kv_limit = r->kv_limit};
+    vstatus e = cpu_dcp_open(&r->dcp, o->comm, &dd);
+    if (e != V_OK) {
+      ref_close(r);
+      return e;
+    }
+  }
   for (int l = 0; l < r->L; l++) {
     const ds_layer *y = &m->layers[l];
     if (!y->is_moe) continue;
@@ -346,6 +361,7 @@ static void cache_write(cpu_ref *r, int l, int T) {
     int s = r->tok_slot[t], p = r->tok_pos[t];
     float *krot = r->ckv + (size_t)t * (kvl + rope) + kvl;
     cpu_rope(krot, rope, p, r->inv_freq, r->attn_factor, r->c.rope_interleave);
+    if (r->dcp) continue; /* DCP: the owner rank stores after the exchange (cpu_dcp.c) */
     float *kd = r->kc[s * r->L + l] + (size_t)p * H * qk;
     float *vdst = r->vc[s * r->L + l] + (size_t)p * H * vd;
     for (int h = 0; h < H; h++) {
@@ -358,7 +374,7 @@ static void cache_write(cpu_ref *r, int l, int T) {
 }
 
 /* Attention block for all T rows of layer l: xn -> r->o2 (after o_proj). Writes the cache. */
-static void attention(cpu_ref *r, int l, int T) {
+static vstatus attention(cpu_ref *r, int l, int T) {
   const ds_layer *y = &r->m->layers[l];
   const int H = r->H, qk = r->qk, vd = r->vd, nope = r->nope, rope = r->rope;
   const int il = r->c.rope_interleave;
@@ -375,6 +391,11 @@ static void attention(cpu_ref *r, int l, int T) {
   for (int t = 0; t < T; t++)
     for (int h = 0; h < H; h++)
       cpu_rope(r->q + ((size_t)t * H + h) * qk + nope, rope, r->tok_pos[t], r->inv_freq, r->attn_factor, il);
+  if (r->dcp) { /* DCP: exchange q/k/v, partial attention over this rank's positions, lse combine */
+    VTRY(cpu_dcp_attention(r->dcp, l, T, r->tok_slot, r->tok_pos, r->q, r->kv, r->ckv + r->kvl, r->kvl + rope, r->att));
+    cpu_linear(r->o2, r->att, y->o_proj, T);
+    return V_OK;
+  }
   /* each (token, head) attends to positions [0, pos] of its slot */
   int64_t work = 0;
   for (int t = 0; t < T; t++) work += (int64_t)(r->tok_pos[t] + 1) * H * (qk + vd);
@@ -388,6 +409,7 @@ static void attention(cpu_ref *r, int l, int T) {
                (int64_t)H * qk, r->vc[s * r->L + l] + (size_t)h * vd, (int64_t)H * vd, p + 1, qk, vd, r->scale, sc);
   }
   cpu_linear(r->o2, r->att, y->o_proj, T);
+  return V_OK;
 }
 
 /* Router weights of forced experts idx[K] from one token's router logits: sigmoid scores,
@@ -429,6 +451,8 @@ static vstatus moe(cpu_ref *r, int l, int T, const int32_t *forced) {
       r->ecount[e]++;
     }
   }
+  for (int e = 0; e < E; e++) r->experts_sum += r->ecount[e] > 0;
+  r->experts_layers++;
   /* group (token, weight) pairs by expert, tokens ascending within an expert */
   int off = 0;
   for (int e = 0; e < E; e++) {
@@ -479,6 +503,7 @@ static void trace_step(cpu_ref *r, const vstep *s, int T, int R) {
   vtrace_ran(tr, PATH_NAME, "rope", "cpu", d);
   snprintf(d, sizeof d, "expanded kv cache f32, tokens=%d heads=%d", T, r->H);
   vtrace_ran(tr, PATH_NAME, "attention", "cpu", d);
+  cpu_dcp_trace(r->dcp, tr, PATH_NAME, T);
   if (r->c.first_k_dense_replace > 0 || r->E == 0) vtrace_ran(tr, PATH_NAME, "mlp", "cpu", "dense swiglu");
   if (r->E > 0 && r->c.first_k_dense_replace < r->L) {
     snprintf(d, sizeof d, "E=%d top%d groups %d/%d", r->E, r->K, r->c.topk_group, r->c.n_group);
@@ -525,7 +550,9 @@ static vstatus ref_forward(void *state, const vstep *s, float *logits) {
   const int T = vstep_total_tokens(s), D = r->D;
   const float eps = (float)r->c.rms_norm_eps;
   VTRY(ensure_rows(r, T));
-  for (int i = 0; i < s->n_seq; i++) VTRY(ensure_cap(r, s->seq[i], s->start_pos[i] + s->n_tokens[i]));
+  for (int i = 0; i < s->n_seq; i++)
+    VTRY(r->dcp ? cpu_dcp_reserve(r->dcp, s->seq[i], s->start_pos[i] + s->n_tokens[i])
+                : ensure_cap(r, s->seq[i], s->start_pos[i] + s->n_tokens[i]));
   cpu_ops_set_threads(r->o.n_threads);
 
   int R = 0;
@@ -537,11 +564,13 @@ static vstatus ref_forward(void *state, const vstep *s, float *logits) {
     }
 
   cpu_embed(r->x, s->tokens, r->m->embed, T);
+  r->experts_sum = 0;
+  r->experts_layers = 0;
   int moe_j = 0; /* index of the next MoE layer (forced_experts is [n_moe_layers][T][K]) */
   for (int l = 0; l < r->L; l++) {
     const ds_layer *y = &r->m->layers[l];
     cpu_rmsnorm(r->xn, r->x, y->input_layernorm, T, D, eps);
-    attention(r, l, T);
+    VTRY(attention(r, l, T));
     if (r->comm) VTRY(r->comm->allreduce_sum(r->comm, r->o2, (int64_t)T * D, DT_F32, NULL)); /* TP: sum heads */
     cpu_add_rmsnorm(r->xn, r->x, r->o2, y->post_attention_layernorm, T, D, eps);
     if (y->is_moe) {
@@ -581,7 +610,7 @@ static vstatus ref_fill_cache(void *state, int seq, int len, uint64_t seed) {
     return VERR(PATH_NAME ": fill_cache: slot %d out of range [0, %d)", seq, r->o.max_seq);
   if (len < 0 || len > r->o.max_ctx)
     return VERR(PATH_NAME ": fill_cache: length %d out of range [0, %d] (max_ctx)", len, r->o.max_ctx);
-  if (len > 0) VTRY(ensure_cap(r, seq, len));
+  if (len > 0) VTRY(r->dcp ? cpu_dcp_reserve(r->dcp, seq, len) : ensure_cap(r, seq, len));
   /* the shared rule (common/path.h): the compressed vector of each position is synthetic,
    * then the normal cache-write ops run on it, in chunks of positions */
   const int w = r->kvl + r->rope, chunk = len < 256 ? (len > 0 ? len : 1) : 256;
@@ -600,6 +629,8 @@ static vstatus ref_fill_cache(void *state, int seq, int len, uint64_t seed) {
       for (int64_t i = 0; i < (int64_t)c * w; i++)
         r->ckv[i] = bf16_to_f32(f32_to_bf16(philox_symmetric(key, (uint64_t)p0 * (uint64_t)w + (uint64_t)i)));
       cache_write(r, l, c);
+      if (r->dcp) /* DCP: exchange k/v over the ranks, the owners store */
+        VTRY(cpu_dcp_fill(r->dcp, l, c, r->tok_slot, r->tok_pos, r->kv, r->ckv + r->kvl, w));
     }
   }
   if (r->o.trace) {
@@ -611,6 +642,12 @@ static vstatus ref_fill_cache(void *state, int seq, int len, uint64_t seed) {
   return V_OK;
 }
 
+/* Distinct routed experts of the last forward(), mean over MoE layers (vpath_ops.last_experts). */
+static double ref_last_experts(void *state) {
+  const cpu_ref *r = state;
+  return r && r->experts_layers > 0 ? r->experts_sum / r->experts_layers : -1.0;
+}
+
 const vpath_ops cpu_ref_ops = {
     .name = PATH_NAME,
     .desc = "CPU reference: plain C, float32, HF DeepseekV3 semantics, expanded per-head KV cache",
@@ -620,4 +657,5 @@ const vpath_ops cpu_ref_ops = {
     .reset = ref_reset,
     .fill_cache = ref_fill_cache,
     .close = ref_close,
+    .last_experts = ref_last_experts,
 };

@@ -263,6 +263,12 @@ static double tp_last_ms(void *state) {
   return mx;
 }
 
+/* Rank 0's count: the router is replicated, so every rank selects the same experts. */
+static double tp_last_experts(void *state) {
+  tp_state *tp = state;
+  return tp->rk[0].st ? tp->inner->last_experts(tp->rk[0].st) : -1.0;
+}
+
 void tp_path_make_ops(vpath_ops *ops, const vpath_ops *inner) {
   memset(ops, 0, sizeof *ops);
   ops->name = inner->name;
@@ -273,6 +279,7 @@ void tp_path_make_ops(vpath_ops *ops, const vpath_ops *inner) {
   ops->reset = tp_reset;
   ops->fill_cache = inner->fill_cache ? tp_fill : NULL;
   ops->last_step_ms = inner->last_step_ms ? tp_last_ms : NULL;
+  ops->last_experts = inner->last_experts ? tp_last_experts : NULL;
   ops->close = tp_close;
 }
 
@@ -354,6 +361,11 @@ static double one_last_ms(void *state) {
   return k->inner->last_step_ms(k->st);
 }
 
+static double one_last_experts(void *state) {
+  tp_one *k = state;
+  return k->inner->last_experts(k->st);
+}
+
 void tp_path_make_rank_ops(vpath_ops *ops, const vpath_ops *inner) {
   memset(ops, 0, sizeof *ops);
   ops->name = inner->name;
@@ -364,5 +376,6 @@ void tp_path_make_rank_ops(vpath_ops *ops, const vpath_ops *inner) {
   ops->reset = one_reset;
   ops->fill_cache = inner->fill_cache ? one_fill : NULL;
   ops->last_step_ms = inner->last_step_ms ? one_last_ms : NULL;
+  ops->last_experts = inner->last_experts ? one_last_experts : NULL;
   ops->close = one_close;
 }

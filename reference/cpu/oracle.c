@@ -1006,6 +1006,77 @@ static vop_tol allreduce_tol(const vop_case *c, int out, vdtype act) {
                    "reduction order gives bitwise the oracle's value on every rank");
 }
 
+/* ---------------- allreduce_add_rmsnorm ---------------- */
+/* The TP reduce fused with the residual add and the next RMSNorm (kernels/latency_tp.h): rank r
+ * of R holds part[r] [B, n]; every rank ends with x = res + sum_r part[r] and xn = rmsnorm(x) * w.
+ * part and res are small integers, so x is exact whatever the summation order (bitwise check);
+ * xn goes through rsqrt and bf16 (bound as rmsnorm), and must be bitwise the same on every rank
+ * (the replicated router downstream reads it). d0 ranks, d1 n; f0 eps. Outputs are per rank. */
+
+static vstatus arn_layout(const vop_case *c, vop_layout *l) {
+  const int64_t R = c->d[0], n = (int64_t)c->batch * c->d[1];
+  l->n = 0;
+  set_buf(l, "part", DT_F32, R * n, false, 0);
+  set_buf(l, "res", DT_F32, n, false, 0);
+  set_buf(l, "w", DT_BF16, c->d[1], false, 0);
+  set_buf(l, "x", DT_F32, R * n, true, VM_EXACT);
+  set_buf(l, "xn", DT_F32, R * n, true, VM_CUSTOM);
+  return V_OK;
+}
+static vstatus arn_gen(const vop_case *c, const vop_layout *l, void **h) {
+  oracle_fill_f32(h[0], l->b[0].n, VD_SMALLINT, key_of(c, "part"), 1.0, 0);
+  oracle_fill_f32(h[1], l->b[1].n, VD_SMALLINT, key_of(c, "res"), 1.0, 0);
+  gen_norm_weight(c, h[2], c->d[1]);
+  return V_OK;
+}
+static vstatus arn_oracle(const vop_case *c, const vop_layout *l, void *const *h, double **ref) {
+  const int64_t R = c->d[0], n = c->d[1], rows = c->batch, rn = rows * n;
+  const float *part = h[0], *res = h[1];
+  for (int64_t b = 0; b < rows; b++) {
+    double *x = ref[3] + b * n;
+    for (int64_t i = 0; i < n; i++) {
+      double s = res[b * n + i];
+      for (int64_t r = 0; r < R; r++) s += part[r * rn + b * n + i];
+      x[i] = s;
+    }
+    rmsnorm_f64(ref[4] + b * n, x, h[2], (int)n, c->f[0]);
+  }
+  for (int64_t r = 1; r < R; r++) {
+    memcpy(ref[3] + r * rn, ref[3], sizeof(double) * (size_t)rn);
+    memcpy(ref[4] + r * rn, ref[4], sizeof(double) * (size_t)rn);
+  }
+  return V_OK;
+}
+static double arn_check(const vop_case *c, const vop_layout *l, void *const *buf, double *const *ref, int out,
+                        char *note) {
+  (void)out;
+  const int64_t R = c->d[0], rn = (int64_t)c->batch * c->d[1];
+  const float *y = buf[4];
+  int64_t differ = 0;
+  for (int64_t r = 1; r < R; r++)
+    for (int64_t i = 0; i < rn; i++)
+      if (memcmp(&y[r * rn + i], &y[i], sizeof(float)) != 0) differ++;
+  if (differ) {
+    snprintf(note, 160, "ranks disagree on %lld normed elements (the replicated router would diverge)",
+             (long long)differ);
+    return INFINITY;
+  }
+  double ss = 0;
+  for (int64_t i = 0; i < rn; i++) ss += ref[4][i] * ref[4][i];
+  const double floor = 1e-6 * sqrt(ss / (double)(rn > 0 ? rn : 1));
+  double err = 0;
+  for (int64_t i = 0; i < R * rn; i++) {
+    const double e = fabs((double)y[i] - ref[4][i]) / (fabs(ref[4][i]) + floor);
+    if (!(e <= err)) err = e; /* NaN propagates */
+  }
+  (void)l;
+  return err;
+}
+static vop_tol arn_tol(const vop_case *c, int out, vdtype act) {
+  if (out == 3) return tol(0, 0, "x = res + sum of integer partials: exact in f32 in any order, on every rank");
+  return norm_tol(c, act);
+}
+
 /* ---------------- the table ---------------- */
 
 #define OP(nm, ds, dn, pfx, chk)                                                                  \
@@ -1035,11 +1106,13 @@ OP("moe_combine", "out = resid + (sum_k w_k y_k + shared)", DN("hidden", "topk")
 OP("sample", "token sampling given uniforms: greedy, temperature, top-k, top-p (common/sampling.c order)",
    DN("vocab", "top_k"), sample, sample_check);
 OP("allreduce", "sum all-reduce over simulated ranks (exact on small integers)", DN("ranks", "n"), allreduce, NULL);
+OP("allreduce_add_rmsnorm", "TP reduce fused with residual add + RMSNorm: x = res + sum_r part_r, xn = rmsnorm(x)",
+   DN("ranks", "n"), arn, arn_check);
 
 void oracle_register_ops(void) {
   static const vop *const all[] = {&op_embed, &op_rmsnorm, &op_add_rmsnorm, &op_linear, &op_rope,
                                    &op_mla_decode, &op_mla_absorbed, &op_attn_partial, &op_lse_combine,
-                                   &op_router, &op_swiglu, &op_moe_combine, &op_sample, &op_allreduce};
+                                   &op_router, &op_swiglu, &op_moe_combine, &op_sample, &op_allreduce, &op_arn};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (vopreg_add_op(all[i]) != V_OK) fprintf(stderr, "vouch: %s\n", verr_msg());
 }

@@ -18,6 +18,7 @@
  *   moe_combine  d0 hidden, d1 top-k
  *   sample       d0 vocab, d1 top_k (0 off)          f0 temperature (<= 0 greedy), f1 top_p
  *   allreduce    d0 ranks, d1 elements per rank
+ *   allreduce_add_rmsnorm  d0 ranks, d1 n (hidden)   f0 eps; per-rank outputs x, xn
  */
 #ifndef VOUCH_REFERENCE_CPU_ORACLE_H
 #define VOUCH_REFERENCE_CPU_ORACLE_H

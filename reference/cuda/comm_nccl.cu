@@ -50,6 +50,14 @@ static vstatus n_allgather(const vcomm *c, const void *send, void *recv, int64_t
   return V_OK;
 }
 
+static vstatus n_reduce_scatter(const vcomm *c, const void *send, void *recv, int64_t n, vdtype dt, void *stream) {
+  const nrank *k = (const nrank *)c->ctx;
+  ncclDataType_t t = ncclFloat32;
+  VTRY(nccl_type(dt, &t));
+  NCCL_CHECK(ncclReduceScatter(send, recv, (size_t)n, t, ncclSum, k->comm, (cudaStream_t)stream));
+  return V_OK;
+}
+
 /* ---- one process, N GPUs ---- */
 
 typedef struct {
@@ -147,6 +155,7 @@ extern "C" vstatus comm_nccl_tp_group(vcomm_group **out, int size, const vpath_o
     g->comms[r].ctx = &g->rk[r];
     g->comms[r].allreduce_sum = n_allreduce;
     g->comms[r].allgather = n_allgather;
+    g->comms[r].reduce_scatter_sum = n_reduce_scatter;
   }
   free(devs);
   free(cs);
@@ -238,6 +247,7 @@ extern "C" vstatus comm_nccl_from_env(vcomm **out, int device) {
   c->ctx = k;
   c->allreduce_sum = n_allreduce;
   c->allgather = n_allgather;
+  c->reduce_scatter_sum = n_reduce_scatter;
   *out = c;
   return V_OK;
 }

@@ -73,6 +73,8 @@ typedef struct {
   const int32_t *forced;     /* vstep.forced_experts of the current step, or NULL */
   int moe_j;                 /* index of the MoE layer being run (rows of `forced`) */
   int step_T;                /* tokens of the current step */
+  double experts_sum;        /* distinct routed experts summed over the MoE layers of the last forward() */
+  int experts_layers;        /* MoE layers counted in experts_sum (0: unknown) */
   /* weights */
   void *warena;              /* one allocation holding every weight */
   size_t wbytes;
@@ -534,6 +536,10 @@ static vstatus moe_block(cstate *S, dlayer *d, int T, float *acc) {
     if (e < 0 || e >= E) return VERR(PATH_NAME ": router chose expert %d (of %d) for row %zu", e, E, i / K);
     S->h_off[e + 1]++;
   }
+  /* distinct experts of this layer (vpath_ops.last_experts): the ids are on the host already for
+   * the bucketing, so counting them adds no device work to the timed step */
+  for (int e = 0; e < E; e++) S->experts_sum += S->h_off[e + 1] > 0;
+  S->experts_layers++;
   for (int e = 0; e < E; e++) S->h_off[e + 1] += S->h_off[e];
   for (int e = 0; e < E; e++) S->h_cur[e] = S->h_off[e];
   for (int t = 0; t < T; t++)
@@ -702,6 +708,8 @@ static vstatus cr_forward(void *st, const vstep *s, float *logits) {
   S->forced = s->forced_experts;
   S->moe_j = 0;
   S->step_T = T;
+  S->experts_sum = 0;
+  S->experts_layers = 0;
   CUDA_CHECK(cudaEventRecord(S->ev_start, S->stream));
   const size_t ib = (size_t)T * sizeof(int32_t);
   CUDA_CHECK(cudaMemcpyAsync(S->tok, S->h_tok, ib, cudaMemcpyHostToDevice, S->stream));
@@ -741,6 +749,12 @@ static vstatus cr_forward(void *st, const vstep *s, float *logits) {
 static double cr_last_step_ms(void *st) {
   const cstate *S = (const cstate *)st;
   return S ? (double)S->last_ms : NAN;
+}
+
+/* Distinct routed experts of the last forward(), mean over MoE layers (vpath_ops.last_experts). */
+static double cr_last_experts(void *st) {
+  const cstate *S = (const cstate *)st;
+  return S && S->experts_layers > 0 ? S->experts_sum / S->experts_layers : -1.0;
 }
 
 static vstatus cr_reset(void *st, int seq) {
@@ -1001,4 +1015,6 @@ extern "C" const vpath_ops cuda_ref_ops = {
     cr_fill_cache,
     cr_last_step_ms,
     cr_close,
+    false, /* latent_kv: K/V expanded per head */
+    cr_last_experts,
 };

@@ -5,28 +5,10 @@
  * Launchers are C-callable (cuda_ref_kernels.h) so the numerics suite can call them. */
 #include "reference/cuda/cuda_common.h"
 #include "reference/cuda/cuda_ref_kernels.h"
+#include "reference/cuda/cuda_device.h"
 
 #define FULL_MASK 0xffffffffu
 
-static __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((unsigned)h << 16); }
-static __device__ __forceinline__ uint16_t f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
-
-/* Sum over the block (blockDim.x a multiple of 32); red is 32 floats of shared memory.
- * Every thread gets the result. */
-static __device__ float block_sum(float v, float *red) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
-  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
-  __syncthreads(); /* red may still be read by a previous call */
-  if (l == 0) red[w] = v;
-  __syncthreads();
-  if (w == 0) {
-    float s = l < nw ? red[l] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL_MASK, s, o);
-    if (l == 0) red[0] = s;
-  }
-  __syncthreads();
-  return red[0];
-}
 
 static __device__ float block_max(float v, float *red) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));

@@ -8,13 +8,19 @@ no synthetic KV fill), then `warmup` + `steps` single-token decode steps, each t
 events. Writes records in the sweep's JSON format (see runner/cmd_sweep.c), merged with
 `vouch sweep --peer FILE`. The checkpoint is a directory, e.g. one written by
 `vouch model synth --preset small --out DIR`.
+The output file is rewritten after every point: points not reached yet are listed as not run, so a
+run stopped by a time limit (`timeout`, --time-budget) still leaves valid records of what finished.
+--time-budget S: no new point starts after S seconds (the rest are not run, with that reason).
+torch.compile recompiles for each new shape: the warm-up steps absorb it (params first_step_ms).
 
 usage: hf_decode.py --model DIR --batch 1,2,4 --context 1k,8k [--steps 20] [--warmup 3]
-                    [--paths hf-eager,hf-compiled] [--seed 0] --out FILE
+                    [--paths hf-eager,hf-compiled] [--seed 0] [--prefill-chunk N]
+                    [--time-budget S] --out FILE
 """
 import argparse
 import json
 import math
+import os
 import sys
 import time
 
@@ -111,6 +117,7 @@ def main():
     ap.add_argument("--paths", default="hf-eager,hf-compiled")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prefill-chunk", type=int, default=4096, help="tokens per sequence per prefill call")
+    ap.add_argument("--time-budget", type=float, default=0, help="seconds after which no new point starts (0: none)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
 
@@ -122,12 +129,37 @@ def main():
         print("hf_decode.py: needs a CUDA device", file=sys.stderr)
         return 2
     dev = torch.device("cuda")
-    model = DeepseekV3ForCausalLM.from_pretrained(a.model, dtype=torch.bfloat16, attn_implementation="eager")
-    model.to(dev).eval()
+    t_start = time.time()
+    load_s = None
+    paths = a.paths.split(",")
+    grid = [(ctx, b, path) for ctx in sizes(a.context) for b in sizes(a.batch) for path in paths]
+    done = {}
+
+    def save():
+        """Writes every point: finished ones as run, the rest as not run (not reached)."""
+        recs = [done.get(k) or not_run(k[2], k[1], k[0], a.model, "not reached: hf_decode.py was stopped first")
+                for k in grid]
+        doc = {"schema": "vouch-sweep/1", "tool": "scripts/peers/hf_decode.py", "model": a.model,
+               "options": {"workload": "decode", "routing": "natural", "spec_k": 0, "spec_al": 1,
+                           "steps": a.steps, "warmup": a.warmup, "seed": a.seed, "paths": paths},
+               "wall_s": time.time() - t_start, "model_load_s": load_s, "records": recs}
+        tmp = a.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(tmp, a.out)
+
+    save()
+    try:  # straight onto the GPU (no host copy of the weights); older stacks: load, then move
+        model = DeepseekV3ForCausalLM.from_pretrained(a.model, dtype=torch.bfloat16, attn_implementation="eager",
+                                                      device_map="cuda")
+    except (ImportError, ValueError, TypeError):
+        model = DeepseekV3ForCausalLM.from_pretrained(a.model, dtype=torch.bfloat16, attn_implementation="eager")
+        model.to(dev)
+    model.eval()
+    load_s = time.time() - t_start
+    print(f"hf_decode: model loaded in {load_s:.1f} s", file=sys.stderr)
     vocab = model.config.vocab_size
     gen = torch.Generator(device="cpu").manual_seed(a.seed)
-    records = []
-    t_start = time.time()
 
     def fill(b, ctx, cache, static):
         """Untimed prefill of ctx random tokens per sequence into cache."""
@@ -148,48 +180,53 @@ def main():
             return StaticCache(config=model.config, max_cache_len=max_len)
 
     compiled = None
-    for ctx in sizes(a.context):
-        for b in sizes(a.batch):
-            for path in a.paths.split(","):
-                n_all = a.warmup + a.steps
-                try:
-                    with torch.no_grad():
-                        static = path == "hf-compiled"
-                        if static:
-                            cache = make_static(b, ctx + n_all + 1)
-                            if compiled is None:
-                                compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=False)
-                            fwd = compiled
-                        else:
-                            from transformers import DynamicCache
-                            cache = DynamicCache()
-                            fwd = model.forward
-                        tok = fill(b, ctx, cache, static) if ctx > 0 else torch.zeros((b, 1), dtype=torch.long, device=dev)
-                        ms = []
-                        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                        for i in range(n_all):
-                            pos = torch.tensor([ctx + i], device=dev)
-                            e0.record()
-                            out = fwd(input_ids=tok, past_key_values=cache, use_cache=True, cache_position=pos,
-                                      position_ids=pos.unsqueeze(0).expand(b, -1))
-                            e1.record()
-                            torch.cuda.synchronize()
-                            ms.append(e0.elapsed_time(e1))
-                            tok = out.logits[:, -1:].argmax(-1)
-                        records.append(record(path, b, ctx, ms, a.warmup, a.model,
+    for ctx, b, path in grid:
+        if a.time_budget > 0 and time.time() - t_start > a.time_budget:
+            done[(ctx, b, path)] = not_run(path, b, ctx, a.model, f"time budget of {a.time_budget:g} s spent before this point")
+            continue
+        n_all = a.warmup + a.steps
+        try:
+            with torch.no_grad():
+                static = path == "hf-compiled"
+                if static:
+                    cache = make_static(b, ctx + n_all + 1)
+                    if compiled is None:
+                        compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=False)
+                    fwd = compiled
+                else:
+                    from transformers import DynamicCache
+                    cache = DynamicCache()
+                    fwd = model.forward
+                t_fill = time.time()
+                tok = fill(b, ctx, cache, static) if ctx > 0 else torch.zeros((b, 1), dtype=torch.long, device=dev)
+                torch.cuda.synchronize()
+                fill_s = time.time() - t_fill
+                ms = []
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                t_first = time.time()
+                for i in range(n_all):
+                    pos = torch.tensor([ctx + i], device=dev)
+                    e0.record()
+                    out = fwd(input_ids=tok, past_key_values=cache, use_cache=True, cache_position=pos,
+                              position_ids=pos.unsqueeze(0).expand(b, -1))
+                    e1.record()
+                    torch.cuda.synchronize()
+                    ms.append(e0.elapsed_time(e1))
+                    if i == 0:
+                        first_s = time.time() - t_first
+                    tok = out.logits[:, -1:].argmax(-1)
+                done[(ctx, b, path)] = record(path, b, ctx, ms, a.warmup, a.model,
                                               {"transformers": transformers.__version__, "torch": torch.__version__,
-                                               "cache": "StaticCache" if static else "DynamicCache"}))
-                        del cache
-                except (torch.cuda.OutOfMemoryError, RuntimeError) as e:
-                    torch.cuda.empty_cache()
-                    records.append(not_run(path, b, ctx, a.model, f"{type(e).__name__}: {e}".splitlines()[0]))
-                print(f"hf_decode: {path} b={b} ctx={ctx} done", file=sys.stderr)
-    doc = {"schema": "vouch-sweep/1", "tool": "scripts/peers/hf_decode.py", "model": a.model,
-           "options": {"workload": "decode", "routing": "natural", "spec_k": 0, "spec_al": 1,
-                       "steps": a.steps, "warmup": a.warmup, "seed": a.seed, "paths": a.paths.split(",")},
-           "wall_s": time.time() - t_start, "records": records}
-    with open(a.out, "w") as f:
-        json.dump(doc, f, indent=1)
+                                               "cache": "StaticCache" if static else "DynamicCache",
+                                               "prefill_s": round(fill_s, 3),
+                                               "first_step_ms": round(first_s * 1e3, 3)})
+                del cache
+        except (torch.cuda.OutOfMemoryError, RuntimeError) as e:
+            torch.cuda.empty_cache()
+            done[(ctx, b, path)] = not_run(path, b, ctx, a.model, f"{type(e).__name__}: {e}".splitlines()[0])
+        save()
+        print(f"hf_decode: {path} b={b} ctx={ctx} done at {time.time() - t_start:.1f} s", file=sys.stderr)
+    save()
     return 0
 
 

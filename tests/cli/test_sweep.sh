@@ -41,9 +41,9 @@ PY
 
 # speculative decoding, forced routing, TP listed as not run, prefill+decode
 "$VOUCH" sweep "${common[@]}" --paths cpu-ref --batch 2 --context 32 --steps 3 --warmup 1 --spec K=3,AL=2 \
-  --routing zipf:1.2 --tp 1,2 --workload prefill+decode --json "$t/b.json" >"$t/b.txt" 2>"$t/b.err" \
+  --routing zipf:1.2 --tp 1,3 --workload prefill+decode --json "$t/b.json" >"$t/b.txt" 2>"$t/b.err" \
   && ok || bad "spec sweep: $(cat "$t/b.err")"
-grep -q "not run: tensor parallelism not built" "$t/b.txt" && ok || bad "TP2 listed as not run: $(cat "$t/b.txt")"
+grep -q "not run: TP 3: TP 3 needs num_attention_heads" "$t/b.txt" && ok || bad "TP3 listed as not run: $(cat "$t/b.txt")"
 grep -q "^prefill+decode:" "$t/b.txt" && ok || bad "prefill+decode table"
 python3 - "$t/b.json" <<'PY' && ok || bad "spec/prefill records"
 import json, sys
@@ -56,7 +56,7 @@ assert r["params"]["tokens_kept_per_step"] == 4 and r["params"]["tokens_verified
 assert r["params"]["experts_touched_from"].startswith("forced")
 m = {x["name"]: x for x in r["metrics"]}
 assert m["prefill_ms"]["value"] > 0
-assert "tensor parallelism" in nr[0]["reason"]
+assert "divisible by 3" in nr[0]["reason"]
 PY
 
 # peer records merge into the table, with a speedup over the first path

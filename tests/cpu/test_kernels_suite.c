@@ -78,6 +78,13 @@ static void test_planted_bugs(void) {
   CHECK(count(&r, "oob", KS_FAIL, "out-of-bounds") > 0 &&
             count(&r, "oob", KS_FAIL, "out-of-bounds") == count(&r, "oob", KS_FAIL, NULL),
         "oob: guard check did not name the failure");
+  /* TP reduce: a rank that normalizes differently is caught by the cross-rank check, a dropped
+   * rank by the exact sum */
+  CHECK(count(&r, "rank_skew", KS_PASS, NULL) == 0 && count(&r, "rank_skew", KS_FAIL, "disagree") > 0,
+        "rank_skew: %d passed, %d failed naming the disagreement", count(&r, "rank_skew", KS_PASS, NULL),
+        count(&r, "rank_skew", KS_FAIL, "disagree"));
+  CHECK(count(&r, "drop_rank", KS_PASS, NULL) == 0 && count(&r, "drop_rank", KS_FAIL, NULL) > 0,
+        "drop_rank: %d passed", count(&r, "drop_rank", KS_PASS, NULL));
   /* correct numbers, but the trace shows another variant: fails */
   CHECK(count(&r, "notrace", KS_PASS, NULL) == 0 && count(&r, "notrace", KS_FAIL, "trace") > 0, "notrace not caught");
   /* unsupported above batch 4: counted not supported, never pass/fail */

@@ -245,16 +245,17 @@ static void test_stats(void) {
 
 static void test_sweep_end_to_end(void) {
   const char *paths[] = {"cpu-ref"};
-  int batches[] = {2, 1}, ctxs[] = {16}, tps[] = {1, 2};
+  int batches[] = {2, 1}, ctxs[] = {16}, tps[] = {1, 2, 3};
   sweep_routing r;
   CHECK_OK(sweep_routing_parse("uniform", &r));
   sweep_opts o = {.paths = paths, .n_paths = 1, .batches = batches, .n_batches = 2, .contexts = ctxs, .n_contexts = 1,
-                  .tps = tps, .n_tps = 2, .spec_k = 3, .spec_al = 2, .workload = SWEEP_DECODE, .routing = &r,
+                  .tps = tps, .n_tps = 3, .spec_k = 3, .spec_al = 2, .workload = SWEEP_DECODE, .routing = &r,
                   .steps = 4, .warmup = 1, .seed = 5, .n_threads = 1, .membw_bytes = (size_t)64 << 20};
   sweep_result res;
   CHECK_OK(sweep_run(&o, &M, &res));
-  CHECK(res.n == 4, "2 batches x 2 TP = 4 points (%d)", res.n);
+  CHECK(res.n == 6, "2 batches x 3 TP = 6 points (%d)", res.n);
   int ran = 0, tp_not = 0;
+  double bytes_tp1 = 0, bytes_tp2 = 0;
   for (int i = 0; i < res.n; i++) {
     const sweep_point *p = &res.p[i];
     if (p->ran) {
@@ -265,11 +266,15 @@ static void test_sweep_end_to_end(void) {
       CHECK(p->st.median > 0 && p->tok_s > 0 && p->roofline_pct > 0 && p->bytes_per_step > 0,
             "figures are positive (median %g ms, %g tok/s, %g %% roofline)", p->st.median, p->tok_s, p->roofline_pct);
       CHECK(p->experts_measured && p->experts_touched >= M.cfg.num_experts_per_tok, "experts counted from forced ids");
-    } else if (p->tp == 2 && strstr(p->reason, "tensor parallelism not built")) {
+      if (p->batch == 1) *(p->tp == 1 ? &bytes_tp1 : &bytes_tp2) = p->bytes_per_step;
+    } else if (p->tp == 3 && strstr(p->reason, "divisible by 3")) {
       tp_not++;
     }
   }
-  CHECK(ran == 2 && tp_not == 2, "TP1 points ran (%d), TP2 points are not run with the reason (%d)", ran, tp_not);
+  CHECK(ran == 4 && tp_not == 2, "TP1 and TP2 points ran (%d), TP3 points are not run with the reason (%d)", ran,
+        tp_not);
+  /* a rank of TP 2 reads its shard: fewer bytes than the whole model, more than half (replicated parts) */
+  CHECK(bytes_tp2 > 0.5 * bytes_tp1 && bytes_tp2 < bytes_tp1, "bytes per rank: TP1 %g, TP2 %g", bytes_tp1, bytes_tp2);
   sweep_result_free(&res);
   /* a context that does not fit max_position_embeddings with its decode span is clamped */
   int big[] = {M.cfg.max_position_embeddings};

@@ -1,0 +1,747 @@
+/* The "latency" variants of the numerics suite's ops: each one runs the latency path's own
+ * launchers (kernels/latency_kernels.h) on the suite's device buffers, called the way
+ * kernels/latency.cu calls them (same argument order, layouts, 32 MiB split-K scratch, SM
+ * count, per-bucket GEMM table), on the default stream.
+ *
+ * The suite's buffers hold float32 activations; the path keeps activations in bf16 (the
+ * residual stream in fp32). So a variant converts f32 inputs to bf16 on the device where the
+ * kernel takes bf16 (exact: the suite hands bf16 variants their inputs on the bf16 grid) and
+ * widens bf16 outputs back to f32 (exact); the bf16 rounding of outputs and intermediates is
+ * what the bf16 bounds (act_dtype DT_BF16) allow for. Temporaries are poisoned
+ * (0xFF: bf16/f32 NaN, so an element a kernel never wrote fails the case) and guarded (a write
+ * past either end of a temporary is an error of the run). Batch 1..64 (the path's envelope).
+ *
+ * What each variant maps to:
+ *   linear       v1_mma_n8 .. v4_mma_n64, v5_cublas, v6_cp_n8 .. v9_cp_n64: lat_gemm with that
+ *                variant, bf16(x), fp32 epilogue (LAT_EP_F32) straight into y; a variant whose
+ *                token tile is smaller than the batch is "not supported" (lat_gemm would run
+ *                another one). in_features not a multiple of 8 (the kernels' 16-byte loads):
+ *                x and W are copied with zero columns up to the next multiple of 8 (exact),
+ *                so the edge shapes still test the N / T tails.
+ *                table: the variant the path's per-bucket table picks for this batch and shape
+ *                (latency_table_variant; the "wide" rule of latency.cu's gemm_kind, cuBLAS in
+ *                every bucket, is repeated here because that function does not take the shape).
+ *   add_rmsnorm  v1: lat_add_rmsnorm with the residual (fp32, in/out) = res copied into h and
+ *                the added sublayer output y = bf16(x) (exact, on the grid): h = res + x in fp32,
+ *                xn = bf16 norm, widened to out.
+ *   rmsnorm      v1_add_rmsnorm: the path has no stand-alone norm of the fp32 stream (it is
+ *                fused into embed / add / combine): lat_add_rmsnorm with a zero addend on a copy
+ *                of x (x + 0 is exact), bf16 out widened. (q_a / kv_a norms run in lat_mla_prep,
+ *                which also stores the cache: no op matches it.)
+ *   embed        v1_embed_norm: lat_embed_norm; its fp32 output x is the op's out, written
+ *                directly; the fused norm (weight 1) goes to a temporary nobody checks.
+ *   router       v1: lat_router_topk on the op's f32 logits and bias directly (no forced ids).
+ *   moe_combine  v1: lat_moe_combine_norm: out = copy of resid, += sum_k w * bf16(y) +
+ *                bf16(shared) (its layout [B][k][D] is the kernel's Y); the fused next norm
+ *                (weight 1) goes to a temporary.
+ *   swiglu       table: gate/up interleaved in blocks of 8 rows (as load_interleaved), lat_gemm
+ *                with the SwiGLU epilogue -> bf16 act, down lat_gemm -> bf16 -> widened; variants
+ *                from the path's table (dense_mlp's sequence).
+ *                grouped: the MoE sequence of latency.cu's moe() with top-1 over 4 pseudo
+ *                experts: tokens alternate between experts 1 and 3 (both the op's weights);
+ *                experts 0 and 2 point at NaN weights, so a wrong expert pointer shows as NaN;
+ *                lat_moe_bucket, grouped gate/up (xmap = perm_tok, SwiGLU), grouped down
+ *                (omap = perm_pair), table's grouped variant.
+ *   mla_absorbed v1_split: attention()'s sequence: lat_transpose_wuk, q = bf16[q_nope | q_pe]
+ *                per head, latent cache [slot b][pos][ckv | kpe] bf16, absorbed-q batched
+ *                lat_gemm (fp32 q_lat), lat_mla_attn with lat_mla_splits' count, lat_mla_combine,
+ *                W_UV batched lat_gemm (bf16), widened. q_pe and kpe are the op's (already
+ *                rotated) values: RoPE (curef_rope / lat_mla_prep) is not part of this op.
+ *   lse_combine  v1: lat_mla_combine with pm = lse, pl = 1, pacc = o_part (its [B][H][S][vd]
+ *                layout), which is exactly the normalized log-sum-exp merge; bf16 out widened.
+ * Not registered: mla_decode / attn_partial (expanded per-head K/V; the latency kernels only
+ * attend over the latent cache, and lat_mla_attn splits keys by ceil(len/S), not the op's
+ * floor(s*len/S)), rope (the path runs cuda-ref's curef_rope), sample (host), allreduce
+ * (kernels/latency_tp_variants.cu). */
+#include "kernels/latency.h"
+#include "kernels/latency_kernels.h"
+#include "reference/cuda/cuda_common.h"
+
+extern "C" {
+#include "common/opreg.h"
+}
+
+#define PATH "latency"
+#define TMP_GUARD 256 /* bytes of guard on each side of a temporary */
+#define TMP_GUARD_BYTE 0xA5
+#define TMP_POISON_BYTE 0xFF
+#define MAX_TMP 20
+#define WS_BYTES ((size_t)32 << 20) /* split-K scratch, as latency.cu's */
+#define MAX_B 64                    /* the path's envelope: token rows of one step */
+#define NORM_EPS 1e-6f              /* eps of the fused norms whose output no op checks */
+
+/* ---------------- device glue (conversions and layouts, not latency kernels) ---------------- */
+
+static __device__ __forceinline__ uint16_t g_f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
+static __device__ __forceinline__ float g_bf2f(uint16_t h) { return __uint_as_float((unsigned)h << 16); }
+
+static unsigned grid_of(int64_t n) {
+  int64_t b = (n + 255) / 256;
+  if (b < 1) b = 1;
+  if (b > 65536) b = 65536;
+  return (unsigned)b;
+}
+
+#define GRID_STRIDE(i, n) \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+static __global__ void to_bf16_kernel(uint16_t *dst, const float *src, int64_t n) {
+  GRID_STRIDE(i, n) dst[i] = g_f2bf(src[i]);
+}
+static __global__ void to_f32_kernel(float *dst, const uint16_t *src, int64_t n) {
+  GRID_STRIDE(i, n) dst[i] = g_bf2f(src[i]);
+}
+static __global__ void fill_u16_kernel(uint16_t *dst, uint16_t v, int64_t n) {
+  GRID_STRIDE(i, n) dst[i] = v;
+}
+static __global__ void fill_f32_kernel(float *dst, float v, int64_t n) {
+  GRID_STRIDE(i, n) dst[i] = v;
+}
+/* dst [rows][Kp] bf16 from f32 src [rows][K], zero columns K..Kp. */
+static __global__ void pad_f32_kernel(uint16_t *dst, const float *src, int64_t rows, int K, int Kp) {
+  const int64_t n = rows * Kp;
+  GRID_STRIDE(i, n) {
+    const int64_t k = i % Kp, r = i / Kp;
+    dst[i] = k < K ? g_f2bf(src[r * K + k]) : (uint16_t)0;
+  }
+}
+/* dst [rows][Kp] from bf16 src [rows][K], zero columns K..Kp. */
+static __global__ void pad_bf16_kernel(uint16_t *dst, const uint16_t *src, int64_t rows, int K, int Kp) {
+  const int64_t n = rows * Kp;
+  GRID_STRIDE(i, n) {
+    const int64_t k = i % Kp, r = i / Kp;
+    dst[i] = k < K ? src[r * K + k] : (uint16_t)0;
+  }
+}
+/* x = hi + mid + lo exactly (three bf16 truncations holding disjoint bits of x's significand,
+ * same sign): parts [3][n]. bad is set when the parts cannot hold x exactly. */
+/* q [B][H][n + r] bf16 = [bf16(q_nope[b][h]) | bf16(q_pe[b][h])]. */
+static __global__ void mla_q_kernel(uint16_t *q, const float *qn, const float *qp, int64_t BH, int n, int r) {
+  const int dk = n + r;
+  const int64_t total = BH * dk;
+  GRID_STRIDE(i, total) {
+    const int64_t e = i % dk, bh = i / dk;
+    q[i] = g_f2bf(e < n ? qn[bh * n + e] : qp[bh * r + (e - n)]);
+  }
+}
+/* cache [B][L][kl + r] bf16 = [bf16(ckv[b][j]) | bf16(kpe[b][j])] (slot b, position j). */
+static __global__ void mla_cache_kernel(uint16_t *cache, const float *ckv, const float *kpe, int64_t BL, int kl,
+                                        int r) {
+  const int W = kl + r;
+  const int64_t total = BL * W;
+  GRID_STRIDE(i, total) {
+    const int64_t e = i % W, bj = i / W;
+    cache[i] = g_f2bf(e < kl ? ckv[bj * kl + e] : kpe[bj * r + (e - kl)]);
+  }
+}
+
+#define LAUNCH(kern, n, ...)                                   \
+  do {                                                         \
+    kern<<<grid_of((int64_t)(n)), 256, 0, 0>>>(__VA_ARGS__); \
+    CUDA_CHECK_LAUNCH();                                       \
+  } while (0)
+
+/* ---------------- guarded, poisoned temporaries ---------------- */
+
+typedef struct {
+  char *base[MAX_TMP];   /* allocation: guard + data + guard */
+  size_t bytes[MAX_TMP]; /* data bytes */
+  const char *name[MAX_TMP];
+  int n;
+} arena;
+
+static vstatus tmp_alloc(arena *A, void **p, size_t bytes, const char *name) {
+  *p = NULL;
+  if (A->n == MAX_TMP) return VERR("latency_variants.cu: temporary '%s': more than %d temporaries", name, MAX_TMP);
+  if (bytes == 0) bytes = 1;
+  bytes = (bytes + 15) & ~(size_t)15; /* keep the next 16-byte loads inside the allocation */
+  char *b = NULL;
+  CUDA_CHECK(cudaMalloc((void **)&b, bytes + 2 * TMP_GUARD));
+  A->base[A->n] = b;
+  A->bytes[A->n] = bytes;
+  A->name[A->n] = name;
+  A->n++;
+  CUDA_CHECK(cudaMemset(b, TMP_GUARD_BYTE, bytes + 2 * TMP_GUARD));
+  CUDA_CHECK(cudaMemset(b + TMP_GUARD, TMP_POISON_BYTE, bytes));
+  *p = b + TMP_GUARD;
+  return V_OK;
+}
+
+/* After the work finished: every guard byte must be intact. */
+static vstatus tmp_check(const arena *A) {
+  unsigned char g[2 * TMP_GUARD];
+  for (int i = 0; i < A->n; i++) {
+    CUDA_CHECK(cudaMemcpy(g, A->base[i], TMP_GUARD, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(g + TMP_GUARD, A->base[i] + TMP_GUARD + A->bytes[i], TMP_GUARD, cudaMemcpyDeviceToHost));
+    for (int k = 0; k < 2 * TMP_GUARD; k++)
+      if (g[k] != TMP_GUARD_BYTE)
+        return VERR("latency_variants.cu: temporary '%s': out-of-bounds write by a latency kernel (%s end)",
+                    A->name[i], k < TMP_GUARD ? "front" : "back");
+  }
+  return V_OK;
+}
+
+static void tmp_free(arena *A) {
+  for (int i = 0; i < A->n; i++) cudaFree(A->base[i]);
+  A->n = 0;
+}
+
+/* ---------------- shared pieces ---------------- */
+
+static int g_devices = -1;    /* visible CUDA devices, probed once */
+static int g_sms = 0;         /* SM count of the current device (launch sizes, as the path's) */
+static bool g_init = false;   /* lat_kernels_init done */
+static cublasHandle_t g_blas; /* created on first use */
+
+static vstatus have_device(void) {
+  if (g_devices < 0) {
+    int n = 0;
+    g_devices = cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+    (void)cudaGetLastError(); /* a failed probe must not stick to the next launch */
+  }
+  if (g_devices == 0) return VUNSUPPORTED(PATH ": no CUDA device visible");
+  return V_OK;
+}
+
+/* Device, SM count, the GEMMs' shared-memory limits and cuBLAS, once. */
+static vstatus ready(void) {
+  VTRY(have_device());
+  if (!g_init) {
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, dev));
+    VTRY(lat_kernels_init());
+    g_init = true;
+  }
+  if (!g_blas) CUBLAS_CHECK(cublasCreate(&g_blas));
+  return V_OK;
+}
+
+static vstatus batch_ok(const vop_case *c) {
+  VTRY(have_device());
+  if (c->batch < 1 || c->batch > MAX_B)
+    return VUNSUPPORTED(PATH ": batch %d outside the path's envelope 1..%d (larger batches run in chunks)", c->batch,
+                        MAX_B);
+  return V_OK;
+}
+
+static vstatus to_bf16(arena *A, uint16_t **dst, const void *src, int64_t n, const char *name) {
+  VTRY(tmp_alloc(A, (void **)dst, (size_t)n * 2, name));
+  if (n > 0) LAUNCH(to_bf16_kernel, n, *dst, (const float *)src, n);
+  return V_OK;
+}
+
+static vstatus to_f32(void *dst, const uint16_t *src, int64_t n) {
+  if (n > 0) LAUNCH(to_f32_kernel, n, (float *)dst, src, n);
+  return V_OK;
+}
+
+/* A bf16 temporary filled with v (0x3F80: 1.0, 0: zero, 0xFFFF: NaN). */
+static vstatus const_bf16(arena *A, uint16_t **dst, int64_t n, uint16_t v, const char *name) {
+  VTRY(tmp_alloc(A, (void **)dst, (size_t)n * 2, name));
+  if (n > 0) LAUNCH(fill_u16_kernel, n, *dst, v, n);
+  return V_OK;
+}
+
+static vstatus host_ints(int32_t *dst, const void *src, int n) {
+  CUDA_CHECK(cudaMemcpy(dst, src, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  return V_OK;
+}
+
+static vstatus upload_ints(arena *A, int32_t **dst, const int32_t *src, int n, const char *name) {
+  VTRY(tmp_alloc(A, (void **)dst, (size_t)n * sizeof(int32_t), name));
+  CUDA_CHECK(cudaMemcpy(*dst, src, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice));
+  return V_OK;
+}
+
+static int variant_of(const char *name) {
+  for (int v = LAT_V1_MMA_N8; v <= LAT_V9_CP_N64; v++)
+    if (strcmp(name, lat_gemm_variant_name(v)) == 0) return v;
+  return 0;
+}
+
+/* The variant the path's table picks (latency.cu: table_variant(T, gemm_kind(a))). Grouped
+ * experts and dense GEMMs come from latency_table_variant; the "wide" kind (no SwiGLU epilogue,
+ * N >= 4096 and N*K >= 32M: o_proj, dense down, lm_head) is cuBLAS in every bucket there. */
+static int table_pick(int T, int N, int K, int ep, bool grouped) {
+  if (!grouped && ep != LAT_EP_SWIGLU && N >= 4096 && (long long)N * K >= (32LL << 20)) return LAT_V5_CUBLAS;
+  const int v = variant_of(latency_table_variant(T, grouped));
+  return v ? v : LAT_V5_CUBLAS;
+}
+
+static lat_gemm_args dense_args(const uint16_t *W, const uint16_t *x, int ldx, void *out, int ldo, int N, int K, int T,
+                                int ep, float *ws) {
+  lat_gemm_args a;
+  memset(&a, 0, sizeof a);
+  a.W = W;
+  a.x = x;
+  a.ldx = ldx;
+  a.out = out;
+  a.ldo = ldo;
+  a.N = N;
+  a.K = K;
+  a.T = T;
+  a.Z = 1;
+  a.ep = ep;
+  a.ws = ws;
+  a.ws_bytes = WS_BYTES;
+  return a;
+}
+
+/* Runs lat_gemm with `variant` and insists that this variant ran (lat_gemm replaces a variant
+ * whose token tile is too small: the suite must not record a variant that did not run). */
+static vstatus gemm(const lat_gemm_args *a, int variant, int *splits, const char *what) {
+  int ran = 0, s = 1;
+  VTRY(lat_gemm(a, variant, g_sms, g_blas, 0, &s, &ran));
+  if (ran != variant)
+    return VERR("latency_variants.cu: %s: lat_gemm ran %s instead of %s", what, lat_gemm_variant_name(ran),
+                lat_gemm_variant_name(variant));
+  if (splits) *splits = s;
+  return V_OK;
+}
+
+typedef vstatus (*body_fn)(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what);
+
+/* Runs a body with its temporaries, waits for the GPU, checks the temporaries' guards and
+ * records the run in the trace (only when all of it succeeded). */
+static vstatus run_body(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t, const char *variant,
+                        body_fn f) {
+  arena A;
+  memset(&A, 0, sizeof A);
+  char what[96] = "";
+  vstatus s = batch_ok(c); /* the bodies size host arrays by MAX_B */
+  if (s == V_OK) s = ready();
+  if (s == V_OK) s = f(c, l, b, &A, what);
+  if (s == V_OK) {
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess)
+      s = VERR("latency_variants.cu: op '%s': variant '%s': %s", c->op->name, variant, cudaGetErrorString(e));
+  }
+  if (s == V_OK) s = tmp_check(&A);
+  tmp_free(&A);
+  if (s != V_OK) return s;
+  char detail[192];
+  snprintf(detail, sizeof detail, "%s/%s B=%d %s", c->preset, c->shape, c->batch, what);
+  vtrace_ran(t, PATH, c->op->name, variant, detail);
+  return V_OK;
+}
+
+#define VARIANT(fn, vname)                                                                        \
+  static vstatus fn##_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) { \
+    return run_body(c, l, b, t, vname, fn);                                                      \
+  }
+
+/* ---------------- linear: x, w -> y (f32) ---------------- */
+
+static vstatus linear_shape_ok(const vop_case *c) {
+  VTRY(batch_ok(c));
+  if (c->d[0] < 1 || c->d[1] < 1) return VUNSUPPORTED("linear: %d x %d weights", c->d[0], c->d[1]);
+  return V_OK;
+}
+
+static vstatus linear_common(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what, int v) {
+  (void)l;
+  const int O = c->d[0], I = c->d[1], B = c->batch;
+  const int Ip = (I + 7) / 8 * 8;
+  const uint16_t *w = (const uint16_t *)b[1];
+  uint16_t *x;
+  VTRY(tmp_alloc(A, (void **)&x, (size_t)B * Ip * 2, "x_bf16"));
+  LAUNCH(pad_f32_kernel, (int64_t)B * Ip, x, (const float *)b[0], (int64_t)B, I, Ip);
+  if (Ip != I) { /* zero columns: exact, and lat_gemm needs K % 8 == 0 */
+    uint16_t *wp;
+    VTRY(tmp_alloc(A, (void **)&wp, (size_t)O * Ip * 2, "w_padded"));
+    LAUNCH(pad_bf16_kernel, (int64_t)O * Ip, wp, w, (int64_t)O, I, Ip);
+    w = wp;
+  }
+  float *ws;
+  VTRY(tmp_alloc(A, (void **)&ws, WS_BYTES, "splitk_scratch"));
+  const lat_gemm_args a = dense_args(w, x, Ip, b[2], O, O, Ip, B, LAT_EP_F32, ws);
+  int splits = 1;
+  VTRY(gemm(&a, v, &splits, "linear"));
+  snprintf(what, 96, "bf16(x); lat_gemm %s [%d x %d%s] fp32 epilogue splits=%d", lat_gemm_variant_name(v), O, I,
+           Ip != I ? " K zero-padded" : "", splits);
+  return V_OK;
+}
+
+#define LINEAR_VARIANT(num, vname)                                                                            \
+  static vstatus linear_v##num##_supports(const vop_case *c) {                                                \
+    VTRY(linear_shape_ok(c));                                                                                 \
+    if (lat_gemm_variant_max_tokens(num) < c->batch)                                                          \
+      return VUNSUPPORTED(vname ": batch %d > its %d-token tile", c->batch, lat_gemm_variant_max_tokens(num)); \
+    return V_OK;                                                                                              \
+  }                                                                                                           \
+  static vstatus linear_v##num##_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A,       \
+                                      char *what) {                                                           \
+    return linear_common(c, l, b, A, what, num);                                                              \
+  }                                                                                                           \
+  VARIANT(linear_v##num##_body, vname)
+
+LINEAR_VARIANT(1, "v1_mma_n8")
+LINEAR_VARIANT(2, "v2_mma_n16")
+LINEAR_VARIANT(3, "v3_mma_n32")
+LINEAR_VARIANT(4, "v4_mma_n64")
+LINEAR_VARIANT(5, "v5_cublas")
+LINEAR_VARIANT(6, "v6_cp_n8")
+LINEAR_VARIANT(7, "v7_cp_n16")
+LINEAR_VARIANT(8, "v8_cp_n32")
+LINEAR_VARIANT(9, "v9_cp_n64")
+
+static vstatus linear_table_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
+  const int Ip = (c->d[1] + 7) / 8 * 8;
+  return linear_common(c, l, b, A, what, table_pick(c->batch, c->d[0], Ip, LAT_EP_F32, false));
+}
+VARIANT(linear_table_body, "table")
+
+/* ---------------- add_rmsnorm: x, res, w -> h, out ---------------- */
+
+static vstatus add_rmsnorm_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
+  const int B = c->batch, n = c->d[0];
+  const int64_t N = l->b[0].n;
+  uint16_t *y, *xn;
+  VTRY(to_bf16(A, &y, b[0], N, "x_bf16"));
+  VTRY(tmp_alloc(A, (void **)&xn, (size_t)N * 2, "xn_bf16"));
+  CUDA_CHECK(cudaMemcpy(b[3], b[1], (size_t)N * sizeof(float), cudaMemcpyDeviceToDevice)); /* h = res */
+  VTRY(lat_add_rmsnorm((float *)b[3], xn, y, (const uint16_t *)b[2], B, n, (float)c->f[0], 0));
+  VTRY(to_f32(b[4], xn, N));
+  snprintf(what, 96, "h=res; lat_add_rmsnorm(h += bf16(x)) -> bf16 norm");
+  return V_OK;
+}
+VARIANT(add_rmsnorm_body, "v1")
+
+/* ---------------- rmsnorm: x, w -> out ---------------- */
+
+static vstatus rmsnorm_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
+  const int B = c->batch, n = c->d[0];
+  const int64_t N = l->b[0].n;
+  float *h;
+  uint16_t *zero, *xn;
+  VTRY(tmp_alloc(A, (void **)&h, (size_t)N * sizeof(float), "x_copy"));
+  CUDA_CHECK(cudaMemcpy(h, b[0], (size_t)N * sizeof(float), cudaMemcpyDeviceToDevice));
+  VTRY(const_bf16(A, &zero, N, 0, "zero_addend"));
+  VTRY(tmp_alloc(A, (void **)&xn, (size_t)N * 2, "xn_bf16"));
+  VTRY(lat_add_rmsnorm(h, xn, zero, (const uint16_t *)b[1], B, n, (float)c->f[0], 0));
+  VTRY(to_f32(b[2], xn, N));
+  snprintf(what, 96, "lat_add_rmsnorm(copy of x += 0) -> bf16 norm");
+  return V_OK;
+}
+VARIANT(rmsnorm_body, "v1_add_rmsnorm")
+
+/* ---------------- embed: tok, table -> out (f32) ---------------- */
+
+static vstatus embed_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
+  (void)l;
+  const int B = c->batch, V = c->d[0], D = c->d[1];
+  int32_t tok[MAX_B];
+  VTRY(host_ints(tok, b[0], B)); /* the path checks tokens on the host before upload */
+  for (int i = 0; i < B; i++)
+    if (tok[i] < 0 || tok[i] >= V) return VERR("latency_variants.cu: embed: field 'tok[%d]': %d outside [0, %d)", i, tok[i], V);
+  uint16_t *w, *xn;
+  VTRY(const_bf16(A, &w, D, 0x3F80, "norm_weight_ones"));
+  VTRY(tmp_alloc(A, (void **)&xn, (size_t)B * D * 2, "xn_bf16"));
+  VTRY(lat_embed_norm((float *)b[2], xn, (const int32_t *)b[0], (const uint16_t *)b[1], w, B, D, NORM_EPS, 0));
+  snprintf(what, 96, "lat_embed_norm: x -> out (the fused norm to a temporary)");
+  return V_OK;
+}
+VARIANT(embed_body, "v1_embed_norm")
+
+/* ---------------- router: logits, bias -> idx, wt ---------------- */
+
+static vstatus router_supports(const vop_case *c) {
+  VTRY(batch_ok(c));
+  const int E = c->d[0], K = c->d[1], G = c->d[2], TG = c->d[3];
+  if (E < 1 || K < 1 || K > E) return VUNSUPPORTED("router: top-k %d of %d experts", K, E);
+  if (K > 64) return VUNSUPPORTED("router: top-k %d > 64 (the path's combine kernel)", K);
+  if (G < 1 || G > E || E % G) return VUNSUPPORTED("router: %d experts in %d groups", E, G);
+  if (G > 32) return VUNSUPPORTED("router: %d groups > 32 (lat_router_topk's warp argmax)", G);
+  if (G > 1 && (TG < 1 || TG > G)) return VUNSUPPORTED("router: topk_group %d outside 1..%d", TG, G);
+  if ((size_t)4 * 2 * E * sizeof(float) > 48 * 1024)
+    return VUNSUPPORTED("router: %d experts: lat_router_topk's shared memory > 48 KiB", E);
+  return V_OK;
+}
+static vstatus router_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
+  (void)l, (void)A;
+  const int E = c->d[0], K = c->d[1];
+  VTRY(lat_router_topk((int32_t *)b[2], (float *)b[3], (const float *)b[0], (const float *)b[1], NULL, c->batch, E, K,
+                       c->d[2], c->d[3], c->d[4] ? 1 : 0, (float)c->f[0], 0));
+  snprintf(what, 96, "lat_router_topk E=%d k=%d groups %d/%d", E, K, c->d[3], c->d[2]);
+  return V_OK;
+}
+VARIANT(router_body, "v1")
+
+/* ---------------- moe_combine: y, w, shared, resid -> out ---------------- */
+
+static vstatus moe_combine_supports(const vop_case *c) {
+  VTRY(batch_ok(c));
+  if (c->d[1] < 1 || c->d[1] > 64) return VUNSUPPORTED("moe_combine: top-k %d outside 1..64", c->d[1]);
+  return V_OK;
+}
+static vstatus moe_combine_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
+  const int B = c->batch, D = c->d[0], k = c->d[1];
+  uint16_t *Y, *sh, *w, *xn;
+  VTRY(to_bf16(A, &Y, b[0], l->b[0].n, "y_bf16"));
+  VTRY(to_bf16(A, &sh, b[2], l->b[2].n, "shared_bf16"));
+  VTRY(const_bf16(A, &w, D, 0x3F80, "norm_weight_ones"));
+  VTRY(tmp_alloc(A, (void **)&xn, (size_t)B * D * 2, "xn_bf16"));
+  CUDA_CHECK(cudaMemcpy(b[4], b[3], (size_t)l->b[3].n * sizeof(float), cudaMemcpyDeviceToDevice)); /* out = resid */
+  VTRY(lat_moe_combine_norm((float *)b[4], xn, Y, (const float *)b[1], sh, w, B, k, D, NORM_EPS, 0));
+  snprintf(what, 96, "out=resid; lat_moe_combine_norm(bf16 y, bf16 shared) k=%d", k);
+  return V_OK;
+}
+VARIANT(moe_combine_body, "v1")
+
+/* ---------------- swiglu: x, gate, up, down -> out ---------------- */
+
+static vstatus swiglu_supports(const vop_case *c) {
+  VTRY(batch_ok(c));
+  const int D = c->d[0], I = c->d[1];
+  if (D < 8 || D % 8 || I < 8 || I % 8)
+    return VUNSUPPORTED("swiglu: hidden %d / intermediate %d not multiples of 8 (interleave blocks, 16-byte loads; "
+                        "the path delegates such configs to cuda-ref)", D, I);
+  return V_OK;
+}
+
+/* gu [2I, D]: blocks of 16 rows = 8 gate rows then the matching 8 up rows (latency.cu load_interleaved). */
+static vstatus interleave(arena *A, uint16_t **gu, const void *gate, const void *up, int I, int D) {
+  VTRY(tmp_alloc(A, (void **)gu, (size_t)2 * I * D * 2, "gate_up_interleaved"));
+  const size_t rb = (size_t)D * 2;
+  CUDA_CHECK(cudaMemcpy2D(*gu, 16 * rb, gate, 8 * rb, 8 * rb, (size_t)I / 8, cudaMemcpyDeviceToDevice));
+  CUDA_CHECK(cudaMemcpy2D(*gu + 8 * (size_t)D, 16 * rb, up, 8 * rb, 8 * rb, (size_t)I / 8, cudaMemcpyDeviceToDevice));
+  return V_OK;
+}
+
+static vstatus swiglu_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
+  const int B = c->batch, D = c->d[0], I = c->d[1];
+  uint16_t *x, *gu, *act, *y;
+  float *ws;
+  VTRY(to_bf16(A, &x, b[0], l->b[0].n, "x_bf16"));
+  VTRY(interleave(A, &gu, b[1], b[2], I, D));
+  VTRY(tmp_alloc(A, (void **)&act, (size_t)B * I * 2, "act_bf16"));
+  VTRY(tmp_alloc(A, (void **)&y, (size_t)B * D * 2, "y_bf16"));
+  VTRY(tmp_alloc(A, (void **)&ws, WS_BYTES, "splitk_scratch"));
+  lat_gemm_args a = dense_args(gu, x, D, act, I, 2 * I, D, B, LAT_EP_SWIGLU, ws);
+  const int v1 = table_pick(B, 2 * I, D, LAT_EP_SWIGLU, false);
+  VTRY(gemm(&a, v1, NULL, "swiglu gate|up"));
+  a = dense_args((const uint16_t *)b[3], act, I, y, D, D, I, B, LAT_EP_BF16, ws);
+  const int v2 = table_pick(B, D, I, LAT_EP_BF16, false);
+  VTRY(gemm(&a, v2, NULL, "swiglu down"));
+  VTRY(to_f32(b[4], y, l->b[4].n));
+  snprintf(what, 96, "lat_gemm %s gate|up+silu, %s down -> bf16", lat_gemm_variant_name(v1), lat_gemm_variant_name(v2));
+  return V_OK;
+}
+VARIANT(swiglu_body, "table")
+
+#define GR_E 4 /* pseudo experts of the grouped variant: 1 and 3 real, 0 and 2 NaN weights */
+
+static vstatus swiglu_grouped_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
+  const int B = c->batch, D = c->d[0], I = c->d[1];
+  uint16_t *x, *gu, *nan_w, *hbuf, *y;
+  VTRY(to_bf16(A, &x, b[0], l->b[0].n, "x_bf16"));
+  VTRY(interleave(A, &gu, b[1], b[2], I, D));
+  VTRY(const_bf16(A, &nan_w, (int64_t)2 * I * D, 0xFFFF, "nan_expert")); /* [2I, D] covers [D, I] too */
+  const uint16_t *h_gu[GR_E] = {nan_w, gu, nan_w, gu};
+  const uint16_t *h_dn[GR_E] = {nan_w, (const uint16_t *)b[3], nan_w, (const uint16_t *)b[3]};
+  const uint16_t **d_gu, **d_dn;
+  VTRY(tmp_alloc(A, (void **)&d_gu, sizeof h_gu, "expert_gu_ptrs"));
+  VTRY(tmp_alloc(A, (void **)&d_dn, sizeof h_dn, "expert_down_ptrs"));
+  CUDA_CHECK(cudaMemcpy(d_gu, h_gu, sizeof h_gu, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d_dn, h_dn, sizeof h_dn, cudaMemcpyHostToDevice));
+  int32_t h_idx[MAX_B];
+  for (int t = 0; t < B; t++) h_idx[t] = t % 2 ? 3 : 1;
+  int32_t *idx, *meta, *perm;
+  VTRY(upload_ints(A, &idx, h_idx, B, "idx"));
+  VTRY(tmp_alloc(A, (void **)&meta, (size_t)(1 + 3 * GR_E) * sizeof(int32_t), "n_act+act_e/off/cnt"));
+  VTRY(tmp_alloc(A, (void **)&perm, (size_t)2 * B * sizeof(int32_t), "perm_tok+perm_pair"));
+  int32_t *n_act = meta, *act_e = meta + 1, *act_off = act_e + GR_E, *act_cnt = act_off + GR_E;
+  int32_t *perm_tok = perm, *perm_pair = perm + B;
+  VTRY(lat_moe_bucket(idx, B, 1, GR_E, n_act, act_e, act_off, act_cnt, perm_tok, perm_pair, 0));
+  VTRY(tmp_alloc(A, (void **)&hbuf, (size_t)B * I * 2, "hbuf"));
+  VTRY(tmp_alloc(A, (void **)&y, (size_t)B * D * 2, "y_bf16"));
+  const int zmax = GR_E < B ? GR_E : B;
+  const int v = table_pick(B, 2 * I, D, LAT_EP_SWIGLU, true);
+  lat_gemm_args a = dense_args(NULL, x, D, hbuf, I, 2 * I, D, B, LAT_EP_SWIGLU, NULL);
+  a.ws_bytes = 0;
+  a.wptr = d_gu;
+  a.xmap = perm_tok;
+  a.Z = zmax;
+  a.n_act = n_act;
+  a.act_e = act_e;
+  a.act_off = act_off;
+  a.act_cnt = act_cnt;
+  VTRY(gemm(&a, v, NULL, "swiglu grouped gate|up"));
+  a = dense_args(NULL, hbuf, I, y, D, D, I, B, LAT_EP_BF16, NULL);
+  a.ws_bytes = 0;
+  a.wptr = d_dn;
+  a.omap = perm_pair;
+  a.Z = zmax;
+  a.n_act = n_act;
+  a.act_e = act_e;
+  a.act_off = act_off;
+  a.act_cnt = act_cnt;
+  VTRY(gemm(&a, v, NULL, "swiglu grouped down"));
+  VTRY(to_f32(b[4], y, l->b[4].n));
+  snprintf(what, 96, "lat_moe_bucket (experts 1,3 of 4); grouped lat_gemm %s gate|up+silu, down", lat_gemm_variant_name(v));
+  return V_OK;
+}
+VARIANT(swiglu_grouped_body, "grouped")
+
+/* ---------------- mla_absorbed: q_nope, q_pe, ckv, kpe, wkv_b, lens -> out ---------------- */
+
+static vstatus mla_absorbed_supports(const vop_case *c) {
+  VTRY(batch_ok(c));
+  const int H = c->d[0], n = c->d[1], r = c->d[2], v = c->d[3], kl = c->d[4], L = c->d[5];
+  if (H < 1 || v < 1 || L < 1) return VUNSUPPORTED("mla_absorbed: heads %d, v dim %d, ctx %d", H, v, L);
+  if (n < 8 || n % 8 || r % 8)
+    return VUNSUPPORTED("mla_absorbed: nope %d / rope %d not multiples of 8 (16-byte loads of q; the path "
+                        "delegates such configs to cuda-ref)", n, r);
+  if (!lat_mla_supported(kl, r))
+    return VUNSUPPORTED("mla_absorbed: latent %d + rope %d outside lat_mla_attn (kv_lora <= 512, +rope <= 768, "
+                        "multiples of 8)", kl, r);
+  return V_OK;
+}
+
+static vstatus mla_absorbed_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
+  const int B = c->batch, H = c->d[0], n = c->d[1], r = c->d[2], v = c->d[3], kl = c->d[4], L = c->d[5];
+  const int dk = n + r, W = kl + r;
+  int32_t h_sp[2 * MAX_B];
+  VTRY(host_ints(h_sp + B, b[5], B));
+  int max_keys = 1;
+  for (int i = 0; i < B; i++) { /* slot b, position lens[b]-1: keys [0, pos] of slot b, as a decode step */
+    const int len = h_sp[B + i];
+    if (len < 1 || len > L) return VERR("latency_variants.cu: mla_absorbed: field 'lens[%d]': %d outside [1, %d]", i, len, L);
+    h_sp[i] = i;
+    h_sp[B + i] = len - 1;
+    if (len > max_keys) max_keys = len;
+  }
+  int32_t *sp;
+  VTRY(upload_ints(A, &sp, h_sp, 2 * B, "slot_pos"));
+  const int S = lat_mla_splits(B, H, max_keys, g_sms);
+  uint16_t *wukt, *q, *cache, *olat, *attn;
+  float *qlat, *pm, *pl, *pacc, *ws;
+  VTRY(tmp_alloc(A, (void **)&wukt, (size_t)H * kl * n * 2, "wukt"));
+  VTRY(lat_transpose_wuk(wukt, (const uint16_t *)b[4], H, n, v, kl, 0));
+  VTRY(tmp_alloc(A, (void **)&q, (size_t)B * H * dk * 2, "q_bf16"));
+  LAUNCH(mla_q_kernel, (int64_t)B * H * dk, q, (const float *)b[0], (const float *)b[1], (int64_t)B * H, n, r);
+  VTRY(tmp_alloc(A, (void **)&cache, (size_t)B * L * W * 2, "latent_cache"));
+  LAUNCH(mla_cache_kernel, (int64_t)B * L * W, cache, (const float *)b[2], (const float *)b[3], (int64_t)B * L, kl, r);
+  VTRY(tmp_alloc(A, (void **)&qlat, (size_t)B * H * kl * sizeof(float), "q_lat"));
+  VTRY(tmp_alloc(A, (void **)&pm, (size_t)B * H * S * sizeof(float), "pm"));
+  VTRY(tmp_alloc(A, (void **)&pl, (size_t)B * H * S * sizeof(float), "pl"));
+  VTRY(tmp_alloc(A, (void **)&pacc, (size_t)B * H * S * kl * sizeof(float), "pacc"));
+  VTRY(tmp_alloc(A, (void **)&olat, (size_t)B * H * kl * 2, "o_lat"));
+  VTRY(tmp_alloc(A, (void **)&attn, (size_t)B * H * v * 2, "attn_bf16"));
+  VTRY(tmp_alloc(A, (void **)&ws, WS_BYTES, "splitk_scratch"));
+  /* q_lat[t][h] = W_UK_h^T q_nope[t][h] (fp32), batched over heads */
+  lat_gemm_args a = dense_args(wukt, q, H * dk, qlat, H * kl, kl, n, B, LAT_EP_F32, ws);
+  a.Z = H;
+  a.w_bstride = (long long)kl * n;
+  a.x_bstride = dk;
+  a.o_bstride = kl;
+  const int va = table_pick(B, kl, n, LAT_EP_F32, false);
+  VTRY(gemm(&a, va, NULL, "mla_absorbed W_UK"));
+  VTRY(lat_mla_init(kl, r));
+  VTRY(lat_mla_attn(pm, pl, pacc, qlat, q, H * dk, dk, n, cache, sp, sp + B, B, H, kl, r, L, S, (float)c->f[0], 0));
+  VTRY(lat_mla_combine(olat, pm, pl, pacc, B, H, kl, S, 0));
+  /* out[t][h] = W_UV_h o_lat[t][h], batched over heads (bf16, as the path) */
+  a = dense_args((const uint16_t *)b[4] + (size_t)n * kl, olat, H * kl, attn, H * v, v, kl, B, LAT_EP_BF16, ws);
+  a.Z = H;
+  a.w_bstride = (long long)(n + v) * kl;
+  a.x_bstride = kl;
+  a.o_bstride = v;
+  const int vb = table_pick(B, v, kl, LAT_EP_BF16, false);
+  VTRY(gemm(&a, vb, NULL, "mla_absorbed W_UV"));
+  VTRY(to_f32(b[6], attn, l->b[6].n));
+  snprintf(what, 96, "lat_gemm %s W_UK; lat_mla_attn splits=%d hg=%d; lat_mla_combine; %s W_UV",
+           lat_gemm_variant_name(va), S, lat_mla_head_group(H), lat_gemm_variant_name(vb));
+  return V_OK;
+}
+VARIANT(mla_absorbed_body, "v1_split")
+
+/* ---------------- lse_combine: o_part, lse -> out ---------------- */
+
+static vstatus lse_combine_supports(const vop_case *c) {
+  VTRY(batch_ok(c));
+  if (c->d[0] < 1 || c->d[1] < 1) return VUNSUPPORTED("lse_combine: heads %d, v dim %d", c->d[0], c->d[1]);
+  if (c->d[2] < 1 || c->d[2] > 32) return VUNSUPPORTED("lse_combine: %d splits outside lat_mla_combine's 1..32", c->d[2]);
+  return V_OK;
+}
+static vstatus lse_combine_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
+  const int B = c->batch, H = c->d[0], vd = c->d[1], S = c->d[2];
+  float *ones;
+  uint16_t *o;
+  VTRY(tmp_alloc(A, (void **)&ones, (size_t)l->b[1].n * sizeof(float), "pl_ones"));
+  LAUNCH(fill_f32_kernel, l->b[1].n, ones, 1.0f, (int64_t)l->b[1].n);
+  VTRY(tmp_alloc(A, (void **)&o, (size_t)l->b[2].n * 2, "out_bf16"));
+  VTRY(lat_mla_combine(o, (const float *)b[1], ones, (const float *)b[0], B, H, vd, S, 0));
+  VTRY(to_f32(b[2], o, l->b[2].n));
+  snprintf(what, 96, "lat_mla_combine(pm = lse, pl = 1, pacc = o_part) S=%d -> bf16", S);
+  return V_OK;
+}
+VARIANT(lse_combine_body, "v1")
+
+/* ---------------- registration ---------------- */
+
+typedef struct {
+  const char *op, *name, *desc;
+  vstatus (*supports)(const vop_case *);
+  vstatus (*run)(const vop_case *, const vop_layout *, void *const *, vtrace *);
+} entry;
+
+#define LINEAR_ENTRY(num, vname, what)                                                                       \
+  {"linear", vname, "lat_gemm " vname ": " what ", bf16(x), fp32 epilogue", linear_v##num##_supports, \
+   linear_v##num##_body_run}
+
+static const entry k_entries[] = {
+    LINEAR_ENTRY(1, "v1_mma_n8", "mma.sync, 16 rows/CTA, tokens 1..8"),
+    LINEAR_ENTRY(2, "v2_mma_n16", "mma.sync, 32 rows/CTA, tokens 1..16"),
+    LINEAR_ENTRY(3, "v3_mma_n32", "mma.sync, 32 rows/CTA, tokens 1..32"),
+    LINEAR_ENTRY(4, "v4_mma_n64", "mma.sync, 32 rows/CTA, tokens 1..64"),
+    LINEAR_ENTRY(5, "v5_cublas", "cublasGemmStridedBatchedEx"),
+    LINEAR_ENTRY(6, "v6_cp_n8", "cp.async weight ring, tokens 1..8"),
+    LINEAR_ENTRY(7, "v7_cp_n16", "cp.async weight ring, tokens 1..16"),
+    LINEAR_ENTRY(8, "v8_cp_n32", "cp.async weight ring, tokens 1..32"),
+    LINEAR_ENTRY(9, "v9_cp_n64", "cp.async weight ring, tokens 1..64"),
+    {"linear", "table", "lat_gemm with the variant the path's per-bucket table picks for this batch and shape",
+     linear_shape_ok, linear_table_body_run},
+    {"add_rmsnorm", "v1", "lat_add_rmsnorm: fp32 residual (= res) += bf16(x), bf16 norm",
+     batch_ok, add_rmsnorm_body_run},
+    {"rmsnorm", "v1_add_rmsnorm", "lat_add_rmsnorm with a zero addend: norm of the fp32 stream, bf16 out", batch_ok,
+     rmsnorm_body_run},
+    {"embed", "v1_embed_norm", "lat_embed_norm: fp32 embedding rows (its fused norm to a temporary)", batch_ok,
+     embed_body_run},
+    {"router", "v1", "lat_router_topk on fp32 logits: sigmoid, bias, group-limited top-k, normalize, scale",
+     router_supports, router_body_run},
+    {"moe_combine", "v1", "lat_moe_combine_norm: resid + sum w*bf16(y) + bf16(shared) (norm to a temporary)",
+     moe_combine_supports, moe_combine_body_run},
+    {"swiglu", "table", "lat_gemm SwiGLU epilogue on interleaved gate/up, then down (the table's variants)",
+     swiglu_supports, swiglu_body_run},
+    {"swiglu", "grouped", "lat_moe_bucket + grouped lat_gemm gate/up (SwiGLU) and down, as moe() (top-1, 4 experts)",
+     swiglu_supports, swiglu_grouped_body_run},
+    {"mla_absorbed", "v1_split", "W_UK lat_gemm, lat_mla_attn split-KV over a latent cache, lat_mla_combine, W_UV",
+     mla_absorbed_supports, mla_absorbed_body_run},
+    {"lse_combine", "v1", "lat_mla_combine with pm = lse, pl = 1 (log-sum-exp merge), bf16 out",
+     lse_combine_supports, lse_combine_body_run},
+};
+
+#define N_ENTRIES (sizeof k_entries / sizeof k_entries[0])
+
+extern "C" void latency_register_variants(void) {
+  static vop_variant vars[N_ENTRIES];
+  for (size_t i = 0; i < N_ENTRIES; i++) {
+    const entry *e = &k_entries[i];
+    const vop *op = vopreg_find_op(e->op);
+    if (!op) {
+      fprintf(stderr, "vouch: latency variants: op '%s' is not registered\n", e->op);
+      continue;
+    }
+    memset(&vars[i], 0, sizeof vars[i]);
+    vars[i].op = op;
+    vars[i].path = PATH;
+    vars[i].name = e->name;
+    vars[i].desc = e->desc;
+    vars[i].backend = vop_backend_cuda();
+    vars[i].act_dtype = DT_BF16;
+    vars[i].supports = e->supports;
+    vars[i].run = e->run;
+    if (vopreg_add_variant(&vars[i]) != V_OK) fprintf(stderr, "vouch: %s\n", verr_msg());
+  }
+}
