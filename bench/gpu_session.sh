@@ -137,6 +137,13 @@ for phase in "$@"; do
       sweep_step sweep_small_peers "$(lim 30 0)" 20 --model /tmp/small --paths cuda-ref,latency --batch 1,8,64 \
         --context 1k,32k --steps 20 --warmup 3 "${peer[@]}"
       sed -n '/^decode:/,/^$/p' "$OUT/sweep_small_peers.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
+    sweep-agree)
+      # repeat-run agreement with the work of every step fixed (one uniform draw per point): the
+      # spread and CV then measure the harness, not how many experts a fresh routing touches
+      dl=$(( $(date +%s) + ${SWEEP_AGREE_S:-200} ))
+      sweep_step sweep_agree_k2 "$(lim 190 10)" 40 --model synth:k2-slice --paths cuda-ref,latency \
+        --batch 1,2,4,8,16,32,64 --context 1k,8k,32k,128k --steps 20 --warmup 3 --repeat 2 --routing uniform@fixed
+      grep -A60 '^repeat-run agreement' "$OUT/sweep_agree_k2.txt" | grep -v ' pass$' | tee -a "$summary" "$FINAL/summary.txt" ;;
     sweep-hf-k2)
       # HF peers at Kimi K2's dimensions: k2-slice with 2 layers (1 dense + 1 MoE, 37 GiB on disk; the
       # 3-layer slice does not fit the 64 GB disk), hf-eager and hf-compiled next to cuda-ref and
@@ -145,13 +152,13 @@ for phase in "$@"; do
       ts=$(date +%s); $V model synth --preset k2-slice --layers 2 --out /tmp/k2l2 > "$OUT/synth_k2l2.log" 2>&1
       note "synth k2-slice --layers 2 rc=$? in $(( $(date +%s) - ts )) s: $(du -sh /tmp/k2l2 | cut -f1); disk left $(df -h /tmp | tail -1 | awk '{print $4}')"
       l=$(lim 380 70)
-      timeout $(( l + 20 )) python3 scripts/peers/hf_decode.py --model /tmp/k2l2 --batch 1,8,64 --context 1k,8k \
+      timeout $(( l + 20 )) python3 scripts/peers/hf_decode.py --model /tmp/k2l2 --batch 1,64 --context 128,32k \
         --steps 20 --warmup 3 --prefill-chunk 256 --time-budget "$l" --out "$OUT/hf_k2l2.json" > "$OUT/hf_k2l2.log" 2>&1
       note "hf_decode k2-slice 2 layers rc=$? ($(grep -c '"status": "pass"' "$OUT/hf_k2l2.json" 2>/dev/null) records ran) $(grep -m1 'loaded in' "$OUT/hf_k2l2.log")"
       rm -rf /tmp/k2l2
       peer=(); [ -s "$OUT/hf_k2l2.json" ] && peer=(--peer "$OUT/hf_k2l2.json")
       sweep_step sweep_k2l2_peers "$(lim 50 0)" 25 --model synth:k2-slice --layers 2 --paths cuda-ref,latency \
-        --batch 1,8,64 --context 1k,8k --steps 20 --warmup 3 "${peer[@]}"
+        --batch 1,64 --context 128,32k --steps 20 --warmup 3 "${peer[@]}"
       sed -n '/^decode:/,/^$/p' "$OUT/sweep_k2l2_peers.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
     *) note "unknown phase $phase" ;;
   esac

@@ -2,7 +2,7 @@
 # Multi-GPU session (a machine with 2..8 GPUs of one host): the tensor-parallel checks and timings
 # of docs/tensor-parallel.md in one call. Run from the repo root with the binaries in gpu-carry/bin
 # (libraries in gpu-carry/devlibs.tar.xz) or build-cuda/ + .devlibs/, as bench/gpu_session.sh.
-# Phases: kernels-tp generate-tp diverge-tp launch-tp sweep-tp sweep-tp-k2 ; logs go to $OUT
+# Phases: tp1 (one GPU) kernels-tp generate-tp diverge-tp launch-tp sweep-tp sweep-tp-k2 ; logs go to $OUT
 # (one tarball, logs.tgz) and a short summary to $OUT/summary.txt.
 set -u
 if [ -d gpu-carry/bin ]; then
@@ -28,6 +28,20 @@ t0=$(date +%s)
 for phase in "$@"; do
   ps=$(date +%s)
   case $phase in
+    tp1)
+      # what one GPU shows: the oneshot barrier with R ranks as streams of one GPU, the comm ops
+      # at one rank, and latency through the TP code path (TP 1) in each reduce mode
+      [ -x $B/test_latency_tp ] && { timeout 120 $B/test_latency_tp > "$OUT/test_latency_tp.log" 2>&1; note "test_latency_tp rc=$? $(tail -1 "$OUT/test_latency_tp.log")"; }
+      timeout 60 $V kernels --tp 1 > "$OUT/kernels_tp1.txt" 2>&1; note "kernels --tp 1 rc=$?: $(tail -1 "$OUT/kernels_tp1.txt")"
+      for p in latency latency:tp1 latency:tp1@tp_oneshot latency:tp1@tp_nccl latency:tp1@tp_rsag cuda-ref cuda-ref:tp1; do
+        timeout 120 $V generate --model synth:small --path "$p" --tokens 1,2,3 -n 32 --batch 8 > "$OUT/gen1_$p.txt" 2>&1
+        rc=$?
+        diff <(grep ^seq "$OUT/gen1_latency.txt") <(grep ^seq "$OUT/gen1_$p.txt") > /dev/null && same="== latency" || same="DIFFERS from latency"
+        note "generate small $p rc=$rc: tokens $same; $(tail -1 "$OUT/gen1_$p.txt")"
+      done
+      timeout 200 $V sweep --model synth:small --paths latency,latency:tp1@tp_oneshot,latency:tp1@tp_nccl,latency:tp1@tp_rsag \
+        --batch 1,8,64 --context 1k --steps 30 --no-progress > "$OUT/sweep_tp1.txt" 2>&1
+      note "sweep small latency vs TP1 modes rc=$?"; grep -E "^ *latency" "$OUT/sweep_tp1.txt" >> "$FINAL/summary.txt" ;;
     kernels-tp)
       for n in $TPS; do
         timeout 120 $V kernels --tp "$n" --json "$OUT/kernels_tp$n.json" > "$OUT/kernels_tp$n.txt" 2>&1
@@ -46,10 +60,10 @@ for phase in "$@"; do
         note "generate small $p rc=$rc: tokens $same; $(tail -1 "$OUT/gen_$p.txt")"
       done ;;
     diverge-tp)
-      paths="cuda-ref,latency"; for n in $TPS; do paths="$paths,latency:tp$n,cuda-ref:tp$n"; done
+      paths="cuda-ref,latency,latency:tp1,latency:tp1@tp_rsag"; for n in $TPS; do paths="$paths,latency:tp$n,cuda-ref:tp$n"; done
       timeout 240 $V diverge --model synth:small --paths "$paths" --baseline cuda-ref --batch 1,8 --context 0,4k --tokens 16 \
         --json "$OUT/diverge_tp.json" > "$OUT/diverge_tp.txt" 2>&1
-      note "diverge small TP rc=$?"; tail -$((8 + 4 * ${#TPS})) "$OUT/diverge_tp.txt" >> "$FINAL/summary.txt" ;;
+      note "diverge small TP rc=$?"; tail -30 "$OUT/diverge_tp.txt" >> "$FINAL/summary.txt" ;;
     launch-tp)
       # one process per GPU, as srun / torchrun start them: rank and size from the environment,
       # the NCCL id through a file; rank 0 prints the tokens

@@ -28,7 +28,7 @@
 static const char USAGE[] =
     "usage: vouch sweep [--model DIR|synth:PRESET] [--paths A,B,..] [--batch 1,2,4] [--context 1k,8k]\n"
     "                   [--tp 1,8] [--spec K=7,AL=6] [--workload decode|prefill+decode]\n"
-    "                   [--routing natural|uniform|zipf:S|trace:FILE] [--steps N] [--warmup N]\n"
+    "                   [--routing natural|uniform[@fixed]|zipf:S[@fixed]|trace:FILE] [--steps N] [--warmup N]\n"
     "                   [--json FILE] [--peer FILE].. [--seed S] [--layers N] [--threads N] [--device N]\n"
     "                   [--membw-bytes SIZE] [--path-lib FILE] [--no-progress]\n"
     "                   [--repeat N] [--agree-pct P] [--max-cv P] [--require-agreement] [--time-budget S]\n"
@@ -38,6 +38,7 @@ static const char USAGE[] =
     "  per sequence per step and keeps AL (throughput counts kept tokens). Points that cannot run\n"
     "  (memory, TP > 1, unsupported) are listed as not run with the reason.\n"
     "  Routing trace format: see suites/sweep.h (JSON lines of per-MoE-layer expert id arrays).\n"
+    "  @fixed: one routing draw per point, reused by every step (step times vary only by noise).\n"
     "  --peer FILE merges records written by scripts/peers/hf_decode.py (same JSON format as --json).\n"
     "  --repeat N runs the whole grid N times and prints, after the tables, how far apart the rounds'\n"
     "  medians are per point: PASS when every point's spread <= --agree-pct (default 2) % of the\n"

@@ -103,6 +103,14 @@ vstatus sweep_routing_parse(const char *spec, sweep_routing *r) {
   memset(r, 0, sizeof *r);
   if (!spec) spec = "natural";
   snprintf(r->spec, sizeof r->spec, "%s", spec);
+  char base[560];
+  snprintf(base, sizeof base, "%s", spec);
+  char *at = strrchr(base, '@');
+  if (at && !strcmp(at, "@fixed") && (!strcmp(base, "uniform@fixed") || !strncmp(base, "zipf:", 5))) {
+    r->fixed = true;
+    *at = 0;
+    spec = base;
+  }
   if (!strcmp(spec, "natural")) r->kind = ROUTE_NATURAL;
   else if (!strcmp(spec, "uniform")) r->kind = ROUTE_UNIFORM;
   else if (!strncmp(spec, "zipf:", 5)) {
@@ -118,7 +126,8 @@ vstatus sweep_routing_parse(const char *spec, sweep_routing *r) {
     if (s != V_OK) sweep_routing_free(r);
     return s;
   } else {
-    return VERR("--routing '%s': expected natural, uniform, zipf:S or trace:FILE", spec);
+    return VERR("--routing '%s': expected natural, uniform, zipf:S or trace:FILE (uniform and zipf:S take @fixed)",
+                spec);
   }
   return V_OK;
 }
@@ -510,7 +519,7 @@ static vstatus run_point(runner *R, const int *act_in, int n_in, sweep_point **p
     for (int t = 0; t < T; t++)
       R->tok[t] = (int32_t)(philox_unit(tkey, (uint64_t)step * (uint64_t)T + (uint64_t)t) * c->vocab_size);
     if (forced) {
-      sweep_routing_fill(o->routing, o->seed, step, T, R->forced);
+      sweep_routing_fill(o->routing, o->seed, o->routing->fixed ? 0 : step, T, R->forced);
       if (step >= o->warmup)
         experts_sum += sweep_distinct_experts(R->forced, R->n_moe, T, c->num_experts_per_tok, c->n_routed_experts);
     }

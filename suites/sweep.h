@@ -47,6 +47,9 @@ typedef enum { ROUTE_NATURAL = 0, ROUTE_UNIFORM, ROUTE_ZIPF, ROUTE_TRACE } sweep
 typedef struct {
   sweep_route_kind kind;
   double zipf_s;        /* ROUTE_ZIPF: popularity of rank r (0-based) is 1/(r+1)^s */
+  bool fixed;           /* "uniform@fixed", "zipf:S@fixed": every step of a point routes the same (one draw per
+                         * point): step times then vary only by measurement noise, not by how many experts a
+                         * fresh draw touches; natural routing varies with the tokens, trace follows its file */
   char spec[560];       /* the option text ("zipf:1.2") */
   int32_t *ids;         /* ROUTE_TRACE: [n_lines][n_layers][k] expert ids */
   int n_lines, n_layers, k;

@@ -204,6 +204,13 @@ static void test_routing(void) {
   sweep_routing_free(&r);
   CHECK(sweep_routing_parse("zipf:-1", &r) == V_ERR, "zipf exponent must be positive");
   CHECK(sweep_routing_parse("bogus", &r) == V_ERR, "unknown routing is an error");
+  CHECK_OK(sweep_routing_parse("zipf:1.2@fixed", &r));
+  CHECK(r.fixed && r.kind == ROUTE_ZIPF && fabs(r.zipf_s - 1.2) < 1e-12, "zipf:1.2@fixed parses");
+  CHECK_OK(sweep_routing_parse("uniform@fixed", &r));
+  CHECK(r.fixed && r.kind == ROUTE_UNIFORM, "uniform@fixed parses");
+  CHECK_OK(sweep_routing_parse("uniform", &r));
+  CHECK(!r.fixed, "plain uniform draws per step");
+  CHECK(sweep_routing_parse("natural@fixed", &r) == V_ERR, "natural routing cannot be fixed");
   /* trace file */
   const char *tf = "test_sweep_trace.jsonl";
   FILE *f = fopen(tf, "w");
