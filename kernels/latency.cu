@@ -25,6 +25,10 @@ extern "C" {
 #define WS_BYTES ((size_t)32 << 20)
 #define FILL_ROWS 256
 #define MAX_OPEV 200 /* per-op profile events of one step */
+/* The table for MLA decode (measured on the H200, k2-slice 2 layers, docs/perf-notes.md): v2_gemm
+ * (tensor cores via cuBLAS) from 8 token rows at every context (1.08x at 1k .. 14x at 128k for
+ * batch 64), v1_split below (v2_gemm is 0.2x-1.0x at batch 1: cuBLAS's choice for one row). */
+#define GEMM_ATTN_MIN_ROWS 8
 
 /* Device weights and cache of one decoder layer (bf16 unless noted). */
 typedef struct {
@@ -48,7 +52,7 @@ typedef struct {
 
 /* One captured step shape. */
 typedef struct {
-  int T, R, S_att, forced;                  /* the key */
+  int T, R, S_att, forced, ncap;            /* the key (ncap > 0: v2_gemm attention over ncap keys) */
   cudaGraphExec_t exec;
   vtrace_event *ev;                         /* [n_ev] trace events recorded at capture, replayed */
   int n_ev, cap_ev;
@@ -72,6 +76,9 @@ typedef struct {
   bool use_graphs;
   int force_variant;                        /* 0: table */
   int tp_mode;                              /* LAT_TP_*: how block outputs are reduced under TP (AUTO: per step) */
+  int attn_mode;                            /* 0: table (v2_gemm from GEMM_ATTN_MIN_ROWS rows), 1: v1_split, 2: v2_gemm */
+  lat_mla_gemm_ws ag;                       /* v2_gemm workspace (ag.rows 0: not allocated, v1_split only) */
+  char ag_why[160];                         /* why v2_gemm is unavailable */
   /* tensor parallelism (model/shard.h, kernels/latency_tp.h); comm NULL = unsharded */
   const vcomm *comm;                        /* this rank's communicator */
   lat_tp tp;                                /* reduce buffers and peer pointers (comm != NULL) */
@@ -264,7 +271,7 @@ static lat_gemm_args dense_args(const uint16_t *W, const uint16_t *x, int ldx, v
 
 /* ---- the step ---- */
 
-static vstatus attention(lstate *S, llayer *d, int T, int S_att) {
+static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
   const int H = S->H, n = S->nope, r = S->rope, kl = S->kl, dk = S->dk;
   const int il = S->c.rope_interleave ? 1 : 0;
   lat_gemm_args a = dense_args(d->wa, S->xn, S->D, S->qkva, S->NA, S->NA, S->D, T, LAT_EP_BF16);
@@ -291,12 +298,18 @@ static vstatus attention(lstate *S, llayer *d, int T, int S_att) {
   a.x_bstride = dk;
   a.o_bstride = kl;
   VTRY(gemm(S, &a, false, "mla_absorb_q W_UK"));
-  VTRY(lat_mla_attn(S->pm, S->pl, S->pacc, S->qlat, qsrc, q_ld, dk, n, d->cache, S->d_slot, S->d_pos, T, H, kl, r,
-                    S->opt.max_ctx, S_att, S->scale, S->st));
-  tr(S, "mla_decode", "v1_split", "latent %d+%d H=%d head-group %d splits=%d rows=%d", kl, r, H,
-     lat_mla_head_group(H), S_att, T);
-  VTRY(lat_mla_combine(S->olat, S->pm, S->pl, S->pacc, T, H, kl, S_att, S->st));
-  tr(S, "mla_combine", "v1", "lse merge of %d splits H=%d rows=%d", S_att, H, T);
+  if (ncap > 0) {
+    VTRY(lat_mla_attn_gemm(&S->ag, S->olat, S->qlat, qsrc, q_ld, dk, n, d->cache, S->d_slot, S->d_pos, T, H, kl, r,
+                           S->opt.max_ctx, ncap, S->scale, S->blas, S->st));
+    tr(S, "mla_decode", "v2_gemm", "latent %d+%d H=%d keys<=%d rows=%d: cuBLAS QK^T, softmax, PV", kl, r, H, ncap, T);
+  } else {
+    VTRY(lat_mla_attn(S->pm, S->pl, S->pacc, S->qlat, qsrc, q_ld, dk, n, d->cache, S->d_slot, S->d_pos, T, H, kl, r,
+                      S->opt.max_ctx, S_att, S->scale, S->st));
+    tr(S, "mla_decode", "v1_split", "latent %d+%d H=%d head-group %d splits=%d rows=%d", kl, r, H,
+       lat_mla_head_group(H), S_att, T);
+    VTRY(lat_mla_combine(S->olat, S->pm, S->pl, S->pacc, T, H, kl, S_att, S->st));
+    tr(S, "mla_combine", "v1", "lse merge of %d splits H=%d rows=%d", S_att, H, T);
+  }
   a = dense_args(d->kv_b + (size_t)n * kl, S->olat, H * kl, S->attn, H * S->v, S->v, kl, T, LAT_EP_BF16);
   a.Z = H;
   a.w_bstride = (long long)(n + S->v) * kl;
@@ -395,7 +408,7 @@ static vstatus tp_logits(lstate *S, int R) {
 }
 
 /* Enqueues a whole step for T rows already in d_tok/d_slot/d_pos, logits for R rows d_rows. */
-static vstatus enqueue_step(lstate *S, int T, int R, int S_att, bool forced) {
+static vstatus enqueue_step(lstate *S, int T, int R, int S_att, bool forced, int ncap) {
   const int nl = S->c.num_hidden_layers;
   if (S->prof) {
     CUDA_CHECK(cudaEventRecord(S->oev[0], S->st));
@@ -408,7 +421,7 @@ static vstatus enqueue_step(lstate *S, int T, int R, int S_att, bool forced) {
   for (int l = 0; l < nl; l++) {
     llayer *d = &S->L[l];
     const uint16_t *next_norm = l + 1 < nl ? S->L[l + 1].in_norm : S->final_norm;
-    VTRY(attention(S, d, T, S_att));
+    VTRY(attention(S, d, T, S_att, ncap));
     if (S->comm) {
       VTRY(tp_reduce(S, 0, d->post_norm, T, "attention o_proj"));
     } else {
@@ -454,11 +467,11 @@ static void graph_free(gentry *g) {
   memset(g, 0, sizeof *g);
 }
 
-static vstatus graph_get(lstate *S, int T, int R, int S_att, bool forced, gentry **out, bool *captured) {
+static vstatus graph_get(lstate *S, int T, int R, int S_att, bool forced, int ncap, gentry **out, bool *captured) {
   *captured = false;
   for (int i = 0; i < S->n_graphs; i++) {
     gentry *g = &S->graphs[i];
-    if (g->T == T && g->R == R && g->S_att == S_att && g->forced == (int)forced) {
+    if (g->T == T && g->R == R && g->S_att == S_att && g->forced == (int)forced && g->ncap == ncap) {
       *out = g;
       return V_OK;
     }
@@ -472,10 +485,10 @@ static vstatus graph_get(lstate *S, int T, int R, int S_att, bool forced, gentry
     graph_free(g);
   }
   memset(g, 0, sizeof *g);
-  g->T = T, g->R = R, g->S_att = S_att, g->forced = forced;
+  g->T = T, g->R = R, g->S_att = S_att, g->forced = forced, g->ncap = ncap;
   CUDA_CHECK(cudaStreamBeginCapture(S->st, cudaStreamCaptureModeThreadLocal));
   S->rec = g;
-  vstatus s = enqueue_step(S, T, R, S_att, forced);
+  vstatus s = enqueue_step(S, T, R, S_att, forced, ncap);
   S->rec = NULL;
   cudaGraph_t graph = NULL;
   cudaError_t e = cudaStreamEndCapture(S->st, &graph);
@@ -509,10 +522,16 @@ static vstatus run_core(lstate *S, int T, int R, int max_keys, bool forced, bool
                                cudaMemcpyHostToDevice, S->st));
   int S_att = lat_mla_splits(T, S->H, max_keys, S->sms);
   while (S_att > 1 && T * S_att > S->PR) S_att--;
+  int ncap = 0; /* > 0: v2_gemm attention */
+  if (S->ag.rows >= T && S->attn_mode != 1 && (S->attn_mode == 2 || T >= GEMM_ATTN_MIN_ROWS)) {
+    ncap = lat_mla_gemm_ncap(max_keys, S->opt.max_ctx);
+    if ((size_t)T * 2 * S->H * ncap > S->ag.score_elems) ncap = 0;
+  }
+  if (ncap) S_att = 1;
   if (graph) {
     gentry *g = NULL;
     bool captured = false;
-    VTRY(graph_get(S, T, R, S_att, forced, &g, &captured));
+    VTRY(graph_get(S, T, R, S_att, forced, ncap, &g, &captured));
     if (!captured && S->trace && S->trace->enabled)
       for (int i = 0; i < g->n_ev; i++) vtrace_ran(S->trace, PATH_NAME, g->ev[i].op, g->ev[i].variant, g->ev[i].detail);
     tr(S, "cuda_graph", captured ? "capture+replay" : "replay", "rows=%d logit rows=%d splits=%d%s", T, R, S_att, forced ? " forced experts" : "");
@@ -521,7 +540,7 @@ static vstatus run_core(lstate *S, int T, int R, int max_keys, bool forced, bool
     CUDA_CHECK(cudaEventRecord(S->ev1, S->st));
   } else {
     CUDA_CHECK(cudaEventRecord(S->ev0, S->st));
-    VTRY(enqueue_step(S, T, R, S_att, forced));
+    VTRY(enqueue_step(S, T, R, S_att, forced, ncap));
     CUDA_CHECK(cudaEventRecord(S->ev1, S->st));
   }
   CUDA_CHECK(cudaEventSynchronize(S->ev1));
@@ -1004,6 +1023,40 @@ static vstatus alloc_workspace(lstate *S) {
   return V_OK;
 }
 
+/* The v2_gemm attention workspace: rows = min(TC, max_seq x MAX_TPS) token rows over max_ctx
+ * keys. Optional: when it does not fit in memory (or attn_split is forced) the path keeps
+ * v1_split for every context and says why in the trace note. */
+static void alloc_gemm_attention(lstate *S) {
+  memset(&S->ag, 0, sizeof S->ag);
+  if (S->attn_mode == 1) {
+    snprintf(S->ag_why, sizeof S->ag_why, "attn_split forced");
+    return;
+  }
+  const int rows = S->opt.max_seq * MAX_TPS < TC ? S->opt.max_seq * MAX_TPS : TC;
+  if (S->attn_mode == 0 && rows < GEMM_ATTN_MIN_ROWS) {
+    snprintf(S->ag_why, sizeof S->ag_why, "at most %d token rows per step (max_seq %d)", rows, S->opt.max_seq);
+    return;
+  }
+  const size_t ne = (size_t)rows * 2 * S->H * lat_mla_gemm_ncap(S->opt.max_ctx, S->opt.max_ctx);
+  lat_mla_gemm_ws w;
+  memset(&w, 0, sizeof w);
+  vstatus s = dalloc(S, (void **)&w.qb, (size_t)rows * 2 * S->H * S->W * sizeof(uint16_t), "v2_gemm queries");
+  if (s == V_OK) s = dalloc(S, (void **)&w.scores, ne * sizeof(float), "v2_gemm scores");
+  if (s == V_OK) s = dalloc(S, (void **)&w.P, ne / 2 * sizeof(uint16_t), "v2_gemm probabilities");
+  if (s == V_OK) s = dalloc(S, (void **)&w.kp, (size_t)rows * sizeof(void *), "v2_gemm pointers");
+  if (s == V_OK) s = dalloc(S, (void **)&w.qp, (size_t)rows * sizeof(void *), "v2_gemm pointers");
+  if (s == V_OK) s = dalloc(S, (void **)&w.pp, (size_t)rows * sizeof(void *), "v2_gemm pointers");
+  if (s == V_OK) s = dalloc(S, (void **)&w.sp, (size_t)rows * sizeof(void *), "v2_gemm pointers");
+  if (s == V_OK) s = dalloc(S, (void **)&w.op, (size_t)rows * sizeof(void *), "v2_gemm pointers");
+  if (s != V_OK) {
+    snprintf(S->ag_why, sizeof S->ag_why, "%s", verr_msg());
+    return; /* what was allocated is freed at close */
+  }
+  w.rows = rows;
+  w.score_elems = ne;
+  S->ag = w;
+}
+
 /* Why the kernels cannot run this config ("" when they can). */
 static void config_reason(const lstate *S, char *why, size_t n) {
   why[0] = 0;
@@ -1022,9 +1075,13 @@ static void config_reason(const lstate *S, char *why, size_t n) {
     snprintf(why, n, "no layers");
 }
 
-/* opts->variant: comma-separated "eager" and / or one GEMM variant name forced everywhere. */
+/* opts->variant: comma-separated words: "eager", "table", one GEMM variant name forced everywhere,
+ * "attn_split" / "attn_gemm" (MLA decode variant for every step), "tp_oneshot" / "tp_nccl" /
+ * "tp_rsag" / "tp_auto" (the TP reduce). Words not given return to the table. */
 static vstatus parse_variant(lstate *S, const char *variant) {
   S->force_variant = 0;
+  S->attn_mode = 0;
+  S->tp_mode = LAT_TP_AUTO;
   if (!variant || !variant[0]) return V_OK;
   char buf[128];
   snprintf(buf, sizeof buf, "%s", variant);
@@ -1035,6 +1092,10 @@ static vstatus parse_variant(lstate *S, const char *variant) {
       continue;
     }
     if (strcmp(tok, "table") == 0) continue;
+    if (strcmp(tok, "attn_split") == 0 || strcmp(tok, "attn_gemm") == 0) {
+      S->attn_mode = tok[5] == 's' ? 1 : 2;
+      continue;
+    }
     if (strncmp(tok, "tp_", 3) == 0) {
       const int m = lat_tp_mode_from_name(tok + 3);
       if (m < 0) return VERR(PATH_NAME ": variant '%s' unknown (tp_auto, tp_oneshot, tp_nccl, tp_rsag)", tok);
@@ -1151,6 +1212,13 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
   DALLOC(S->inv_freq, float, nhalf > 0 ? nhalf : 1, "rope table");
   CUDA_CHECK(cudaMemcpy(S->inv_freq, inv, (size_t)nhalf * sizeof(float), cudaMemcpyHostToDevice));
   VTRY(alloc_workspace(S));
+  alloc_gemm_attention(S);
+  if (S->trace) {
+    char note[300];
+    snprintf(note, sizeof note, "mla_decode: v1_split below %d token rows, v2_gemm (tensor cores) from there%s%s",
+             GEMM_ATTN_MIN_ROWS, S->ag.rows ? "" : "; v2_gemm unavailable: ", S->ag.rows ? "" : S->ag_why);
+    vtrace_note(S->trace, PATH_NAME, note);
+  }
   if (S->comm) {
     if (!m->lm_head || m->lm_head->shape[0] != S->v1 - S->v0)
       return VERR(PATH_NAME ": tensor 'lm_head.weight': %lld rows, expected the vocabulary block [%d, %d)",
@@ -1215,6 +1283,8 @@ extern "C" vstatus latency_set_variant(void *state, const char *variant) {
   S->use_graphs = g && !(variant && strstr(variant, "eager"));
   return r;
 }
+
+extern "C" const char *latency_table_attention(int T) { return T >= GEMM_ATTN_MIN_ROWS ? "v2_gemm" : "v1_split"; }
 
 extern "C" const char *latency_table_variant(int T, bool grouped) {
   return lat_gemm_variant_name(table_variant(T, grouped ? 2 : 0));

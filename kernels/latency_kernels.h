@@ -18,7 +18,8 @@
  *   lat_embed_norm, lat_add_rmsnorm, lat_moe_combine_norm: fused residual add + RMSNorm.
  *   lat_mla_prep    q_a_layernorm, kv_a_layernorm and RoPE(k_rot) -> latent cache store.
  *   lat_mla_attn    absorbed MLA decode over the latent cache, flash-decoding split-KV,
- *                   then lat_mla_combine (log-sum-exp merge of the splits).
+ *                   then lat_mla_combine (log-sum-exp merge of the splits); for long
+ *                   contexts lat_mla_attn_gemm (tensor cores via cuBLAS, latency_mla_gemm.cu).
  *   lat_router_topk sigmoid + bias + group-limited top-k (HF 0.0 masking) + normalize + scale.
  *   lat_moe_bucket  token->expert buckets on the device (no host sync). */
 #ifndef VOUCH_KERNELS_LATENCY_KERNELS_H
@@ -139,6 +140,27 @@ vstatus lat_mla_attn(float *pm, float *pl, float *pacc, const float *qlat, const
 /* o[t][h][c] = bf16(sum_s e^(pm_s - M) pacc_s[c] / sum_s e^(pm_s - M) pl_s), o [T, H, kl]. */
 vstatus lat_mla_combine(uint16_t *o, const float *pm, const float *pl, const float *pacc, int T, int H, int kl,
                         int S, cudaStream_t stream);
+
+/* MLA decode on tensor cores (kernels/latency_mla_gemm.cu, variant "v2_gemm"): per token row, scores
+ * = Q K^T over Ncap keys (cuBLAS, batch of rows), softmax to bf16 P (0 past the row's position),
+ * O = P V; writes o [T, H, kl] bf16 directly (no split combine). The workspace holds the
+ * packed bf16 queries, the scores and P, and the batch pointer arrays. */
+typedef struct {
+  int rows;                      /* most token rows */
+  size_t score_elems;            /* capacity of scores: rows x 2H x Ncap (P holds half) */
+  uint16_t *qb;                  /* [rows, 2H, kl + r] packed queries (hi and lo halves) */
+  float *scores;                 /* [score_elems] */
+  uint16_t *P;                   /* [score_elems] */
+  const void **kp, **qp, **pp;   /* [rows] device arrays: cache rows of the slot, queries, P */
+  void **sp, **op;               /* [rows] device arrays: scores, outputs */
+} lat_mla_gemm_ws;
+/* Keys a step with max_keys keys computes over: the next power of two >= max(256, max_keys) up to
+ * 4096, then the next multiple of 4096; at most max_ctx (one CUDA graph per bucket). */
+int lat_mla_gemm_ncap(int max_keys, int max_ctx);
+vstatus lat_mla_attn_gemm(const lat_mla_gemm_ws *ws, uint16_t *olat, const float *qlat, const uint16_t *q, int q_ld,
+                          int q_hstride, int q_rot_off, const uint16_t *cache, const int32_t *slot,
+                          const int32_t *pos, int T, int H, int kl, int r, int max_ctx, int ncap, float scale,
+                          cublasHandle_t blas, cudaStream_t stream);
 /* out[h][c][i] = kv_b[(h*(n+v) + i)*kl + c]: W_UK transposed per head ([H, kl, n]), at open. */
 vstatus lat_transpose_wuk(uint16_t *out, const uint16_t *kv_b, int H, int n, int v, int kl, cudaStream_t stream);
 
