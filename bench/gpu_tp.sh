@@ -32,7 +32,7 @@ for phase in "$@"; do
       # what one GPU shows: the oneshot barrier with R ranks as streams of one GPU, the comm ops
       # at one rank, and latency through the TP code path (TP 1) in each reduce mode
       [ -x $B/test_latency_tp ] && { timeout 120 $B/test_latency_tp > "$OUT/test_latency_tp.log" 2>&1; note "test_latency_tp rc=$? $(tail -1 "$OUT/test_latency_tp.log")"; }
-      timeout 60 $V kernels --tp 1 > "$OUT/kernels_tp1.txt" 2>&1; note "kernels --tp 1 rc=$?: $(tail -1 "$OUT/kernels_tp1.txt")"
+      timeout 180 $V kernels --tp 1 > "$OUT/kernels_tp1.txt" 2>&1; note "kernels --tp 1 rc=$?: $(tail -1 "$OUT/kernels_tp1.txt")"
       for p in latency latency:tp1 latency:tp1@tp_oneshot latency:tp1@tp_nccl latency:tp1@tp_rsag cuda-ref cuda-ref:tp1; do
         timeout 120 $V generate --model synth:small --path "$p" --tokens 1,2,3 -n 32 --batch 8 > "$OUT/gen1_$p.txt" 2>&1
         rc=$?
@@ -44,7 +44,7 @@ for phase in "$@"; do
       note "sweep small latency vs TP1 modes rc=$?"; grep -E "^ *latency" "$OUT/sweep_tp1.txt" >> "$FINAL/summary.txt" ;;
     kernels-tp)
       for n in $TPS; do
-        timeout 120 $V kernels --tp "$n" --json "$OUT/kernels_tp$n.json" > "$OUT/kernels_tp$n.txt" 2>&1
+        timeout 400 $V kernels --tp "$n" --json "$OUT/kernels_tp$n.json" > "$OUT/kernels_tp$n.txt" 2>&1
         note "kernels --tp $n rc=$?: $(tail -1 "$OUT/kernels_tp$n.txt")"
         grep -E "FAIL" "$OUT/kernels_tp$n.txt" | head -5 >> "$FINAL/summary.txt"
       done ;;

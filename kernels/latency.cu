@@ -64,6 +64,7 @@ typedef struct {
   vpath_opts opt;
   vtrace *trace;
   int64_t steps;
+  bool last_whole;                          /* the last forward() ran as one in-envelope step (n_act covers it) */
   char info[320];
   /* delegate: unsupported config -> cuda-ref does everything */
   void *ref;                                /* cuda-ref state, or NULL */
@@ -526,6 +527,12 @@ static vstatus run_core(lstate *S, int T, int R, int max_keys, bool forced, bool
   if (S->ag.rows >= T && S->attn_mode != 1 && (S->attn_mode == 2 || T >= GEMM_ATTN_MIN_ROWS)) {
     ncap = lat_mla_gemm_ncap(max_keys, S->opt.max_ctx);
     if ((size_t)T * 2 * S->H * ncap > S->ag.score_elems) ncap = 0;
+    /* v2_gemm computes every row over the longest row's keys; v1_split only over each row's own.
+     * Measured per key-row, v1_split costs ~12x v2_gemm at batch 64: with lengths this uneven
+     * (T x Ncap > 4 x the keys actually attended) the table keeps v1_split. */
+    double keys = 0;
+    for (int t = 0; t < T; t++) keys += S->h_pos[t] + 1.0;
+    if (S->attn_mode == 0 && (double)T * ncap > 4.0 * keys) ncap = 0;
   }
   if (ncap) S_att = 1;
   if (graph) {
@@ -606,10 +613,13 @@ static vstatus lt_forward_impl(lstate *S, const vstep *s, float *logits) {
     }
     if (forced) memcpy(S->h_forced, s->forced_experts, (size_t)S->n_moe * T * S->K * sizeof(int32_t));
     const int R = vstep_logit_rows(s);
+    S->last_whole = false;
     VTRY(run_core(S, T, R, max_keys, forced, S->use_graphs, &ms));
+    S->last_whole = true;
     CUDA_CHECK(cudaMemcpy(logits, S->logits, (size_t)R * S->V * sizeof(float), cudaMemcpyDeviceToHost));
   } else {
     if (why[0] && S->trace) vtrace_fallback(S->trace, PATH_NAME, "decode_step", to, why);
+    S->last_whole = false; /* n_act will hold the last chunk's counts only */
     /* chunks of <= TC consecutive tokens (flat order); each chunk is a valid sub-step */
     int seq_of[TC], j_of[TC];
     int t0 = 0, i = 0, j = 0;
@@ -708,11 +718,12 @@ static double lt_last_step_ms(void *st) {
   return (double)S->last_ms;
 }
 
-/* Mean over MoE layers of the distinct routed experts the last in-envelope step selected (the
- * device-side bucket counts); -1 when unknown (no MoE, delegated to cuda-ref, or no step yet). */
+/* Mean over MoE layers of the distinct routed experts the last step selected (the device-side
+ * bucket counts); -1 when unknown: no MoE, delegated to cuda-ref, no step yet, or the last step
+ * ran in chunks (a fallback: the counts cover the last chunk only). */
 static double lt_last_experts(void *st) {
   lstate *S = (lstate *)st;
-  if (S->ref || S->n_moe == 0 || S->steps == 0) return -1.0;
+  if (S->ref || S->n_moe == 0 || !S->last_whole) return -1.0;
   int32_t h[64];
   const int n = S->n_moe < 64 ? S->n_moe : 64;
   if (cudaMemcpy(h, S->n_act, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost) != cudaSuccess) {
@@ -1033,10 +1044,6 @@ static void alloc_gemm_attention(lstate *S) {
     return;
   }
   const int rows = S->opt.max_seq * MAX_TPS < TC ? S->opt.max_seq * MAX_TPS : TC;
-  if (S->attn_mode == 0 && rows < GEMM_ATTN_MIN_ROWS) {
-    snprintf(S->ag_why, sizeof S->ag_why, "at most %d token rows per step (max_seq %d)", rows, S->opt.max_seq);
-    return;
-  }
   const size_t ne = (size_t)rows * 2 * S->H * lat_mla_gemm_ncap(S->opt.max_ctx, S->opt.max_ctx);
   lat_mla_gemm_ws w;
   memset(&w, 0, sizeof w);
@@ -1281,6 +1288,11 @@ extern "C" vstatus latency_set_variant(void *state, const char *variant) {
   const bool g = S->use_graphs;
   vstatus r = parse_variant(S, variant);
   S->use_graphs = g && !(variant && strstr(variant, "eager"));
+  if (r == V_OK && S->attn_mode != 1 && !S->ag.rows) alloc_gemm_attention(S); /* opened with attn_split */
+  if (r == V_OK && S->attn_mode == 2 && !S->ag.rows)
+    r = VUNSUPPORTED(PATH_NAME ": attn_gemm: %s", S->ag_why);
+  if (r == V_OK && S->comm && S->tp_mode == LAT_TP_ONESHOT && !S->tp.p2p)
+    r = VUNSUPPORTED(PATH_NAME ": tp_oneshot: %s", S->tp.no_p2p);
   return r;
 }
 

@@ -47,8 +47,8 @@ vstatus latency_set_variant(void *state, const char *variant);
 /* The variant name the per-bucket table picks for T token rows: the narrow dense GEMMs (q_a, q_b,
  * absorption, router, ...) or, grouped, the expert GEMMs. */
 const char *latency_table_variant(int T, bool grouped);
-/* The MLA decode variant the table picks for T token rows ("v1_split" or "v2_gemm"; v2_gemm needs its
- * workspace, which a path opened with max_seq x 8 < 8 rows does not allocate). */
+/* The MLA decode variant the table picks for T token rows of similar lengths ("v1_split" or
+ * "v2_gemm"; with very uneven lengths the path keeps v1_split). */
 const char *latency_table_attention(int T);
 
 #ifdef __cplusplus

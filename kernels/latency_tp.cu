@@ -193,6 +193,27 @@ static vstatus open_impl(lat_tp *t, const vcomm *c, int device, int D, int rows,
                cudaGetErrorString(e));
     }
   }
+  /* every rank must choose the same reduce: a rank without peer access turns the oneshot off for
+   * all (an all-reduce of "cannot" flags), else some would spin in its barrier while others sit
+   * in an NCCL all-reduce */
+  int32_t cannot = t->p2p ? 0 : 1, *dflag = NULL;
+  vstatus fs = cudaMalloc((void **)&dflag, sizeof cannot) == cudaSuccess ? V_OK
+                                                                       : VERR("latency TP: cannot allocate 4 bytes");
+  if (fs == V_OK && cudaMemcpyAsync(dflag, &cannot, sizeof cannot, cudaMemcpyHostToDevice, st) != cudaSuccess)
+    fs = VERR("latency TP: flag upload failed");
+  if (fs == V_OK) fs = c->allreduce_sum(c, dflag, 1, DT_I32, st);
+  if (fs == V_OK && (cudaMemcpyAsync(&cannot, dflag, sizeof cannot, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+                     cudaStreamSynchronize(st) != cudaSuccess))
+    fs = VERR("latency TP: flag download failed");
+  cudaFree(dflag);
+  if (fs != V_OK) {
+    free(all);
+    return fs;
+  }
+  if (cannot && t->p2p) {
+    t->p2p = false;
+    snprintf(t->no_p2p, sizeof t->no_p2p, "%d rank(s) lack peer access to the others", (int)cannot);
+  }
   for (int r = 0; r < N; r++) {
     t->peer_part[0][r] = (const float *)(uintptr_t)all[r].part0;
     t->peer_part[1][r] = (const float *)(uintptr_t)all[r].part1;

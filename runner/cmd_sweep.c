@@ -343,6 +343,8 @@ static vstatus agreement_compute(vrecord **recs, int n, int repeat, double agree
     }
     for (int k = 0; k < repeat; k++) a->median[k] = NAN;
     a->worst_cv = NAN;
+    a->spread_pct = NAN;
+    bool cv_nan = false; /* a round without a CV (one step): the point cannot pass the CV goal */
     int ran = 0;
     for (int j = i; j < n; j++) {
       if (used[j] || isnan(param_num(recs[j], "round")) || strcmp(recs[j]->path, recs[i]->path) ||
@@ -353,7 +355,8 @@ static vstatus agreement_compute(vrecord **recs, int n, int repeat, double agree
       if (k < 0 || k >= repeat || recs[j]->status != REC_PASS) continue;
       a->median[k] = metric(recs[j], "step_ms");
       const double cv = metric(recs[j], "step_ms_cv_pct");
-      if (isnan(a->worst_cv) || cv > a->worst_cv || isnan(cv)) a->worst_cv = cv;
+      if (isnan(cv)) cv_nan = true;
+      else if (isnan(a->worst_cv) || cv > a->worst_cv) a->worst_cv = cv;
       ran++;
     }
     if (ran == 0) {
@@ -371,7 +374,7 @@ static vstatus agreement_compute(vrecord **recs, int n, int repeat, double agree
     double lo = INFINITY, hi = -INFINITY;
     for (int k = 0; k < repeat; k++) lo = fmin(lo, a->median[k]), hi = fmax(hi, a->median[k]);
     a->spread_pct = lo > 0 ? 100.0 * (hi - lo) / lo : NAN;
-    const bool bad_spread = !(a->spread_pct <= agree_pct), bad_cv = !(a->worst_cv <= max_cv);
+    const bool bad_spread = !(a->spread_pct <= agree_pct), bad_cv = cv_nan || !(a->worst_cv <= max_cv);
     a->verdict = bad_spread || bad_cv;
     if (a->verdict) {
       ag->failed++;
@@ -379,8 +382,10 @@ static vstatus agreement_compute(vrecord **recs, int n, int repeat, double agree
                bad_cv ? "CV" : "");
     }
     const int ai = (int)(a - ag->pt);
-    if (ag->worst_spread < 0 || a->spread_pct > ag->pt[ag->worst_spread].spread_pct) ag->worst_spread = ai;
-    if (ag->worst_cv_at < 0 || a->worst_cv > ag->pt[ag->worst_cv_at].worst_cv) ag->worst_cv_at = ai;
+    if (!isnan(a->spread_pct) && (ag->worst_spread < 0 || a->spread_pct > ag->pt[ag->worst_spread].spread_pct))
+      ag->worst_spread = ai;
+    if (!isnan(a->worst_cv) && (ag->worst_cv_at < 0 || a->worst_cv > ag->pt[ag->worst_cv_at].worst_cv))
+      ag->worst_cv_at = ai;
   }
   free(used);
   return V_OK;
@@ -422,14 +427,14 @@ static void print_agreement(FILE *f, vrecord **recs, const agreement *ag, int re
     fprintf(f, " %10.2f  %s%s%s%s\n", a->worst_cv, a->verdict ? "FAIL" : "pass", a->verdict ? " (" : "", a->why,
             a->verdict ? ")" : "");
   }
-  char ws[96] = "-", wc[96] = "-";
+  char ws[240] = "-", wc[240] = "-";
   if (ag->worst_spread >= 0) {
-    char nm[80];
+    char nm[200];
     point_name(recs[ag->pt[ag->worst_spread].first], nm, sizeof nm);
     snprintf(ws, sizeof ws, "%.2f %% (%s)", ag->pt[ag->worst_spread].spread_pct, nm);
   }
   if (ag->worst_cv_at >= 0) {
-    char nm[80];
+    char nm[200];
     point_name(recs[ag->pt[ag->worst_cv_at].first], nm, sizeof nm);
     snprintf(wc, sizeof wc, "%.2f %% (%s)", ag->pt[ag->worst_cv_at].worst_cv, nm);
   }
@@ -680,6 +685,8 @@ int cmd_sweep(int argc, char **argv) {
   double wall_s = 0;
   for (int k = 0; k < repeat && s == V_OK; k++) {
     if (repeat > 1 && o.progress) fprintf(stderr, "round %d of %ld\n", k + 1, repeat);
+    /* --time-budget is shared by the rounds: round k may run until its share of what is left ends */
+    if (budget > 0 && repeat > 1) o.deadline = vclock_now() + (t_cmd + budget - vclock_now()) / (double)(repeat - k);
     if (sweep_run(&o, &m, &res[k])) { cli_print_error("sweep"); goto end; }
     wall_s += res[k].wall_s;
     if (n_recs + res[k].n + 16 > cap_recs) {

@@ -68,7 +68,7 @@ typedef struct {
 typedef struct {
   char suite[32];         /* "kernels", "diverge", "evals", "features", "sweep", ... */
   char case_id[160];      /* unique within (suite, path) */
-  char path[32];          /* decode path name ("cpu-ref", "cuda-ref", "latency") or "" */
+  char path[128];         /* decode path name ("cpu-ref", "latency:tp8@tp_rsag", ...) or "" */
   cJSON *params;          /* object: the case's parameters (batch, context, dtype, seed, ...) (owned) */
   rec_metric *metrics;    /* [n_metrics] */
   int n_metrics, cap_metrics;

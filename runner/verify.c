@@ -181,7 +181,7 @@ static void check_results(const vbundle *b, const cJSON *m, const cJSON *res, vv
     snprintf(where, sizeof where, "%s: records[%d]", F, i++);
     vrecord *r = NULL;
     if (rec_from_json(e, where, &r)) { problem(rep, "%s", verr_msg()); continue; }
-    char w2[400];
+    char w2[600];
     snprintf(w2, sizeof w2, "%s (%s/%s/%s)", where, r->suite, r->case_id, r->path);
     rec_rederive_check(r, w2, on_mismatch, rep);
     for (int k = 0; k < got; k++)

@@ -34,7 +34,7 @@ typedef struct {
 } diverge_opts;
 
 typedef struct {
-  char path[32];            /* compared path */
+  char path[128];           /* compared path */
   bool supported;           /* false: the path could not run this case (reason says why) */
   char reason[256];
   int rows;                 /* rows compared (batch * tokens) */

@@ -46,7 +46,7 @@ typedef struct {
 } mrcr_query;
 
 typedef struct {
-  char path[32];
+  char path[128];
   bool supported;           /* false: the path could not run (reason) */
   bool errored;             /* with !supported: it failed with an error rather than "not supported" */
   char reason[256];

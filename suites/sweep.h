@@ -100,7 +100,7 @@ typedef enum {
 } sweep_experts_from;
 
 typedef struct {
-  char path[32];
+  char path[128];
   int tp, batch, ctx;       /* grid coordinates (ctx as asked) */
   bool ran;                 /* false: reason says why not */
   bool unsupported;         /* not run because the path's supports()/fill_cache refused the point */
