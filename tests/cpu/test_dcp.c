@@ -275,6 +275,16 @@ static void test_model(void) {
   vstep st = {.n_seq = 1, .seq = &seq, .n_tokens = &nt, .start_pos = &pos, .tokens = toks};
   CHECK(p.ops->supports(p.state, &st) == V_UNSUPPORTED, "17 positions with max_ctx 16: unsupported");
   vpath_close(&p);
+  /* NAME[:tpN][:dcp]@VARIANT: the variant reaches the path's options, the rest parses as before */
+  CHECK(vpaths_find("cpu-ref:tp2:dcp@x") != NULL && vpaths_find("cpu-ref@") == NULL, "@VARIANT names");
+  vpath_opts ov = {.max_seq = 1, .max_ctx = 16, .n_threads = 1};
+  CHECK_OK(vpath_open(&p, "cpu-ref@some_variant", &m, &ov));
+  CHECK(p.opts.variant && !strcmp(p.opts.variant, "some_variant"), "variant from the name: %s",
+        p.opts.variant ? p.opts.variant : "(null)");
+  vpath_close(&p);
+  CHECK_OK(vpath_open(&p, "cpu-ref:tp2:dcp@v2", &m, &ov));
+  CHECK(p.opts.tp == 2 && p.opts.dcp && p.opts.variant && !strcmp(p.opts.variant, "v2"), "tp, dcp and variant");
+  vpath_close(&p);
   ds_model_close(&m);
 }
 
