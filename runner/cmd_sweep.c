@@ -668,6 +668,14 @@ int cmd_sweep(int argc, char **argv) {
     if (batches[i] < 1 || batches[i] > 4096) { VERR("--batch: %d outside [1, 4096]", batches[i]); goto usage; }
   for (int i = 0; i < nt; i++)
     if (tps[i] < 1) { VERR("--tp: %d must be >= 1", tps[i]); goto usage; }
+  for (int i = 0; i < np && nt > 1; i++) {
+    const char *t = strstr(paths[i], ":tp"), *at = strchr(paths[i], '@');
+    if (t && (!at || t < at)) {
+      VERR("--paths: '%s' fixes its TP degree, so it would run once per --tp value: give one --tp value or drop "
+           ":tpN", paths[i]);
+      goto usage;
+    }
+  }
   if (sweep_routing_parse(routing_s, &routing)) goto usage;
 
   rc = EXIT_CHECK_FAILED;

@@ -339,8 +339,8 @@ static vstatus membw_for(runner *R, const vpath_ops *ops, double *gbs, const cha
 
 /* The TP degree of path name `name` ("latency:tp4", "cuda-ref:tp2@x", "cpu-ref:tp4:dcp"), 0 without one. */
 static int name_tp(const char *name) {
-  const char *t = strstr(name, ":tp");
-  if (!t) return 0;
+  const char *t = strstr(name, ":tp"), *at = strchr(name, '@');
+  if (!t || (at && t > at)) return 0; /* ":tp" inside an @VARIANT is not a degree */
   char *end;
   const long v = strtol(t + 3, &end, 10);
   return end != t + 3 && v > 0 && v < 4096 ? (int)v : 0;

@@ -39,6 +39,10 @@ for r in rs:
     assert r["params"]["batch"] in (1, 4) and r["params"]["context"] == 64
 PY
 
+# a name that fixes its TP degree cannot be combined with several --tp values
+"$VOUCH" sweep "${common[@]}" --paths cpu-ref,cpu-ref:tp2 --batch 1 --context 16 --tp 1,2 >"$t/tpn.txt" 2>"$t/tpn.err"
+[ $? -eq 2 ] && grep -q "fixes its TP degree" "$t/tpn.err" && ok || bad "cpu-ref:tp2 with --tp 1,2: $(cat "$t/tpn.err")"
+
 # speculative decoding, forced routing, TP listed as not run, prefill+decode
 "$VOUCH" sweep "${common[@]}" --paths cpu-ref --batch 2 --context 32 --steps 3 --warmup 1 --spec K=3,AL=2 \
   --routing zipf:1.2 --tp 1,3 --workload prefill+decode --json "$t/b.json" >"$t/b.txt" 2>"$t/b.err" \
