@@ -66,28 +66,25 @@ static vstatus check_agree(const vcomm *c, tgroup *g, const char *what) {
   return V_OK;
 }
 
-static void sum_chunk(tgroup *g, int me, int64_t i0, int64_t i1, vdtype dt) {
-  const int N = g->size;
-  if (dt == DT_F32) {
-    float *dst = g->ptr[me];
-    for (int64_t i = i0; i < i1; i++) {
-      float s = ((const float *)g->ptr[0])[i];
-      for (int r = 1; r < N; r++) s += ((const float *)g->ptr[r])[i];
-      dst[i] = s;
-    }
-  } else if (dt == DT_I32) {
-    int32_t *dst = g->ptr[me];
-    for (int64_t i = i0; i < i1; i++) {
+/* dst[i] = sum over ranks r = 0..N-1, in that order, of src[r][off + i], i < n (elements of dt).
+ * The same float operations for an element whoever computes it, so every rank gets bitwise the
+ * same sums; bf16 accumulates in float32 and rounds once. dst may alias one src at the same
+ * offsets (each element is read before it is written). */
+static void sum_ranks(void *dst, const void *const *src, int N, int64_t off, int64_t n, vdtype dt) {
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t k = off + i;
+    if (dt == DT_F32) {
+      float s = ((const float *)src[0])[k];
+      for (int r = 1; r < N; r++) s += ((const float *)src[r])[k];
+      ((float *)dst)[i] = s;
+    } else if (dt == DT_I32) {
       int64_t s = 0;
-      for (int r = 0; r < N; r++) s += ((const int32_t *)g->ptr[r])[i];
-      dst[i] = (int32_t)s;
-    }
-  } else { /* bf16: accumulate in float32 in rank order, round once */
-    uint16_t *dst = g->ptr[me];
-    for (int64_t i = i0; i < i1; i++) {
-      float s = bf16_to_f32(((const uint16_t *)g->ptr[0])[i]);
-      for (int r = 1; r < N; r++) s += bf16_to_f32(((const uint16_t *)g->ptr[r])[i]);
-      dst[i] = f32_to_bf16(s);
+      for (int r = 0; r < N; r++) s += ((const int32_t *)src[r])[k];
+      ((int32_t *)dst)[i] = (int32_t)s;
+    } else {
+      float s = bf16_to_f32(((const uint16_t *)src[0])[k]);
+      for (int r = 1; r < N; r++) s += bf16_to_f32(((const uint16_t *)src[r])[k]);
+      ((uint16_t *)dst)[i] = f32_to_bf16(s);
     }
   }
 }
@@ -105,9 +102,9 @@ static vstatus t_allreduce(const vcomm *c, void *buf, int64_t count, vdtype dt, 
   if (barrier(g)) return aborted(c, "allreduce_sum");
   VTRY(check_agree(c, g, "allreduce_sum"));
   const int64_t c0 = count * me / N, c1 = count * (me + 1) / N;
-  sum_chunk(g, me, c0, c1, dt);
-  if (barrier(g)) return aborted(c, "allreduce_sum");
   const size_t esz = vdtype_size(dt);
+  sum_ranks((char *)buf + (size_t)c0 * esz, (const void *const *)g->ptr, N, c0, c1 - c0, dt);
+  if (barrier(g)) return aborted(c, "allreduce_sum");
   for (int r = 0; r < N; r++) {
     if (r == me) continue;
     const int64_t a = count * r / N, b = count * (r + 1) / N;
@@ -147,7 +144,6 @@ static vstatus t_reduce_scatter(const vcomm *c, const void *send, void *recv, in
   VTRY(check_dtype(c, dt, "reduce_scatter_sum"));
   if (n < 0) return VERR("comm %s: reduce_scatter_sum: count %lld < 0", NAME, (long long)n);
   const int me = c->rank, N = g->size;
-  const size_t esz = vdtype_size(dt);
   /* every rank published send; recv may alias send's own chunk (each element is read before it is
    * written, and only by this rank); the second barrier keeps send alive while others read it */
   g->cptr[me] = send;
@@ -155,23 +151,7 @@ static vstatus t_reduce_scatter(const vcomm *c, const void *send, void *recv, in
   g->dtype[me] = (int)dt;
   if (barrier(g)) return aborted(c, "reduce_scatter_sum");
   VTRY(check_agree(c, g, "reduce_scatter_sum"));
-  /* rank order, as the all-reduce: every element's float operations are the same on every rank */
-  for (int64_t i = 0; i < n; i++) {
-    const size_t off = ((size_t)me * n + (size_t)i) * esz;
-    if (dt == DT_F32) {
-      float s = *(const float *)((const char *)g->cptr[0] + off);
-      for (int r = 1; r < N; r++) s += *(const float *)((const char *)g->cptr[r] + off);
-      ((float *)recv)[i] = s;
-    } else if (dt == DT_I32) {
-      int64_t s = 0;
-      for (int r = 0; r < N; r++) s += *(const int32_t *)((const char *)g->cptr[r] + off);
-      ((int32_t *)recv)[i] = (int32_t)s;
-    } else {
-      float s = bf16_to_f32(*(const uint16_t *)((const char *)g->cptr[0] + off));
-      for (int r = 1; r < N; r++) s += bf16_to_f32(*(const uint16_t *)((const char *)g->cptr[r] + off));
-      ((uint16_t *)recv)[i] = f32_to_bf16(s);
-    }
-  }
+  sum_ranks(recv, g->cptr, N, (int64_t)me * n, n, dt); /* rank order, as the all-reduce */
   if (barrier(g)) return aborted(c, "reduce_scatter_sum");
   return V_OK;
 }

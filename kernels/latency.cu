@@ -218,10 +218,14 @@ static int table_variant(int T, int kind) {
   return LAT_V5_CUBLAS;
 }
 
-static int gemm_kind(const lat_gemm_args *a) {
-  if (a->wptr) return 2;
-  return a->ep != LAT_EP_SWIGLU && a->N >= 4096 && (long long)a->N * a->K >= (32LL << 20) ? 1 : 0;
+/* The table's column: 2 grouped experts, 1 "wide" (no SwiGLU epilogue, N >= 4096 and N*K >= 32M:
+ * o_proj, dense down, lm_head), 0 the other dense GEMMs. */
+static int kind_of(bool grouped, int ep, int N, int K) {
+  if (grouped) return 2;
+  return ep != LAT_EP_SWIGLU && N >= 4096 && (long long)N * K >= (32LL << 20) ? 1 : 0;
 }
+
+static int gemm_kind(const lat_gemm_args *a) { return kind_of(a->wptr != NULL, a->ep, a->N, a->K); }
 
 static int pick_variant(const lstate *S, int T, int kind) {
   if (S->force_variant && lat_gemm_variant_max_tokens(S->force_variant) >= T &&
@@ -253,29 +257,12 @@ static vstatus gemm(lstate *S, lat_gemm_args *a, bool second_stream, const char 
   return V_OK;
 }
 
-static lat_gemm_args dense_args(const uint16_t *W, const uint16_t *x, int ldx, void *out, int ldo, int N, int K, int T,
-                                int ep) {
-  lat_gemm_args a;
-  memset(&a, 0, sizeof a);
-  a.W = W;
-  a.x = x;
-  a.ldx = ldx;
-  a.out = out;
-  a.ldo = ldo;
-  a.N = N;
-  a.K = K;
-  a.T = T;
-  a.Z = 1;
-  a.ep = ep;
-  return a;
-}
-
 /* ---- the step ---- */
 
 static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
   const int H = S->H, n = S->nope, r = S->rope, kl = S->kl, dk = S->dk;
   const int il = S->c.rope_interleave ? 1 : 0;
-  lat_gemm_args a = dense_args(d->wa, S->xn, S->D, S->qkva, S->NA, S->NA, S->D, T, LAT_EP_BF16);
+  lat_gemm_args a = lat_dense_args(d->wa, S->xn, S->D, S->qkva, S->NA, S->NA, S->D, T, LAT_EP_BF16);
   VTRY(gemm(S, &a, false, S->ql > 0 ? "q_a_proj+kv_a_proj_with_mqa" : "q_proj+kv_a_proj_with_mqa"));
   const int kv_off = S->ql > 0 ? S->ql : H * dk;
   VTRY(lat_mla_prep(S->qkva, S->NA, S->ql > 0 ? 0 : -1, S->ql, d->q_a_norm, S->qan, kv_off, kl, r, d->kv_a_norm,
@@ -285,7 +272,7 @@ static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
   const uint16_t *qsrc = S->qkva;
   int q_ld = S->NA;
   if (S->ql > 0) {
-    a = dense_args(d->q_b, S->qan, S->ql, S->q, H * dk, H * dk, S->ql, T, LAT_EP_BF16);
+    a = lat_dense_args(d->q_b, S->qan, S->ql, S->q, H * dk, H * dk, S->ql, T, LAT_EP_BF16);
     VTRY(gemm(S, &a, false, "q_b_proj"));
     qsrc = S->q;
     q_ld = H * dk;
@@ -293,7 +280,7 @@ static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
   VTRY(curef_rope((uint16_t *)qsrc, T, H, q_ld, dk, n, r, S->d_pos, S->inv_freq, S->attn_factor, il, S->st));
   tr(S, "rope", "ref", "q dim=%d heads=%d rows=%d interleave=%d", r, H, T, il);
   /* q_lat[t][h] = W_UK_h^T q_nope[t][h] (fp32) */
-  a = dense_args(d->wukt, qsrc, q_ld, S->qlat, H * kl, kl, n, T, LAT_EP_F32);
+  a = lat_dense_args(d->wukt, qsrc, q_ld, S->qlat, H * kl, kl, n, T, LAT_EP_F32);
   a.Z = H;
   a.w_bstride = (long long)kl * n;
   a.x_bstride = dk;
@@ -311,18 +298,18 @@ static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
     VTRY(lat_mla_combine(S->olat, S->pm, S->pl, S->pacc, T, H, kl, S_att, S->st));
     tr(S, "mla_combine", "v1", "lse merge of %d splits H=%d rows=%d", S_att, H, T);
   }
-  a = dense_args(d->kv_b + (size_t)n * kl, S->olat, H * kl, S->attn, H * S->v, S->v, kl, T, LAT_EP_BF16);
+  a = lat_dense_args(d->kv_b + (size_t)n * kl, S->olat, H * kl, S->attn, H * S->v, S->v, kl, T, LAT_EP_BF16);
   a.Z = H;
   a.w_bstride = (long long)(n + S->v) * kl;
   a.x_bstride = kl;
   a.o_bstride = S->v;
   VTRY(gemm(S, &a, false, "mla_out W_UV"));
   if (S->comm) { /* this rank's heads: an fp32 partial sum, reduced by tp_reduce */
-    a = dense_args(d->o_proj, S->attn, H * S->v, S->tp.part[0], S->D, S->D, H * S->v, T, LAT_EP_F32);
+    a = lat_dense_args(d->o_proj, S->attn, H * S->v, S->tp.part[0], S->D, S->D, H * S->v, T, LAT_EP_F32);
     VTRY(gemm(S, &a, false, "o_proj (partial, fp32)"));
     return V_OK;
   }
-  a = dense_args(d->o_proj, S->attn, H * S->v, S->y, S->D, S->D, H * S->v, T, LAT_EP_BF16);
+  a = lat_dense_args(d->o_proj, S->attn, H * S->v, S->y, S->D, S->D, H * S->v, T, LAT_EP_BF16);
   VTRY(gemm(S, &a, false, "o_proj"));
   return V_OK;
 }
@@ -342,13 +329,13 @@ static vstatus moe(lstate *S, llayer *d, int T, bool forced, const uint16_t *nex
   if (sh) {
     CUDA_CHECK(cudaEventRecord(S->ev_fork, S->st));
     CUDA_CHECK(cudaStreamWaitEvent(S->st2, S->ev_fork, 0));
-    lat_gemm_args a = dense_args(d->sh_gu, S->xn, S->D, S->ash, S->Fs, 2 * S->Fs, S->D, T, LAT_EP_SWIGLU);
+    lat_gemm_args a = lat_dense_args(d->sh_gu, S->xn, S->D, S->ash, S->Fs, 2 * S->Fs, S->D, T, LAT_EP_SWIGLU);
     VTRY(gemm(S, &a, true, "shared_expert gate|up+silu (stream 2)"));
-    a = dense_args(d->sh_down, S->ash, S->Fs, S->ysh, S->D, S->D, S->Fs, T, LAT_EP_BF16);
+    a = lat_dense_args(d->sh_down, S->ash, S->Fs, S->ysh, S->D, S->D, S->Fs, T, LAT_EP_BF16);
     VTRY(gemm(S, &a, true, "shared_expert down (stream 2)"));
     CUDA_CHECK(cudaEventRecord(S->ev_join, S->st2));
   }
-  lat_gemm_args a = dense_args(d->router, S->xn, S->D, S->rl, E, E, S->D, T, LAT_EP_F32);
+  lat_gemm_args a = lat_dense_args(d->router, S->xn, S->D, S->rl, E, E, S->D, T, LAT_EP_F32);
   VTRY(gemm(S, &a, false, "router logits"));
   const int32_t *fx = forced ? S->d_forced + (size_t)d->moe_index * T * K : NULL;
   VTRY(lat_router_topk(S->idx, S->wt, S->rl, d->router_bias, fx, T, E, K, S->G, S->TG, S->c.norm_topk_prob ? 1 : 0,
@@ -359,7 +346,7 @@ static vstatus moe(lstate *S, llayer *d, int T, bool forced, const uint16_t *nex
   VTRY(lat_moe_bucket(S->idx, T, K, E, nact, S->act_e, S->act_off, S->act_cnt, S->perm_tok, S->perm_pair, S->st));
   tr(S, "moe_bucket", "v1", "device buckets pairs=%d E=%d", T * K, E);
   const int zmax = E < T * K ? E : T * K;
-  a = dense_args(NULL, S->xn, S->D, S->hbuf, S->F, 2 * S->F, S->D, T, LAT_EP_SWIGLU);
+  a = lat_dense_args(NULL, S->xn, S->D, S->hbuf, S->F, 2 * S->F, S->D, T, LAT_EP_SWIGLU);
   a.wptr = d->d_egu;
   a.xmap = S->perm_tok;
   a.Z = zmax;
@@ -368,7 +355,7 @@ static vstatus moe(lstate *S, llayer *d, int T, bool forced, const uint16_t *nex
   a.act_off = S->act_off;
   a.act_cnt = S->act_cnt;
   VTRY(gemm(S, &a, false, "moe_experts gate|up+silu"));
-  a = dense_args(NULL, S->hbuf, S->F, S->Ybuf, S->D, S->D, S->F, T, LAT_EP_BF16);
+  a = lat_dense_args(NULL, S->hbuf, S->F, S->Ybuf, S->D, S->D, S->F, T, LAT_EP_BF16);
   a.wptr = d->d_edown;
   a.omap = S->perm_pair;
   a.Z = zmax;
@@ -392,7 +379,7 @@ static vstatus moe(lstate *S, llayer *d, int T, bool forced, const uint16_t *nex
  * into logits [R, V] (blocks of vblk columns; the short last block's pad columns are never written). */
 static vstatus tp_logits(lstate *S, int R) {
   const int N = S->tp.size, nl = S->v1 - S->v0, bk = S->vblk;
-  lat_gemm_args a = dense_args(S->lm_head, S->xn, S->D, S->lg_local, bk, nl, S->D, R, LAT_EP_F32);
+  lat_gemm_args a = lat_dense_args(S->lm_head, S->xn, S->D, S->lg_local, bk, nl, S->D, R, LAT_EP_F32);
   a.xmap = S->d_rows;
   VTRY(gemm(S, &a, false, "lm_head (vocab block)"));
   VTRY(S->comm->allgather(S->comm, S->lg_local, S->lg_all, (int64_t)R * bk, DT_F32, S->st));
@@ -430,20 +417,20 @@ static vstatus enqueue_step(lstate *S, int T, int R, int S_att, bool forced, int
       tr(S, "add_rmsnorm", "v1", "residual + post_attention_layernorm D=%d rows=%d", S->D, T);
     }
     VTRY(mark(S, d->is_moe ? LAT_PH_MOE : LAT_PH_DENSE));
-    if (!d->is_moe && S->comm) {
-      lat_gemm_args a = dense_args(d->gu, S->xn, S->D, S->act, S->I, 2 * S->I, S->D, T, LAT_EP_SWIGLU);
+    if (!d->is_moe) {
+      lat_gemm_args a = lat_dense_args(d->gu, S->xn, S->D, S->act, S->I, 2 * S->I, S->D, T, LAT_EP_SWIGLU);
       VTRY(gemm(S, &a, false, "dense_mlp gate|up+silu"));
-      a = dense_args(d->down, S->act, S->I, S->tp.part[1], S->D, S->D, S->I, T, LAT_EP_F32);
-      VTRY(gemm(S, &a, false, "dense_mlp down (partial, fp32)"));
-      VTRY(tp_reduce(S, 1, next_norm, T, "dense mlp"));
-    } else if (!d->is_moe) {
-      lat_gemm_args a = dense_args(d->gu, S->xn, S->D, S->act, S->I, 2 * S->I, S->D, T, LAT_EP_SWIGLU);
-      VTRY(gemm(S, &a, false, "dense_mlp gate|up+silu"));
-      a = dense_args(d->down, S->act, S->I, S->y, S->D, S->D, S->I, T, LAT_EP_BF16);
-      VTRY(gemm(S, &a, false, "dense_mlp down"));
-      VTRY(lat_add_rmsnorm(S->x, S->xn, S->y, next_norm, T, S->D, S->eps, S->st));
-      tr(S, "add_rmsnorm", "v1", "residual + %s D=%d rows=%d", l + 1 < nl ? "next input_layernorm" : "final norm",
-         S->D, T);
+      /* under TP this rank's slice of the MLP is an fp32 partial, reduced with the residual + norm */
+      a = S->comm ? lat_dense_args(d->down, S->act, S->I, S->tp.part[1], S->D, S->D, S->I, T, LAT_EP_F32)
+                  : lat_dense_args(d->down, S->act, S->I, S->y, S->D, S->D, S->I, T, LAT_EP_BF16);
+      VTRY(gemm(S, &a, false, S->comm ? "dense_mlp down (partial, fp32)" : "dense_mlp down"));
+      if (S->comm) {
+        VTRY(tp_reduce(S, 1, next_norm, T, "dense mlp"));
+      } else {
+        VTRY(lat_add_rmsnorm(S->x, S->xn, S->y, next_norm, T, S->D, S->eps, S->st));
+        tr(S, "add_rmsnorm", "v1", "residual + %s D=%d rows=%d", l + 1 < nl ? "next input_layernorm" : "final norm",
+           S->D, T);
+      }
     } else {
       VTRY(moe(S, d, T, forced, next_norm));
     }
@@ -452,7 +439,7 @@ static vstatus enqueue_step(lstate *S, int T, int R, int S_att, bool forced, int
   if (S->comm) {
     VTRY(tp_logits(S, R));
   } else {
-    lat_gemm_args a = dense_args(S->lm_head, S->xn, S->D, S->logits, S->V, S->V, S->D, R, LAT_EP_F32);
+    lat_gemm_args a = lat_dense_args(S->lm_head, S->xn, S->D, S->logits, S->V, S->V, S->D, R, LAT_EP_F32);
     a.xmap = S->d_rows;
     VTRY(gemm(S, &a, false, "lm_head"));
   }
@@ -1109,9 +1096,7 @@ static vstatus parse_variant(lstate *S, const char *variant) {
       S->tp_mode = m;
       continue;
     }
-    int v = 0;
-    for (int k = LAT_V1_MMA_N8; k <= LAT_V9_CP_N64; k++)
-      if (strcmp(tok, lat_gemm_variant_name(k)) == 0) v = k;
+    const int v = lat_gemm_variant_from_name(tok);
     if (!v)
       return VERR(PATH_NAME ": variant '%s' unknown (eager, table, v1_mma_n8, v2_mma_n16, v3_mma_n32, v4_mma_n64, "
                   "v5_cublas, v6_cp_n8, v7_cp_n16, v8_cp_n32, v9_cp_n64)",
@@ -1297,6 +1282,10 @@ extern "C" vstatus latency_set_variant(void *state, const char *variant) {
 }
 
 extern "C" const char *latency_table_attention(int T) { return T >= GEMM_ATTN_MIN_ROWS ? "v2_gemm" : "v1_split"; }
+
+extern "C" int latency_table_gemm(int T, int N, int K, int ep, bool grouped) {
+  return table_variant(T, kind_of(grouped, ep, N, K));
+}
 
 extern "C" const char *latency_table_variant(int T, bool grouped) {
   return lat_gemm_variant_name(table_variant(T, grouped ? 2 : 0));

@@ -47,6 +47,9 @@ vstatus latency_set_variant(void *state, const char *variant);
 /* The variant name the per-bucket table picks for T token rows: the narrow dense GEMMs (q_a, q_b,
  * absorption, router, ...) or, grouped, the expert GEMMs. */
 const char *latency_table_variant(int T, bool grouped);
+/* The GEMM variant number (LAT_V*) the table picks for T rows of an [N, K] GEMM with epilogue ep
+ * (LAT_EP_*), grouped (MoE experts) or dense: the path's own rule, for the kernel suite. */
+int latency_table_gemm(int T, int N, int K, int ep, bool grouped);
 /* The MLA decode variant the table picks for T token rows of similar lengths ("v1_split" or
  * "v2_gemm"; with very uneven lengths the path keeps v1_split). */
 const char *latency_table_attention(int T);

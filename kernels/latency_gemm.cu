@@ -404,6 +404,12 @@ static __global__ void scatter_rows_kernel(lat_gemm_args p, const void *tmp) {
   }
 }
 
+extern "C" int lat_gemm_variant_from_name(const char *name) {
+  for (int v = LAT_V1_MMA_N8; v <= LAT_V9_CP_N64; v++)
+    if (strcmp(name, lat_gemm_variant_name(v)) == 0) return v;
+  return 0;
+}
+
 extern "C" const char *lat_gemm_variant_name(int v) {
   switch (v) {
     case LAT_V1_MMA_N8: return "v1_mma_n8";

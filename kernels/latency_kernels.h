@@ -27,6 +27,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -54,6 +55,8 @@ enum {
 enum { LAT_EP_BF16 = 0, LAT_EP_F32 = 1, LAT_EP_SWIGLU = 2 };
 
 const char *lat_gemm_variant_name(int variant);
+/* The variant number of a name ("v6_cp_n8" -> LAT_V6_CP_N8), 0 when unknown. */
+int lat_gemm_variant_from_name(const char *name);
 /* The most tokens variant v handles in one CTA (8, 16, 32, 64; cuBLAS: any; 0: no such variant). */
 int lat_gemm_variant_max_tokens(int variant);
 
@@ -87,6 +90,24 @@ typedef struct {
   float *ws;                     /* device scratch */
   size_t ws_bytes;               /* its size */
 } lat_gemm_args;
+
+/* Dense-mode arguments (one slice, no maps, no scratch): W [N, K], x rows of ldx, out rows of ldo. */
+static inline lat_gemm_args lat_dense_args(const uint16_t *W, const uint16_t *x, int ldx, void *out, int ldo, int N,
+                                           int K, int T, int ep) {
+  lat_gemm_args a;
+  memset(&a, 0, sizeof a);
+  a.W = W;
+  a.x = x;
+  a.ldx = ldx;
+  a.out = out;
+  a.ldo = ldo;
+  a.N = N;
+  a.K = K;
+  a.T = T;
+  a.Z = 1;
+  a.ep = ep;
+  return a;
+}
 
 /* Runs the GEMM with `variant`; *splits_out and *ran_out (may be NULL) get the split-K factor
  * and the variant that ran (a variant too small for T, or cuBLAS in MoE mode, is replaced by

@@ -19,8 +19,7 @@
  *                x and W are copied with zero columns up to the next multiple of 8 (exact),
  *                so the edge shapes still test the N / T tails.
  *                table: the variant the path's per-bucket table picks for this batch and shape
- *                (latency_table_variant; the "wide" rule of latency.cu's gemm_kind, cuBLAS in
- *                every bucket, is repeated here because that function does not take the shape).
+ *                (latency_table_gemm: the path's own rule, shape included).
  *   add_rmsnorm  v1: lat_add_rmsnorm with the residual (fp32, in/out) = res copied into h and
  *                the added sublayer output y = bf16(x) (exact, on the grid): h = res + x in fp32,
  *                xn = bf16 norm, widened to out.
@@ -55,42 +54,16 @@
  * (kernels/latency_tp_variants.cu). */
 #include "kernels/latency.h"
 #include "kernels/latency_kernels.h"
-#include "reference/cuda/cuda_common.h"
-
-extern "C" {
-#include "common/opreg.h"
-}
-
 #define PATH "latency"
-#define TMP_GUARD 256 /* bytes of guard on each side of a temporary */
-#define TMP_GUARD_BYTE 0xA5
-#define TMP_POISON_BYTE 0xFF
-#define MAX_TMP 20
+#include "reference/cuda/variant_kit.h"
+
 #define WS_BYTES ((size_t)32 << 20) /* split-K scratch, as latency.cu's */
 #define MAX_B 64                    /* the path's envelope: token rows of one step */
 #define NORM_EPS 1e-6f              /* eps of the fused norms whose output no op checks */
 
 /* ---------------- device glue (conversions and layouts, not latency kernels) ---------------- */
 
-static __device__ __forceinline__ uint16_t g_f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
-static __device__ __forceinline__ float g_bf2f(uint16_t h) { return __uint_as_float((unsigned)h << 16); }
 
-static unsigned grid_of(int64_t n) {
-  int64_t b = (n + 255) / 256;
-  if (b < 1) b = 1;
-  if (b > 65536) b = 65536;
-  return (unsigned)b;
-}
-
-#define GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-
-static __global__ void to_bf16_kernel(uint16_t *dst, const float *src, int64_t n) {
-  GRID_STRIDE(i, n) dst[i] = g_f2bf(src[i]);
-}
-static __global__ void to_f32_kernel(float *dst, const uint16_t *src, int64_t n) {
-  GRID_STRIDE(i, n) dst[i] = g_bf2f(src[i]);
-}
 static __global__ void fill_u16_kernel(uint16_t *dst, uint16_t v, int64_t n) {
   GRID_STRIDE(i, n) dst[i] = v;
 }
@@ -102,7 +75,7 @@ static __global__ void pad_f32_kernel(uint16_t *dst, const float *src, int64_t r
   const int64_t n = rows * Kp;
   GRID_STRIDE(i, n) {
     const int64_t k = i % Kp, r = i / Kp;
-    dst[i] = k < K ? g_f2bf(src[r * K + k]) : (uint16_t)0;
+    dst[i] = k < K ? f2bf(src[r * K + k]) : (uint16_t)0;
   }
 }
 /* dst [rows][Kp] from bf16 src [rows][K], zero columns K..Kp. */
@@ -113,15 +86,13 @@ static __global__ void pad_bf16_kernel(uint16_t *dst, const uint16_t *src, int64
     dst[i] = k < K ? src[r * K + k] : (uint16_t)0;
   }
 }
-/* x = hi + mid + lo exactly (three bf16 truncations holding disjoint bits of x's significand,
- * same sign): parts [3][n]. bad is set when the parts cannot hold x exactly. */
 /* q [B][H][n + r] bf16 = [bf16(q_nope[b][h]) | bf16(q_pe[b][h])]. */
 static __global__ void mla_q_kernel(uint16_t *q, const float *qn, const float *qp, int64_t BH, int n, int r) {
   const int dk = n + r;
   const int64_t total = BH * dk;
   GRID_STRIDE(i, total) {
     const int64_t e = i % dk, bh = i / dk;
-    q[i] = g_f2bf(e < n ? qn[bh * n + e] : qp[bh * r + (e - n)]);
+    q[i] = f2bf(e < n ? qn[bh * n + e] : qp[bh * r + (e - n)]);
   }
 }
 /* cache [B][L][kl + r] bf16 = [bf16(ckv[b][j]) | bf16(kpe[b][j])] (slot b, position j). */
@@ -131,77 +102,15 @@ static __global__ void mla_cache_kernel(uint16_t *cache, const float *ckv, const
   const int64_t total = BL * W;
   GRID_STRIDE(i, total) {
     const int64_t e = i % W, bj = i / W;
-    cache[i] = g_f2bf(e < kl ? ckv[bj * kl + e] : kpe[bj * r + (e - kl)]);
+    cache[i] = f2bf(e < kl ? ckv[bj * kl + e] : kpe[bj * r + (e - kl)]);
   }
-}
-
-#define LAUNCH(kern, n, ...)                                   \
-  do {                                                         \
-    kern<<<grid_of((int64_t)(n)), 256, 0, 0>>>(__VA_ARGS__); \
-    CUDA_CHECK_LAUNCH();                                       \
-  } while (0)
-
-/* ---------------- guarded, poisoned temporaries ---------------- */
-
-typedef struct {
-  char *base[MAX_TMP];   /* allocation: guard + data + guard */
-  size_t bytes[MAX_TMP]; /* data bytes */
-  const char *name[MAX_TMP];
-  int n;
-} arena;
-
-static vstatus tmp_alloc(arena *A, void **p, size_t bytes, const char *name) {
-  *p = NULL;
-  if (A->n == MAX_TMP) return VERR("latency_variants.cu: temporary '%s': more than %d temporaries", name, MAX_TMP);
-  if (bytes == 0) bytes = 1;
-  bytes = (bytes + 15) & ~(size_t)15; /* keep the next 16-byte loads inside the allocation */
-  char *b = NULL;
-  CUDA_CHECK(cudaMalloc((void **)&b, bytes + 2 * TMP_GUARD));
-  A->base[A->n] = b;
-  A->bytes[A->n] = bytes;
-  A->name[A->n] = name;
-  A->n++;
-  CUDA_CHECK(cudaMemset(b, TMP_GUARD_BYTE, bytes + 2 * TMP_GUARD));
-  CUDA_CHECK(cudaMemset(b + TMP_GUARD, TMP_POISON_BYTE, bytes));
-  *p = b + TMP_GUARD;
-  return V_OK;
-}
-
-/* After the work finished: every guard byte must be intact. */
-static vstatus tmp_check(const arena *A) {
-  unsigned char g[2 * TMP_GUARD];
-  for (int i = 0; i < A->n; i++) {
-    CUDA_CHECK(cudaMemcpy(g, A->base[i], TMP_GUARD, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(g + TMP_GUARD, A->base[i] + TMP_GUARD + A->bytes[i], TMP_GUARD, cudaMemcpyDeviceToHost));
-    for (int k = 0; k < 2 * TMP_GUARD; k++)
-      if (g[k] != TMP_GUARD_BYTE)
-        return VERR("latency_variants.cu: temporary '%s': out-of-bounds write by a latency kernel (%s end)",
-                    A->name[i], k < TMP_GUARD ? "front" : "back");
-  }
-  return V_OK;
-}
-
-static void tmp_free(arena *A) {
-  for (int i = 0; i < A->n; i++) cudaFree(A->base[i]);
-  A->n = 0;
 }
 
 /* ---------------- shared pieces ---------------- */
 
-static int g_devices = -1;    /* visible CUDA devices, probed once */
 static int g_sms = 0;         /* SM count of the current device (launch sizes, as the path's) */
 static bool g_init = false;   /* lat_kernels_init done */
 static cublasHandle_t g_blas; /* created on first use */
-
-static vstatus have_device(void) {
-  if (g_devices < 0) {
-    int n = 0;
-    g_devices = cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-    (void)cudaGetLastError(); /* a failed probe must not stick to the next launch */
-  }
-  if (g_devices == 0) return VUNSUPPORTED(PATH ": no CUDA device visible");
-  return V_OK;
-}
 
 /* Device, SM count, the GEMMs' shared-memory limits and cuBLAS, once. */
 static vstatus ready(void) {
@@ -225,26 +134,10 @@ static vstatus batch_ok(const vop_case *c) {
   return V_OK;
 }
 
-static vstatus to_bf16(arena *A, uint16_t **dst, const void *src, int64_t n, const char *name) {
-  VTRY(tmp_alloc(A, (void **)dst, (size_t)n * 2, name));
-  if (n > 0) LAUNCH(to_bf16_kernel, n, *dst, (const float *)src, n);
-  return V_OK;
-}
-
-static vstatus to_f32(void *dst, const uint16_t *src, int64_t n) {
-  if (n > 0) LAUNCH(to_f32_kernel, n, (float *)dst, src, n);
-  return V_OK;
-}
-
 /* A bf16 temporary filled with v (0x3F80: 1.0, 0: zero, 0xFFFF: NaN). */
 static vstatus const_bf16(arena *A, uint16_t **dst, int64_t n, uint16_t v, const char *name) {
   VTRY(tmp_alloc(A, (void **)dst, (size_t)n * 2, name));
   if (n > 0) LAUNCH(fill_u16_kernel, n, *dst, v, n);
-  return V_OK;
-}
-
-static vstatus host_ints(int32_t *dst, const void *src, int n) {
-  CUDA_CHECK(cudaMemcpy(dst, src, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost));
   return V_OK;
 }
 
@@ -254,35 +147,9 @@ static vstatus upload_ints(arena *A, int32_t **dst, const int32_t *src, int n, c
   return V_OK;
 }
 
-static int variant_of(const char *name) {
-  for (int v = LAT_V1_MMA_N8; v <= LAT_V9_CP_N64; v++)
-    if (strcmp(name, lat_gemm_variant_name(v)) == 0) return v;
-  return 0;
-}
-
-/* The variant the path's table picks (latency.cu: table_variant(T, gemm_kind(a))). Grouped
- * experts and dense GEMMs come from latency_table_variant; the "wide" kind (no SwiGLU epilogue,
- * N >= 4096 and N*K >= 32M: o_proj, dense down, lm_head) is cuBLAS in every bucket there. */
-static int table_pick(int T, int N, int K, int ep, bool grouped) {
-  if (!grouped && ep != LAT_EP_SWIGLU && N >= 4096 && (long long)N * K >= (32LL << 20)) return LAT_V5_CUBLAS;
-  const int v = variant_of(latency_table_variant(T, grouped));
-  return v ? v : LAT_V5_CUBLAS;
-}
-
 static lat_gemm_args dense_args(const uint16_t *W, const uint16_t *x, int ldx, void *out, int ldo, int N, int K, int T,
                                 int ep, float *ws) {
-  lat_gemm_args a;
-  memset(&a, 0, sizeof a);
-  a.W = W;
-  a.x = x;
-  a.ldx = ldx;
-  a.out = out;
-  a.ldo = ldo;
-  a.N = N;
-  a.K = K;
-  a.T = T;
-  a.Z = 1;
-  a.ep = ep;
+  lat_gemm_args a = lat_dense_args(W, x, ldx, out, ldo, N, K, T, ep);
   a.ws = ws;
   a.ws_bytes = WS_BYTES;
   return a;
@@ -300,35 +167,15 @@ static vstatus gemm(const lat_gemm_args *a, int variant, int *splits, const char
   return V_OK;
 }
 
-typedef vstatus (*body_fn)(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what);
-
-/* Runs a body with its temporaries, waits for the GPU, checks the temporaries' guards and
- * records the run in the trace (only when all of it succeeded). */
-static vstatus run_body(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t, const char *variant,
-                        body_fn f) {
-  arena A;
-  memset(&A, 0, sizeof A);
-  char what[96] = "";
-  vstatus s = batch_ok(c); /* the bodies size host arrays by MAX_B */
-  if (s == V_OK) s = ready();
-  if (s == V_OK) s = f(c, l, b, &A, what);
-  if (s == V_OK) {
-    cudaError_t e = cudaDeviceSynchronize();
-    if (e != cudaSuccess)
-      s = VERR("latency_variants.cu: op '%s': variant '%s': %s", c->op->name, variant, cudaGetErrorString(e));
-  }
-  if (s == V_OK) s = tmp_check(&A);
-  tmp_free(&A);
-  if (s != V_OK) return s;
-  char detail[192];
-  snprintf(detail, sizeof detail, "%s/%s B=%d %s", c->preset, c->shape, c->batch, what);
-  vtrace_ran(t, PATH, c->op->name, variant, detail);
-  return V_OK;
+/* Before every body: the envelope (the bodies size host arrays by MAX_B), then one-time setup. */
+static vstatus pre_body(const vop_case *c) {
+  VTRY(batch_ok(c));
+  return ready();
 }
 
 #define VARIANT(fn, vname)                                                                        \
   static vstatus fn##_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) { \
-    return run_body(c, l, b, t, vname, fn);                                                      \
+    return run_body(c, l, b, t, vname, fn, pre_body, 16); /* 16: the GEMMs' 16-byte loads */                                                      \
   }
 
 /* ---------------- linear: x, w -> y (f32) ---------------- */
@@ -388,7 +235,7 @@ LINEAR_VARIANT(9, "v9_cp_n64")
 
 static vstatus linear_table_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
   const int Ip = (c->d[1] + 7) / 8 * 8;
-  return linear_common(c, l, b, A, what, table_pick(c->batch, c->d[0], Ip, LAT_EP_F32, false));
+  return linear_common(c, l, b, A, what, latency_table_gemm(c->batch, c->d[0], Ip, LAT_EP_F32, false));
 }
 VARIANT(linear_table_body, "table")
 
@@ -519,10 +366,10 @@ static vstatus swiglu_body(const vop_case *c, const vop_layout *l, void *const *
   VTRY(tmp_alloc(A, (void **)&y, (size_t)B * D * 2, "y_bf16"));
   VTRY(tmp_alloc(A, (void **)&ws, WS_BYTES, "splitk_scratch"));
   lat_gemm_args a = dense_args(gu, x, D, act, I, 2 * I, D, B, LAT_EP_SWIGLU, ws);
-  const int v1 = table_pick(B, 2 * I, D, LAT_EP_SWIGLU, false);
+  const int v1 = latency_table_gemm(B, 2 * I, D, LAT_EP_SWIGLU, false);
   VTRY(gemm(&a, v1, NULL, "swiglu gate|up"));
   a = dense_args((const uint16_t *)b[3], act, I, y, D, D, I, B, LAT_EP_BF16, ws);
-  const int v2 = table_pick(B, D, I, LAT_EP_BF16, false);
+  const int v2 = latency_table_gemm(B, D, I, LAT_EP_BF16, false);
   VTRY(gemm(&a, v2, NULL, "swiglu down"));
   VTRY(to_f32(b[4], y, l->b[4].n));
   snprintf(what, 96, "lat_gemm %s gate|up+silu, %s down -> bf16", lat_gemm_variant_name(v1), lat_gemm_variant_name(v2));
@@ -557,7 +404,7 @@ static vstatus swiglu_grouped_body(const vop_case *c, const vop_layout *l, void 
   VTRY(tmp_alloc(A, (void **)&hbuf, (size_t)B * I * 2, "hbuf"));
   VTRY(tmp_alloc(A, (void **)&y, (size_t)B * D * 2, "y_bf16"));
   const int zmax = GR_E < B ? GR_E : B;
-  const int v = table_pick(B, 2 * I, D, LAT_EP_SWIGLU, true);
+  const int v = latency_table_gemm(B, 2 * I, D, LAT_EP_SWIGLU, true);
   lat_gemm_args a = dense_args(NULL, x, D, hbuf, I, 2 * I, D, B, LAT_EP_SWIGLU, NULL);
   a.ws_bytes = 0;
   a.wptr = d_gu;
@@ -636,7 +483,7 @@ static vstatus mla_absorbed_body(const vop_case *c, const vop_layout *l, void *c
   a.w_bstride = (long long)kl * n;
   a.x_bstride = dk;
   a.o_bstride = kl;
-  const int va = table_pick(B, kl, n, LAT_EP_F32, false);
+  const int va = latency_table_gemm(B, kl, n, LAT_EP_F32, false);
   VTRY(gemm(&a, va, NULL, "mla_absorbed W_UK"));
   VTRY(lat_mla_init(kl, r));
   VTRY(lat_mla_attn(pm, pl, pacc, qlat, q, H * dk, dk, n, cache, sp, sp + B, B, H, kl, r, L, S, (float)c->f[0], 0));
@@ -647,7 +494,7 @@ static vstatus mla_absorbed_body(const vop_case *c, const vop_layout *l, void *c
   a.w_bstride = (long long)(n + v) * kl;
   a.x_bstride = kl;
   a.o_bstride = v;
-  const int vb = table_pick(B, v, kl, LAT_EP_BF16, false);
+  const int vb = latency_table_gemm(B, v, kl, LAT_EP_BF16, false);
   VTRY(gemm(&a, vb, NULL, "mla_absorbed W_UV"));
   VTRY(to_f32(b[6], attn, l->b[6].n));
   snprintf(what, 96, "lat_gemm %s W_UK; lat_mla_attn splits=%d hg=%d; lat_mla_combine; %s W_UV",
@@ -679,12 +526,6 @@ static vstatus lse_combine_body(const vop_case *c, const vop_layout *l, void *co
 VARIANT(lse_combine_body, "v1")
 
 /* ---------------- registration ---------------- */
-
-typedef struct {
-  const char *op, *name, *desc;
-  vstatus (*supports)(const vop_case *);
-  vstatus (*run)(const vop_case *, const vop_layout *, void *const *, vtrace *);
-} entry;
 
 #define LINEAR_ENTRY(num, vname, what)                                                                       \
   {"linear", vname, "lat_gemm " vname ": " what ", bf16(x), fp32 epilogue", linear_v##num##_supports, \
@@ -726,22 +567,5 @@ static const entry k_entries[] = {
 
 extern "C" void latency_register_variants(void) {
   static vop_variant vars[N_ENTRIES];
-  for (size_t i = 0; i < N_ENTRIES; i++) {
-    const entry *e = &k_entries[i];
-    const vop *op = vopreg_find_op(e->op);
-    if (!op) {
-      fprintf(stderr, "vouch: latency variants: op '%s' is not registered\n", e->op);
-      continue;
-    }
-    memset(&vars[i], 0, sizeof vars[i]);
-    vars[i].op = op;
-    vars[i].path = PATH;
-    vars[i].name = e->name;
-    vars[i].desc = e->desc;
-    vars[i].backend = vop_backend_cuda();
-    vars[i].act_dtype = DT_BF16;
-    vars[i].supports = e->supports;
-    vars[i].run = e->run;
-    if (vopreg_add_variant(&vars[i]) != V_OK) fprintf(stderr, "vouch: %s\n", verr_msg());
-  }
+  register_entries(k_entries, N_ENTRIES, vars);
 }

@@ -669,8 +669,7 @@ int cmd_sweep(int argc, char **argv) {
   for (int i = 0; i < nt; i++)
     if (tps[i] < 1) { VERR("--tp: %d must be >= 1", tps[i]); goto usage; }
   for (int i = 0; i < np && nt > 1; i++) {
-    const char *t = strstr(paths[i], ":tp"), *at = strchr(paths[i], '@');
-    if (t && (!at || t < at)) {
+    if (vpaths_name_tp(paths[i])) {
       VERR("--paths: '%s' fixes its TP degree, so it would run once per --tp value: give one --tp value or drop "
            ":tpN", paths[i]);
       goto usage;

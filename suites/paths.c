@@ -86,6 +86,13 @@ static bool parse_name(const char *name, char *base, size_t n, int *tp, bool *dc
   return true;
 }
 
+int vpaths_name_tp(const char *name) {
+  char base[128];
+  int tp;
+  bool dcp;
+  return parse_name(name, base, sizeof base, &tp, &dcp, NULL, 0) ? tp : 0;
+}
+
 const vpath_ops *vpaths_find(const char *name) {
   char base[128];
   int tp;

@@ -10,6 +10,8 @@
 const vpath_ops *vpaths_find(const char *name);
 /* Space-separated names of the built-in paths. */
 const char *vpaths_names(void);
+/* The TP degree a name fixes ("latency:tp4@x" -> 4), 0 when it fixes none or is malformed. */
+int vpaths_name_tp(const char *name);
 /* Loads a path from a shared library; it is then found by its ops->name. */
 vstatus vpaths_load_lib(const char *file);
 /* Finds and opens a path; unknown names are an error listing the known ones.

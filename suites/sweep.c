@@ -337,15 +337,6 @@ static vstatus membw_for(runner *R, const vpath_ops *ops, double *gbs, const cha
   return V_OK;
 }
 
-/* The TP degree of path name `name` ("latency:tp4", "cuda-ref:tp2@x", "cpu-ref:tp4:dcp"), 0 without one. */
-static int name_tp(const char *name) {
-  const char *t = strstr(name, ":tp"), *at = strchr(name, '@');
-  if (!t || (at && t > at)) return 0; /* ":tp" inside an @VARIANT is not a degree */
-  char *end;
-  const long v = strtol(t + 3, &end, 10);
-  return end != t + 3 && v > 0 && v < 4096 ? (int)v : 0;
-}
-
 /* Bytes one rank of TP `tp` must read per decode step: the shard's weights (heads and MLP
  * widths divided, latent projections, router and norms replicated, its vocabulary block of
  * lm_head) and its KV cache (the MLA latent is replicated on every rank). tp <= 1: the whole
@@ -362,7 +353,8 @@ static sweep_point *add_point(runner *R, int pi, int tp, int b, int ctx) {
   sweep_point *p = &res->p[res->n++]; /* capacity reserved for the whole grid up front */
   memset(p, 0, sizeof *p);
   snprintf(p->path, sizeof p->path, "%s", R->o->paths[pi]);
-  p->tp = name_tp(R->o->paths[pi]) ? name_tp(R->o->paths[pi]) : tp;
+  const int named = vpaths_name_tp(R->o->paths[pi]); /* a name's ":tpN" wins over the grid's --tp */
+  p->tp = named ? named : tp;
   p->batch = b;
   p->ctx = ctx;
   p->prefill_ms = NAN;

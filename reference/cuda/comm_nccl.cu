@@ -58,6 +58,20 @@ static vstatus n_reduce_scatter(const vcomm *c, const void *send, void *recv, in
   return V_OK;
 }
 
+/* The communicator of rank `rank` of `size` over NCCL communicator state k. */
+static vcomm nccl_vcomm(int rank, int size, nrank *k) {
+  vcomm c;
+  memset(&c, 0, sizeof c);
+  c.name = NAME;
+  c.rank = rank;
+  c.size = size;
+  c.ctx = k;
+  c.allreduce_sum = n_allreduce;
+  c.allgather = n_allgather;
+  c.reduce_scatter_sum = n_reduce_scatter;
+  return c;
+}
+
 /* ---- one process, N GPUs ---- */
 
 typedef struct {
@@ -149,13 +163,7 @@ extern "C" vstatus comm_nccl_tp_group(vcomm_group **out, int size, const vpath_o
   for (int r = 0; r < size; r++) {
     g->rk[r].comm = cs[r];
     g->rk[r].device = devs[r];
-    g->comms[r].name = NAME;
-    g->comms[r].rank = r;
-    g->comms[r].size = size;
-    g->comms[r].ctx = &g->rk[r];
-    g->comms[r].allreduce_sum = n_allreduce;
-    g->comms[r].allgather = n_allgather;
-    g->comms[r].reduce_scatter_sum = n_reduce_scatter;
+    g->comms[r] = nccl_vcomm(r, size, &g->rk[r]);
   }
   free(devs);
   free(cs);
@@ -241,13 +249,7 @@ extern "C" vstatus comm_nccl_from_env(vcomm **out, int device) {
     return VERR("NCCL: ncclCommInitRank rank %d of %d on device %d: %s", rank, size, device, ncclGetErrorString(nr));
   }
   k->device = device;
-  c->name = NAME;
-  c->rank = rank;
-  c->size = size;
-  c->ctx = k;
-  c->allreduce_sum = n_allreduce;
-  c->allgather = n_allgather;
-  c->reduce_scatter_sum = n_reduce_scatter;
+  *c = nccl_vcomm(rank, size, k);
   *out = c;
   return V_OK;
 }

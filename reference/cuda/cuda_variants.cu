@@ -29,48 +29,20 @@
  *                curef_add_bf16 of the shared expert (cuda-ref's moe_block order) ("ref_scatter")
  * Not registered: mla_absorbed, attn_partial, lse_combine (cuda-ref has no such kernels),
  * sample (host-side in common/sampling.c), allreduce (no multi-GPU in cuda-ref). */
-#include "reference/cuda/cuda_common.h"
+#define PATH "cuda-ref"
+#include "reference/cuda/variant_kit.h"
 #include "reference/cuda/cuda_ref_kernels.h"
 
-extern "C" {
-#include "common/opreg.h"
-}
-
-extern "C" const vop_backend *vop_backend_cuda(void); /* reference/cuda/cuda_backend.cu */
-
-#define PATH "cuda-ref"
-#define TMP_GUARD 256     /* bytes of guard on each side of a temporary */
-#define TMP_GUARD_BYTE 0xA5
-#define TMP_POISON_BYTE 0xFF
-#define MAX_TMP 12
 
 /* ---------------- device glue (conversions and layouts, not cuda-ref kernels) ---------------- */
 
-static __device__ __forceinline__ uint16_t g_f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
-static __device__ __forceinline__ float g_bf2f(uint16_t h) { return __uint_as_float((unsigned)h << 16); }
 
-static unsigned grid_of(int64_t n) {
-  int64_t b = (n + 255) / 256;
-  if (b < 1) b = 1;
-  if (b > 65536) b = 65536;
-  return (unsigned)b;
-}
-
-#define GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-
-static __global__ void to_bf16_kernel(uint16_t *dst, const float *src, int64_t n) {
-  GRID_STRIDE(i, n) dst[i] = g_f2bf(src[i]);
-}
-static __global__ void to_f32_kernel(float *dst, const uint16_t *src, int64_t n) {
-  GRID_STRIDE(i, n) dst[i] = g_bf2f(src[i]);
-}
 /* dst [B][L][H][d] bf16 (cuda-ref's expanded cache, slot = b) from src [B][H][L][d] f32. */
 static __global__ void to_cache_kernel(uint16_t *dst, const float *src, int B, int H, int L, int d) {
   const int64_t n = (int64_t)B * L * H * d;
   GRID_STRIDE(i, n) {
     const int64_t e = i % d, t = i / d, h = t % H, t2 = t / H, j = t2 % L, b = t2 / L;
-    dst[i] = g_f2bf(src[((b * H + h) * L + j) * d + e]);
+    dst[i] = f2bf(src[((b * H + h) * L + j) * d + e]);
   }
 }
 /* dst [k][B][D] bf16 from src [B][k][D] f32 (expert slot j's rows contiguous, as scatter_add wants). */
@@ -78,7 +50,7 @@ static __global__ void slots_bf16_kernel(uint16_t *dst, const float *src, int B,
   const int64_t n = (int64_t)B * k * D;
   GRID_STRIDE(i, n) {
     const int64_t e = i % D, t = i / D, b = t % B, j = t / B;
-    dst[i] = g_f2bf(src[(b * k + j) * D + e]);
+    dst[i] = f2bf(src[(b * k + j) * D + e]);
   }
 }
 /* dst [k][B] from src [B][k] (exact copy). */
@@ -97,11 +69,11 @@ static __global__ void router_split_kernel(uint16_t *x, const float *logits, int
   GRID_STRIDE(i, n) {
     const float v = logits[i];
     const uint16_t hi = (uint16_t)(__float_as_uint(v) >> 16);
-    const float r1 = v - g_bf2f(hi);
+    const float r1 = v - bf2f(hi);
     const uint16_t mid = (uint16_t)(__float_as_uint(r1) >> 16);
-    const float r2 = r1 - g_bf2f(mid);
+    const float r2 = r1 - bf2f(mid);
     const uint16_t lo = (uint16_t)(__float_as_uint(r2) >> 16);
-    if (!isfinite(v) || (__float_as_uint(r2) & 0xFFFFu) != 0 || g_bf2f(hi) + g_bf2f(mid) + g_bf2f(lo) != v) *bad = 1;
+    if (!isfinite(v) || (__float_as_uint(r2) & 0xFFFFu) != 0 || bf2f(hi) + bf2f(mid) + bf2f(lo) != v) *bad = 1;
     x[3 * i] = hi;
     x[3 * i + 1] = mid;
     x[3 * i + 2] = lo;
@@ -112,74 +84,13 @@ static __global__ void router_eye3_kernel(uint16_t *w, int E) {
   GRID_STRIDE(i, n) w[i] = (i % (3 * E)) / 3 == i / (3 * E) ? (uint16_t)0x3F80 : (uint16_t)0; /* bf16 1.0 */
 }
 
-#define LAUNCH(kern, n, ...)                                   \
-  do {                                                         \
-    kern<<<grid_of((int64_t)(n)), 256, 0, 0>>>(__VA_ARGS__); \
-    CUDA_CHECK_LAUNCH();                                       \
-  } while (0)
-
-/* ---------------- guarded, poisoned temporaries ---------------- */
-
-typedef struct {
-  char *base[MAX_TMP];   /* allocation: guard + data + guard */
-  size_t bytes[MAX_TMP]; /* data bytes */
-  const char *name[MAX_TMP];
-  int n;
-} arena;
-
-static vstatus tmp_alloc(arena *A, void **p, size_t bytes, const char *name) {
-  *p = NULL;
-  if (A->n == MAX_TMP) return VERR("cuda_variants.cu: temporary '%s': more than %d temporaries", name, MAX_TMP);
-  if (bytes == 0) bytes = 1;
-  char *b = NULL;
-  CUDA_CHECK(cudaMalloc((void **)&b, bytes + 2 * TMP_GUARD));
-  A->base[A->n] = b;
-  A->bytes[A->n] = bytes;
-  A->name[A->n] = name;
-  A->n++;
-  CUDA_CHECK(cudaMemset(b, TMP_GUARD_BYTE, bytes + 2 * TMP_GUARD));
-  CUDA_CHECK(cudaMemset(b + TMP_GUARD, TMP_POISON_BYTE, bytes));
-  *p = b + TMP_GUARD;
-  return V_OK;
-}
-
-/* After the work finished: every guard byte must be intact. */
-static vstatus tmp_check(const arena *A) {
-  unsigned char g[2 * TMP_GUARD];
-  for (int i = 0; i < A->n; i++) {
-    CUDA_CHECK(cudaMemcpy(g, A->base[i], TMP_GUARD, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(g + TMP_GUARD, A->base[i] + TMP_GUARD + A->bytes[i], TMP_GUARD, cudaMemcpyDeviceToHost));
-    for (int k = 0; k < 2 * TMP_GUARD; k++)
-      if (g[k] != TMP_GUARD_BYTE)
-        return VERR("cuda_variants.cu: temporary '%s': out-of-bounds write by the cuda-ref kernel (%s end)",
-                    A->name[i], k < TMP_GUARD ? "front" : "back");
-  }
-  return V_OK;
-}
-
-static void tmp_free(arena *A) {
-  for (int i = 0; i < A->n; i++) cudaFree(A->base[i]);
-  A->n = 0;
-}
-
 /* ---------------- shared pieces ---------------- */
 
-static cublasHandle_t g_blas;     /* created on first use, default stream, as cuda-ref's (cublasCreate) */
-static int g_devices = -1;        /* visible CUDA devices, probed once */
+static cublasHandle_t g_blas; /* created on first use, default stream, as cuda-ref's (cublasCreate) */
 
 static vstatus blas(cublasHandle_t *h) {
   if (!g_blas) CUBLAS_CHECK(cublasCreate(&g_blas));
   *h = g_blas;
-  return V_OK;
-}
-
-static vstatus have_device(void) {
-  if (g_devices < 0) {
-    int n = 0;
-    g_devices = cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-    (void)cudaGetLastError(); /* a failed probe must not stick to the next launch */
-  }
-  if (g_devices == 0) return VUNSUPPORTED(PATH ": no CUDA device visible");
   return V_OK;
 }
 
@@ -188,52 +99,9 @@ static vstatus any_case(const vop_case *c) {
   return have_device();
 }
 
-static vstatus to_bf16(arena *A, uint16_t **dst, const void *src, int64_t n, const char *name) {
-  VTRY(tmp_alloc(A, (void **)dst, (size_t)n * 2, name));
-  if (n > 0) LAUNCH(to_bf16_kernel, n, *dst, (const float *)src, n);
-  return V_OK;
-}
-
-static vstatus to_f32(void *dst, const uint16_t *src, int64_t n) {
-  if (n > 0) LAUNCH(to_f32_kernel, n, (float *)dst, src, n);
-  return V_OK;
-}
-
-/* Copies a small int32 input to the host (row lengths, tokens) to check it as the cuda-ref
- * path's host code does before launching. */
-static vstatus host_ints(int32_t *dst, const void *src, int n) {
-  CUDA_CHECK(cudaMemcpy(dst, src, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost));
-  return V_OK;
-}
-
-typedef vstatus (*body_fn)(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what);
-
-/* Runs a body with its temporaries, waits for the GPU, checks the temporaries' guards and
- * records the run in the trace (only when all of it succeeded). */
-static vstatus run_body(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t, const char *variant,
-                        body_fn f) {
-  arena A;
-  memset(&A, 0, sizeof A);
-  char what[64] = "";
-  vstatus s = have_device();
-  if (s == V_OK) s = f(c, l, b, &A, what);
-  if (s == V_OK) {
-    cudaError_t e = cudaDeviceSynchronize();
-    if (e != cudaSuccess)
-      s = VERR("cuda_variants.cu: op '%s': variant '%s': %s", c->op->name, variant, cudaGetErrorString(e));
-  }
-  if (s == V_OK) s = tmp_check(&A);
-  tmp_free(&A);
-  if (s != V_OK) return s;
-  char detail[160];
-  snprintf(detail, sizeof detail, "%s/%s B=%d %s", c->preset, c->shape, c->batch, what);
-  vtrace_ran(t, PATH, c->op->name, variant, detail);
-  return V_OK;
-}
-
 #define VARIANT(fn, vname)                                                                        \
   static vstatus fn##_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) { \
-    return run_body(c, l, b, t, vname, fn);                                                      \
+    return run_body(c, l, b, t, vname, fn, any_case, 1);                                                      \
   }
 
 /* ---------------- embed: tok, table -> out (f32) ---------------- */
@@ -486,12 +354,6 @@ VARIANT(moe_combine_body, "ref_scatter")
 
 /* ---------------- registration ---------------- */
 
-typedef struct {
-  const char *op, *name, *desc;
-  vstatus (*supports)(const vop_case *);
-  vstatus (*run)(const vop_case *, const vop_layout *, void *const *, vtrace *);
-} entry;
-
 static const entry k_entries[] = {
     {"embed", "ref", "curef_embed (bf16 table -> f32 stream)", any_case, embed_body_run},
     {"rmsnorm", "ref", "curef_rmsnorm_f32: f32 residual in, bf16 out", any_case, rmsnorm_body_run},
@@ -516,22 +378,5 @@ static const entry k_entries[] = {
 extern "C" void cuda_ref_register_variants(void) {
   static vop_variant vars[N_ENTRIES];
   vopreg_set_cuda_backend(vop_backend_cuda());
-  for (size_t i = 0; i < N_ENTRIES; i++) {
-    const entry *e = &k_entries[i];
-    const vop *op = vopreg_find_op(e->op);
-    if (!op) {
-      fprintf(stderr, "vouch: cuda-ref variants: op '%s' is not registered\n", e->op);
-      continue;
-    }
-    memset(&vars[i], 0, sizeof vars[i]);
-    vars[i].op = op;
-    vars[i].path = PATH;
-    vars[i].name = e->name;
-    vars[i].desc = e->desc;
-    vars[i].backend = vop_backend_cuda();
-    vars[i].act_dtype = DT_BF16;
-    vars[i].supports = e->supports;
-    vars[i].run = e->run;
-    if (vopreg_add_variant(&vars[i]) != V_OK) fprintf(stderr, "vouch: %s\n", verr_msg());
-  }
+  register_entries(k_entries, N_ENTRIES, vars);
 }

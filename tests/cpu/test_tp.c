@@ -166,6 +166,42 @@ static void test_allgather(void) {
   CHECK(bad == 0, "vocab blocks placed (%d wrong)", bad);
 }
 
+static void *do_reduce_scatter(void *arg) {
+  gjob *j = arg;
+  j->st = j->c->reduce_scatter_sum(j->c, j->send, j->recv, j->n, DT_F32, NULL);
+  return NULL;
+}
+
+/* rank r sends [N][n] small integers and receives chunk r of the sum; the last case reduces in
+ * place (recv = the rank's own chunk of send), as the latency path's two-stage reduce may */
+static void test_reduce_scatter(void) {
+  for (int N = 1; N <= 16; N *= 2)
+    for (int inplace = 0; inplace < 2; inplace++) {
+      const int64_t n = 5;
+      vcomm_group *g;
+      CHECK_OK(vcomm_threads_group(&g, N));
+      float *send = malloc(sizeof(float) * (size_t)(N * N * n)), *recv = malloc(sizeof(float) * (size_t)(N * n));
+      for (int64_t i = 0; i < N * N * n; i++) send[i] = (float)((i * 7) % 13 - 6);
+      float *want = calloc((size_t)(N * n), sizeof(float));
+      for (int r = 0; r < N; r++)
+        for (int64_t i = 0; i < N * n; i++) want[i] += send[(size_t)r * N * n + i];
+      gjob *j = calloc((size_t)N, sizeof *j);
+      pthread_t *th = calloc((size_t)N, sizeof *th);
+      for (int r = 0; r < N; r++) {
+        float *mine = send + (size_t)r * N * n;
+        j[r] = (gjob){.c = g->rank(g, r), .send = mine, .recv = inplace ? mine + r * n : recv + r * n, .n = n};
+        pthread_create(&th[r], NULL, do_reduce_scatter, &j[r]);
+      }
+      for (int r = 0; r < N; r++) pthread_join(th[r], NULL);
+      int bad = 0;
+      for (int r = 0; r < N; r++)
+        bad += j[r].st != V_OK || memcmp(j[r].recv, want + r * n, sizeof(float) * (size_t)n) != 0;
+      CHECK(bad == 0, "reduce_scatter N=%d%s: %d ranks wrong", N, inplace ? " in place" : "", bad);
+      free(j), free(th), free(send), free(recv), free(want);
+      g->destroy(g);
+    }
+}
+
 /* ---------------- the kernel-suite variant on exact inputs ---------------- */
 
 static void test_variant(void) {
@@ -369,6 +405,7 @@ static void test_diverge(void) {
 int main(void) {
   test_comm_threads();
   test_allgather();
+  test_reduce_scatter();
   test_variant();
   const int tiny_tps[] = {1, 2, 4, 8, 16};
   test_model("synth:tiny", tiny_tps, 5);
