@@ -112,36 +112,42 @@ void ds_synth_fill(void *dst, const ds_tensor_spec *spec, uint64_t seed, int64_t
 
 static int64_t spec_numel(const ds_tensor_spec *s) { return s->shape[0] * (s->ndim > 1 ? s->shape[1] : 1); }
 
+void ds_synth_slice_fill(void *dst, const ds_synth_slice *sl, uint64_t seed) {
+  const size_t esz = vdtype_size(sl->spec.dtype);
+  const int64_t numel = sl->rows * sl->cols, chunk = 1 << 16;
+  /* chunks of the block, each walked as runs along its rows (a run is contiguous in the full tensor) */
+#pragma omp parallel for schedule(dynamic, 1) if (numel > 4 * chunk)
+  for (int64_t c0 = 0; c0 < numel; c0 += chunk) {
+    const int64_t end = numel - c0 < chunk ? numel : c0 + chunk;
+    for (int64_t k = c0; k < end;) {
+      const int64_t i = k / sl->cols, j = k % sl->cols;
+      const int64_t len = sl->cols - j < end - k ? sl->cols - j : end - k;
+      ds_synth_fill((char *)dst + (size_t)k * esz, &sl->spec, seed, sl->start + i * sl->stride + j, len);
+      k += len;
+    }
+  }
+}
+
 vstatus ds_model_materialize(ds_model *m) {
   if (!m->is_synthetic) return V_OK;
-  ds_tensor_spec *specs;
-  int n;
-  VTRY(ds_tensor_specs(&m->cfg, &specs, &n));
-  vstatus s = V_OK;
-  for (int i = 0; i < n && s == V_OK; i++) {
+  for (int i = 0; i < m->n_synth; i++) {
     vtensor *t = &m->synth[i];
     if (t->data) continue;
+    const ds_synth_slice *sl = m->lazy ? &m->lazy[i] : NULL;
+    if (!sl || !sl->spec.name[0] || sl->rows * sl->cols != vtensor_numel(t) || sl->spec.dtype != t->dtype)
+      return VERR("%s: tensor '%s' has no host data and no synthesis rule matching its shape", m->source, t->name);
     size_t bytes = vtensor_nbytes(t);
     t->data = malloc(bytes ? bytes : 1);
     if (!t->data) {
       ds_model_stats st;
       ds_model_count(m, &st);
-      s = VERR("out of memory synthesizing %s (%zu bytes): %s needs %.1f GB of host memory for host weights",
-               t->name, bytes, m->source, st.bytes_total / 1e9);
-      break;
+      return VERR("out of memory synthesizing %s (%zu bytes): %s needs %.1f GB of host memory for host weights",
+                  t->name, bytes, m->source, st.bytes_total / 1e9);
     }
     t->owned = true;
-    const int64_t numel = spec_numel(&specs[i]);
-    const size_t esz = vdtype_size(t->dtype);
-    const int64_t chunk = 1 << 16;
-#pragma omp parallel for schedule(dynamic, 1) if (numel > 4 * chunk)
-    for (int64_t c0 = 0; c0 < numel; c0 += chunk) {
-      int64_t len = numel - c0 < chunk ? numel - c0 : chunk;
-      ds_synth_fill((char *)t->data + (size_t)c0 * esz, &specs[i], m->seed, c0, len);
-    }
+    ds_synth_slice_fill(t->data, sl, m->seed);
   }
-  free(specs);
-  return s;
+  return V_OK;
 }
 
 /* ---- binding tensors to layers ---- */
@@ -253,7 +259,12 @@ vstatus ds_model_synth(ds_model *m, const ds_config *cfg, const char *preset, ui
   int n;
   VTRY(ds_tensor_specs(&m->cfg, &specs, &n));
   m->synth = calloc((size_t)n, sizeof *m->synth);
-  if (!m->synth) { free(specs); return VERR("out of memory"); }
+  m->lazy = calloc((size_t)n, sizeof *m->lazy);
+  if (!m->synth || !m->lazy) {
+    free(specs);
+    ds_model_close(m);
+    return VERR("out of memory");
+  }
   m->n_synth = n;
   for (int i = 0; i < n; i++) {
     vtensor *t = &m->synth[i];
@@ -262,6 +273,8 @@ vstatus ds_model_synth(ds_model *m, const ds_config *cfg, const char *preset, ui
     t->ndim = specs[i].ndim;
     t->shape[0] = specs[i].shape[0];
     t->shape[1] = specs[i].shape[1];
+    const int64_t cols = specs[i].ndim > 1 ? specs[i].shape[1] : 1;
+    m->lazy[i] = (ds_synth_slice){.spec = specs[i], .start = 0, .rows = specs[i].shape[0], .cols = cols, .stride = cols};
   }
   free(specs);
   vstatus s = materialize ? ds_model_materialize(m) : V_OK;
@@ -315,6 +328,7 @@ void ds_model_close(ds_model *m) {
   for (int i = 0; i < m->n_synth; i++)
     if (m->synth[i].owned) free(m->synth[i].data);
   free(m->synth);
+  free(m->lazy);
   if (m->st.n_files) st_close(&m->st);
   memset(m, 0, sizeof *m);
 }

@@ -39,6 +39,33 @@ typedef struct {
   const vtensor *sh_down;                  /* [D, moe_inter * n_shared] */
 } ds_layer;
 
+/* One tensor the architecture needs: its name and shape (from the config alone). */
+typedef struct {
+  char name[128];
+  vdtype dtype;                      /* dtype synth writes (bf16; the router bias f32) */
+  int ndim;
+  int64_t shape[2];
+  int fan_in;                        /* in_features for linear weights, 0 for norms/biases */
+  int layer;                         /* decoder layer, -1 for embed/norm/lm_head */
+  synth_kind kind;                   /* how synth generates it (model/synth_rule.h) */
+} ds_tensor_spec;
+
+/* How a tensor with no host data (data NULL: a synthetic model opened with
+ * materialize=false, or a TP shard of one) is generated from the counter-based RNG: a
+ * rows x cols block of the FULL synthetic tensor `spec`, block element (i, j) being
+ * element start + i*stride + j of the full tensor (row-major, ds_synth_fill's index).
+ *   whole tensor (ds_model_synth):   start 0, rows x cols = the full shape, stride = cols
+ *   block of rows [r0, r0+rows):     start r0 * fcols, stride = cols = fcols (contiguous;
+ *                                     TP splits "rows" and "vocab" of model/shard.h)
+ *   block of columns [c0, c0+cols):  start c0, stride = fcols > cols (TP split "cols")
+ * where fcols is the full tensor's row length. Only read while the tensor's data is NULL. */
+typedef struct {
+  ds_tensor_spec spec; /* the full tensor's spec: name (-> RNG key), kind, fan_in, dtype, full shape */
+  int64_t start;       /* elements: index of block element (0, 0) in the full tensor */
+  int64_t rows, cols;  /* elements: the block's shape (cols 1 for a 1-D tensor) */
+  int64_t stride;      /* elements: distance between consecutive block rows in the full tensor */
+} ds_synth_slice;
+
 typedef struct ds_model_s {
   ds_config cfg;
   const vtensor *embed;      /* model.embed_tokens.weight [vocab, D] */
@@ -48,6 +75,8 @@ typedef struct ds_model_s {
   /* storage: exactly one of the two is used */
   st_set st;                 /* loaded from disk */
   vtensor *synth;            /* synthesized tensors [n_synth] (data owned, or NULL when not materialized) */
+  ds_synth_slice *lazy;      /* [n_synth] how synth[i] is generated while its data is NULL (synthetic models
+                              * and their TP shards; NULL when the tensors come from safetensors) */
   int n_synth;
   bool is_synthetic;
   uint64_t seed;             /* synthetic: the RNG seed */
@@ -59,16 +88,6 @@ typedef struct ds_model_s {
   int vocab_begin, vocab_end;/* lm_head rows cover vocabulary ids [vocab_begin, vocab_end) */
 } ds_model;
 
-/* One tensor the architecture needs: its name and shape (from the config alone). */
-typedef struct {
-  char name[128];
-  vdtype dtype;                      /* dtype synth writes (bf16; the router bias f32) */
-  int ndim;
-  int64_t shape[2];
-  int fan_in;                        /* in_features for linear weights, 0 for norms/biases */
-  int layer;                         /* decoder layer, -1 for embed/norm/lm_head */
-  synth_kind kind;                   /* how synth generates it (model/synth_rule.h) */
-} ds_tensor_spec;
 
 /* Lists every tensor of the architecture, in a fixed order; returns a malloc'ed array. */
 vstatus ds_tensor_specs(const ds_config *cfg, ds_tensor_spec **out, int *n);
@@ -110,8 +129,13 @@ vstatus ds_preset_config(const char *name, int layers, ds_config *c);
 void ds_preset_defaults(ds_config *c);
 /* Space-separated list of preset names, for --help. */
 const char *ds_preset_names(void);
-/* Generates host data for every synthetic tensor not yet materialized (threaded). */
+/* Generates host data for every synthetic tensor not yet materialized (threaded), each from
+ * its rule m->lazy[i]: a whole tensor, or a TP shard's slice of the full one (model/shard.h). */
 vstatus ds_model_materialize(ds_model *m);
+/* Fills `dst` (sl->rows * sl->cols elements of sl->spec.dtype, row-major) with the block `sl`
+ * of the synthetic tensor sl->spec under `seed` (threaded; the result does not depend on the
+ * thread count). */
+void ds_synth_slice_fill(void *dst, const ds_synth_slice *sl, uint64_t seed);
 /* Fills `dst` (numel elements of spec->dtype) with elements [start, start+numel) of the
  * synthetic tensor `spec` under `seed` (the slice API used by tests and streaming writes). */
 void ds_synth_fill(void *dst, const ds_tensor_spec *spec, uint64_t seed, int64_t start, int64_t numel);

@@ -1,5 +1,5 @@
 /* The tensor-parallel shard plan (see shard.h): the split of each tensor, the local config,
- * and building one rank's model from a full one (views, copies, or synthesis of the slice). */
+ * and building one rank's model from a full one (views, copies, or lazy slices to generate). */
 #include "model/shard.h"
 
 #include <stdio.h>
@@ -81,61 +81,51 @@ void ds_shard_vocab(int vocab, int size, int rank, int *v0, int *v1) {
 
 /* ---- building a rank's model ---- */
 
-static const ds_tensor_spec *find_spec(const ds_tensor_spec *s, int n, const char *name) {
-  for (int i = 0; i < n; i++)
-    if (strcmp(s[i].name, name) == 0) return &s[i];
-  return NULL;
-}
-
-/* Synthesizes `numel` elements of the full tensor `fs` from element `start` into dst
- * (threaded for large slices; chunks are independent, so the result does not depend on
- * the thread count). */
-static void synth_range(void *dst, const ds_tensor_spec *fs, uint64_t seed, int64_t start, int64_t numel) {
-  const size_t esz = vdtype_size(fs->dtype);
-  const int64_t chunk = 1 << 16;
-#pragma omp parallel for schedule(dynamic, 1) if (numel > 4 * chunk)
-  for (int64_t c0 = 0; c0 < numel; c0 += chunk) {
-    int64_t len = numel - c0 < chunk ? numel - c0 : chunk;
-    ds_synth_fill((char *)dst + (size_t)c0 * esz, fs, seed, start + c0, len);
-  }
-}
-
-/* Fills local tensor t (shape already local) as the rows [r0, r0 + t->shape[0]) or the
- * columns [c0, c0 + t->shape[1]) of full tensor ft (spec fs for synthesis). */
-static vstatus fill_tensor(vtensor *t, const vtensor *ft, const ds_tensor_spec *fs, uint64_t seed, shard_split sp,
-                           int64_t off) {
+/* Places local tensor t (shape already local) as the rows [off, off + t->shape[0]) or, for
+ * SHARD_COLS, the columns [off, off + t->shape[1]) of full tensor ft: a view or a copy of
+ * ft's host data, or, when ft has none, no data and the rule *sl (the slice of ft's own
+ * rule `frule`, NULL when ft has none) for generating it later. */
+static vstatus place_tensor(vtensor *t, ds_synth_slice *sl, const vtensor *ft, const ds_synth_slice *frule,
+                            shard_split sp, int64_t off) {
   const int64_t rows = t->shape[0], cols = t->ndim > 1 ? t->shape[1] : 1;
   const int64_t fcols = ft->ndim > 1 ? ft->shape[1] : 1;
-  if (ft->data) {
-    t->dtype = ft->dtype;
-    const size_t esz = vdtype_size(ft->dtype);
-    if (sp != SHARD_COLS) { /* a contiguous block of rows (or everything): a view */
-      t->data = (char *)ft->data + (size_t)(off * fcols) * esz;
-      t->owned = false;
-      return V_OK;
-    }
-    t->data = vmalloc((size_t)(rows * cols) * esz + 1, "shard column block");
-    if (!t->data) return VERR("%s: out of memory for the column block [%lld, %lld)", t->name, (long long)off,
-                              (long long)(off + cols));
-    t->owned = true;
-    for (int64_t i = 0; i < rows; i++)
-      memcpy((char *)t->data + (size_t)(i * cols) * esz, (const char *)ft->data + (size_t)(i * fcols + off) * esz,
-             (size_t)cols * esz);
+  t->dtype = ft->dtype;
+  if (frule) {
+    *sl = *frule;
+    sl->start += sp == SHARD_COLS ? off : off * frule->stride;
+    sl->rows = rows;
+    sl->cols = cols;
+  } else {
+    memset(sl, 0, sizeof *sl);
+  }
+  if (!ft->data) {
+    if (!frule) return VERR("%s: tensor has no host data and no synthesis rule (open the full model with weights)",
+                            t->name);
+    t->data = NULL; /* lazy: generated from *sl where it is used (GPU) or by ds_model_materialize (host) */
+    t->owned = false;
     return V_OK;
   }
-  if (!fs) return VERR("%s: tensor has no host data and no synthesis spec (open the full model with weights)", t->name);
-  t->dtype = fs->dtype;
-  const size_t esz = vdtype_size(fs->dtype);
-  t->data = vmalloc((size_t)(rows * cols) * esz + 1, "shard tensor");
-  if (!t->data) return VERR("%s: out of memory synthesizing a %lld x %lld shard", t->name, (long long)rows, (long long)cols);
-  t->owned = true;
-  if (sp != SHARD_COLS) {
-    synth_range(t->data, fs, seed, off * fcols, rows * cols);
-  } else {
-    for (int64_t i = 0; i < rows; i++)
-      synth_range((char *)t->data + (size_t)(i * cols) * esz, fs, seed, i * fcols + off, cols);
+  const size_t esz = vdtype_size(ft->dtype);
+  if (sp != SHARD_COLS) { /* a contiguous block of rows (or everything): a view */
+    t->data = (char *)ft->data + (size_t)(off * fcols) * esz;
+    t->owned = false;
+    return V_OK;
   }
+  t->data = vmalloc((size_t)(rows * cols) * esz + 1, "shard column block");
+  if (!t->data) return VERR("%s: out of memory for the column block [%lld, %lld)", t->name, (long long)off,
+                            (long long)(off + cols));
+  t->owned = true;
+  for (int64_t i = 0; i < rows; i++)
+    memcpy((char *)t->data + (size_t)(i * cols) * esz, (const char *)ft->data + (size_t)(i * fcols + off) * esz,
+           (size_t)cols * esz);
   return V_OK;
+}
+
+/* The generation rule of full tensor ft (NULL when the full model has none for it). */
+static const ds_synth_slice *full_rule(const ds_model *full, const vtensor *ft) {
+  if (!full->is_synthetic || !full->lazy || ft < full->synth || ft >= full->synth + full->n_synth) return NULL;
+  const ds_synth_slice *r = &full->lazy[ft - full->synth];
+  return r->spec.name[0] ? r : NULL;
 }
 
 /* The full-model tensor named `name` (lm_head: the tied embedding when the full model ties). */
@@ -157,15 +147,9 @@ vstatus ds_shard_model(ds_model *local, const ds_model *full, int rank, int size
   if (rank < 0 || rank >= size) return VERR("shard: rank %d out of range [0, %d)", rank, size);
   ds_config lc;
   VTRY(ds_shard_config(&full->cfg, size, &lc));
-  ds_tensor_spec *fspecs = NULL;
-  int nf = 0;
-  VTRY(ds_tensor_specs(&full->cfg, &fspecs, &nf));
   /* the local model's tensor table, names and local shapes, bound to layers, no data yet */
   vstatus s = ds_model_synth(local, &lc, full->preset[0] ? full->preset : "shard", full->seed, false);
-  if (s != V_OK) {
-    free(fspecs);
-    return s;
-  }
+  if (s != V_OK) return s;
   int v0, v1;
   ds_shard_vocab(lc.vocab_size, size, rank, &v0, &v1);
   for (int i = 0; i < local->n_synth && s == V_OK; i++) {
@@ -175,8 +159,6 @@ vstatus ds_shard_model(ds_model *local, const ds_model *full, int rank, int size
       s = VERR("%s: tensor '%s' is missing (the shard plan needs it)", full->source, t->name);
       break;
     }
-    /* the spec to synthesize from is the full tensor's own (lm_head tied: the embedding's) */
-    const ds_tensor_spec *fs = find_spec(fspecs, nf, ft->name);
     shard_split sp = ds_shard_rule(t->name);
     const int64_t fr = ft->shape[0], fc = ft->ndim > 1 ? ft->shape[1] : 1;
     const int64_t lr = t->shape[0], lcn = t->ndim > 1 ? t->shape[1] : 1;
@@ -198,14 +180,14 @@ vstatus ds_shard_model(ds_model *local, const ds_model *full, int rank, int size
                (long long)lcn);
       break;
     }
-    s = fill_tensor(t, ft, fs, full->seed, sp, off);
+    /* the rule is the full tensor's own (lm_head tied: the embedding's) */
+    s = place_tensor(t, &local->lazy[i], ft, full_rule(full, ft), sp, off);
   }
-  free(fspecs);
   if (s != V_OK) {
     ds_model_close(local);
     return s;
   }
-  local->is_synthetic = true; /* tensors live in local->synth (owned copies or views) */
+  local->is_synthetic = true; /* tensors live in local->synth (owned copies, views, or lazy: local->lazy) */
   local->seed = full->seed;
   local->tp_rank = rank;
   local->tp_size = size;

@@ -50,10 +50,13 @@ static inline int ds_shard_vocab_block(int vocab, int size) { return (vocab + si
 /* Builds rank `rank`'s model of TP `size` from `full`: the local config and only this rank's
  * tensors. Tensors the full model holds in host memory become views (replicated tensors,
  * row blocks: zero copy, so `full` must stay open while `local` is used) or copies (column
- * blocks). A lazy synthetic `full` (opened with materialize=false) is never generated: each
- * shard tensor is synthesized from the FULL tensor's element indices (ds_synth_fill), so its
- * values equal the full model's. local->tp_rank/tp_size/vocab_begin/vocab_end are set.
- * Close with ds_model_close. */
+ * blocks). A tensor of a lazy synthetic `full` (opened with materialize=false: no host data)
+ * stays lazy in `local` (data NULL, nothing generated here): local->lazy[i] records its
+ * slice of the FULL tensor (the full spec, start, rows x cols, stride; model.h
+ * ds_synth_slice), which the GPU paths generate on the device (cuda_synth_model_tensor) and
+ * ds_model_materialize(local) generates on the host, both equal to the full model's values.
+ * For synthetic `full`, local->lazy[i] is recorded for every tensor (views and copies too).
+ * local->tp_rank/tp_size/vocab_begin/vocab_end are set. Close with ds_model_close. */
 vstatus ds_shard_model(ds_model *local, const ds_model *full, int rank, int size);
 
 /* The vocabulary range of a model's lm_head (a full model: [0, vocab_size)). */

@@ -156,6 +156,16 @@ static void tp_close(void *state) {
   free(tp);
 }
 
+/* Builds rank r's shard of m. A shard of a lazy synthetic model is lazy (model/shard.h): GPU
+ * paths (they time on the device: last_step_ms set) generate it on their device; a host path
+ * (cpu-ref) reads host weights, so its shard's slices are generated on the host here. */
+static vstatus open_shard(ds_model *local, const vpath_ops *inner, const ds_model *m, int r, int N) {
+  VTRY(ds_shard_model(local, m, r, N));
+  vstatus s = inner->last_step_ms ? V_OK : ds_model_materialize(local);
+  if (s != V_OK) ds_model_close(local);
+  return s;
+}
+
 vstatus tp_path_open(void **state, const vpath_ops *inner, tp_group_fn group, const ds_model *m, const vpath_opts *o) {
   *state = NULL;
   if (!inner || !group || !m || !o) return VERR("tp: open needs a path, a communicator factory, a model and options");
@@ -182,7 +192,7 @@ vstatus tp_path_open(void **state, const vpath_ops *inner, tp_group_fn group, co
     tp_rank *k = &tp->rk[r];
     k->tp = tp;
     k->r = r;
-    s = ds_shard_model(&k->local, m, r, N);
+    s = open_shard(&k->local, inner, m, r, N);
     if (s != V_OK) break;
     k->has_local = true;
     k->o = *o;
@@ -318,7 +328,7 @@ vstatus tp_path_open_rank(void **state, const vpath_ops *inner, vcomm *comm, voi
   k->inner = inner;
   k->comm = comm;
   k->free_comm = free_comm;
-  vstatus s = ds_shard_model(&k->local, m, comm->rank, comm->size);
+  vstatus s = open_shard(&k->local, inner, m, comm->rank, comm->size);
   if (s == V_OK) {
     vpath_opts lo = *o;
     lo.tp = 0;

@@ -21,7 +21,8 @@ typedef vstatus (*tp_group_fn)(vcomm_group **g, int size, const vpath_opts *o);
 /* Opens the wrapper: TP o->tp of `inner` on full model m. Rank r gets m's shard r, a copy of o
  * with tp 0, comm = rank r's communicator, device o->device + r, n_threads
  * max(1, threads / N) (threads: o->n_threads, or all cores when 0), trace only on rank 0.
- * The shards are built here (lazily synthesized when m has no host data) and freed at close;
+ * The shards are built here (when m has no host data: lazy for GPU paths, which synthesize their
+ * block on the device, generated on the host for host paths) and freed at close;
  * m must stay open while the wrapper is. Close with the close() of tp_path_make_ops. */
 vstatus tp_path_open(void **state, const vpath_ops *inner, tp_group_fn group, const ds_model *m, const vpath_opts *o);
 

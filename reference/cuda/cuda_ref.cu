@@ -130,8 +130,6 @@ typedef struct {
   int n_wb, cap_wb;
   int *entry_of;             /* [n_storage] entry index per storage tensor, -1 */
   int n_storage;
-  ds_tensor_spec *specs;     /* synthetic models: the spec list (same order as m->synth) */
-  int n_specs;
 } cstate;
 
 static void trace_ran(cstate *S, const char *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -293,27 +291,12 @@ static vstatus upload(void *dev, const vtensor *t, vdtype dt) {
   return s;
 }
 
-/* Fills one arena entry: upload host data, or generate a lazy synthetic tensor on the GPU. */
+/* Fills one arena entry: upload host data, or generate a lazy synthetic tensor (whole, or a
+ * TP shard's slice) on the GPU. */
 static vstatus fill_entry(cstate *S, const wentry *w) {
   void *dev = (char *)S->warena + w->off;
-  const vtensor *t = w->t;
-  if (t->data) return upload(dev, t, w->dt);
-  if (!S->m->is_synthetic)
-    return VERR("%s: tensor '%s' has no data (not loaded)", S->m->source, t->name);
-  const ds_tensor_spec *sp = NULL;
-  if (w->storage >= 0 && w->storage < S->n_specs && strcmp(S->specs[w->storage].name, t->name) == 0)
-    sp = &S->specs[w->storage];
-  for (int i = 0; !sp && i < S->n_specs; i++)
-    if (strcmp(S->specs[i].name, t->name) == 0) sp = &S->specs[i];
-  if (!sp) return VERR("%s: tensor '%s' has no synthesis spec", S->m->source, t->name);
-  int64_t numel = 1;
-  for (int d = 0; d < sp->ndim; d++) numel *= sp->shape[d];
-  if (numel != vtensor_numel(t))
-    return VERR("%s: tensor '%s': spec has %lld elements, model tensor %lld", S->m->source, t->name,
-                (long long)numel, (long long)vtensor_numel(t));
-  const float scale = sp->kind == SYN_LINEAR ? synth_linear_scale(sp->fan_in) : 0.0f;
-  return curef_synth_fill(dev, (int)w->dt, (uint64_t)numel, (int)sp->kind, scale, philox_key(S->m->seed, sp->name),
-                          0, S->stream);
+  if (w->t->data) return upload(dev, w->t, w->dt);
+  return cuda_synth_model_tensor(dev, w->dt, S->m, w->t, S->stream);
 }
 
 /* ---- workspace ---- */
@@ -831,7 +814,6 @@ static void cr_close(void *st) {
   free(S->we);
   free(S->wb);
   free(S->entry_of);
-  free(S->specs);
   free(S);
 }
 
@@ -908,7 +890,6 @@ static vstatus open_impl(cstate *S, const ds_model *m, const vpath_opts *o) {
   S->entry_of = (int *)malloc((size_t)(S->n_storage > 0 ? S->n_storage : 1) * sizeof(int));
   if (!S->L || !S->len || !S->h_off || !S->h_cur || !S->entry_of) return VERR("out of memory");
   for (int i = 0; i < S->n_storage; i++) S->entry_of[i] = -1;
-  if (m->is_synthetic) VTRY(ds_tensor_specs(c, &S->specs, &S->n_specs));
 
   /* plan and size everything before allocating anything large */
   VTRY(plan_weights(S));
@@ -976,7 +957,6 @@ static vstatus open_impl(cstate *S, const ds_model *m, const vpath_opts *o) {
   free(S->we), S->we = NULL, S->n_we = S->cap_we = 0;
   free(S->wb), S->wb = NULL, S->n_wb = S->cap_wb = 0;
   free(S->entry_of), S->entry_of = NULL;
-  free(S->specs), S->specs = NULL, S->n_specs = 0;
 
   snprintf(S->info, sizeof S->info,
            "device %d: %.200s (sm_%d%d), weights %.1f MiB (%d tensors generated on the GPU), KV cache %.1f MiB",

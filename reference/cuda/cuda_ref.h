@@ -36,6 +36,8 @@ extern "C" {
 #include "common/path.h"
 #include "model/model.h"
 
+struct CUstream_st; /* cudaStream_t points to one (cuda_runtime_api.h) */
+
 extern const vpath_ops cuda_ref_ops;
 
 /* Visible CUDA devices; 0 when there is no driver or no device (never fails). */
@@ -48,6 +50,18 @@ int cuda_device_count(void);
 vstatus cuda_synth_tensor(void *dev_out, const ds_tensor_spec *spec, uint64_t seed, vdtype out_dtype);
 /* Same, generated on the current GPU and copied to host memory `host_out` (for tests). */
 vstatus cuda_synth_tensor_host(void *host_out, const ds_tensor_spec *spec, uint64_t seed, vdtype out_dtype);
+
+/* Generates tensor t of model m, which has no host data (t->data NULL), into device memory
+ * `dst` (numel(t) elements of dt: DT_BF16, DT_F16 or DT_F32) on stream `st` (a cudaStream_t;
+ * asynchronous): t's rule m->lazy[i] (model.h ds_synth_slice) is a whole synthetic tensor or
+ * a TP shard's block of rows (one contiguous run from `start`) or of columns (one strided
+ * launch: out[i*cols + j] = element start + i*stride + j of the full tensor). Bit-identical to
+ * ds_model_materialize on the host. An error when t has no rule (a model loaded from disk). */
+vstatus cuda_synth_model_tensor(void *dst, vdtype dt, const ds_model *m, const vtensor *t, struct CUstream_st *st);
+/* Rows [r0, r0 + n) of the same (t's rule has rows x cols elements; a 1-D tensor has cols 1)
+ * into dst (n * cols elements of dt): one launch, contiguous or strided like the whole. */
+vstatus cuda_synth_model_rows(void *dst, vdtype dt, const ds_model *m, const vtensor *t, int64_t r0, int64_t n,
+                              struct CUstream_st *st);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* The TP shard plan (model/shard.h): divisibility errors, local shapes, and every local tensor
  * equal to its slice of the full model, from a materialized full model (views and copies) and
- * from a lazy one (the shard synthesized alone). */
+ * from a lazy one (the shard stays lazy, with the right slice rule per split kind, until
+ * ds_model_materialize generates exactly the bytes of the materialized model's shard). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,19 +39,86 @@ static int compare_slices(const ds_model *full, const ds_model *local, int r, in
     if (sp == SHARD_ROWS) r0 = r * rows;
     if (sp == SHARD_COLS) c0 = r * cols;
     if (sp == SHARD_VOCAB) r0 = local->vocab_begin;
-    int64_t diff = 0;
-    for (int64_t a = 0; a < rows; a++)
-      for (int64_t b = 0; b < cols; b++) {
-        float x = at(t, a, b), y = at(f, r0 + a, c0 + b);
-        if (memcmp(&x, &y, sizeof x) != 0) diff++;
-      }
+    /* rows compared as bytes (same dtype); the first row also element by element as floats */
+    int64_t diff = t->dtype != f->dtype;
+    const size_t esz = vdtype_size(t->dtype);
+    const int64_t fcols = f->ndim > 1 ? f->shape[1] : 1;
+    for (int64_t a = 0; a < rows && !diff; a++)
+      diff += memcmp((const char *)t->data + (size_t)(a * cols) * esz,
+                     (const char *)f->data + (size_t)((r0 + a) * fcols + c0) * esz, (size_t)cols * esz) != 0;
+    for (int64_t b = 0; b < cols && rows > 0; b++) {
+      float x = at(t, 0, b), y = at(f, r0, c0 + b);
+      diff += memcmp(&x, &y, sizeof x) != 0;
+    }
     if (diff) {
-      fprintf(stderr, "  %s (rank %d/%d, %s): %lld elements differ\n", t->name, r, N, ds_shard_split_name(sp),
+      fprintf(stderr, "  %s (rank %d/%d, %s): %lld rows/elements differ\n", t->name, r, N, ds_shard_split_name(sp),
               (long long)diff);
       bad++;
     }
   }
   return bad;
+}
+
+/* Every rule local->lazy[i] is the slice of `full`'s tensor the plan gives rank r of N: the
+ * full tensor's spec (lm_head tied: the embedding's), start / rows x cols / stride by split
+ * kind. Counts the tensors seen per split kind into seen[4]; returns the mismatches. */
+static int check_rules(const ds_model *full, const ds_model *local, int r, int N, int seen[4]) {
+  int bad = 0;
+  CHECK(local->lazy != NULL, "shard of a synthetic model records rules");
+  if (!local->lazy) return 1;
+  for (int i = 0; i < local->n_synth; i++) {
+    const vtensor *t = &local->synth[i];
+    const vtensor *f = by_name(full, t->name);
+    const ds_synth_slice *sl = &local->lazy[i];
+    if (!f) {
+      bad++;
+      continue;
+    }
+    const shard_split sp = ds_shard_rule(t->name);
+    const int64_t rows = t->shape[0], cols = t->ndim > 1 ? t->shape[1] : 1;
+    const int64_t fcols = f->ndim > 1 ? f->shape[1] : 1;
+    int64_t start = 0;
+    if (sp == SHARD_ROWS) start = r * rows * fcols;
+    if (sp == SHARD_COLS) start = r * cols;
+    if (sp == SHARD_VOCAB) {
+      int v0, v1;
+      ds_shard_vocab(full->cfg.vocab_size, N, r, &v0, &v1);
+      start = (int64_t)v0 * fcols;
+    }
+    const bool ok = strcmp(sl->spec.name, f->name) == 0 && sl->spec.shape[0] == f->shape[0] &&
+                    (f->ndim == 1 || sl->spec.shape[1] == fcols) && sl->spec.dtype == f->dtype &&
+                    (sl->spec.kind != SYN_LINEAR || sl->spec.fan_in == fcols) && sl->start == start &&
+                    sl->rows == rows && sl->cols == cols && sl->stride == fcols;
+    if (!ok) {
+      fprintf(stderr, "  %s (rank %d/%d, %s): rule %s start %lld [%lld x %lld] stride %lld fan_in %d; want %s start "
+              "%lld [%lld x %lld] stride %lld\n", t->name, r, N, ds_shard_split_name(sp), sl->spec.name,
+              (long long)sl->start, (long long)sl->rows, (long long)sl->cols, (long long)sl->stride, sl->spec.fan_in,
+              f->name, (long long)start, (long long)rows, (long long)cols, (long long)fcols);
+      bad++;
+    }
+    seen[sp]++;
+  }
+  return bad;
+}
+
+/* Tensors of `m` with host data, and tensors of a and b whose bytes differ. */
+static int with_data(const ds_model *m) {
+  int n = 0;
+  for (int i = 0; i < m->n_synth; i++) n += m->synth[i].data != NULL;
+  return n;
+}
+static int byte_diffs(const ds_model *a, const ds_model *b) {
+  int bad = 0;
+  for (int i = 0; i < a->n_synth && i < b->n_synth; i++) {
+    const vtensor *x = &a->synth[i], *y = &b->synth[i];
+    const size_t n = vtensor_nbytes(x);
+    if (strcmp(x->name, y->name) || x->dtype != y->dtype || n != vtensor_nbytes(y) || !x->data || !y->data ||
+        memcmp(x->data, y->data, n)) {
+      fprintf(stderr, "  %s: bytes differ\n", x->name);
+      bad++;
+    }
+  }
+  return bad + (a->n_synth != b->n_synth);
 }
 
 static void test_rules(void) {
@@ -92,7 +160,24 @@ static void test_errors(void) {
   CHECK_OK(ds_model_open(&full, "synth:tiny", 3, 0, false));
   CHECK(ds_shard_model(&local, &full, 0, 3) == V_ERR && strstr(verr_msg(), "divisible by 3"), "shard TP 3: %s",
         verr_msg());
-  CHECK(ds_shard_model(&local, &full, 4, 4) == V_ERR, "rank 4 of 4 is an error");
+  CHECK(ds_shard_model(&local, &full, 4, 4) == V_ERR && strstr(verr_msg(), "rank 4 out of range"),
+        "rank 4 of 4 is an error: %s", verr_msg());
+  CHECK(ds_shard_model(&local, &full, -1, 2) == V_ERR && strstr(verr_msg(), "rank -1 out of range"),
+        "rank -1 of 2 is an error: %s", verr_msg());
+  /* a lazy shard whose rule is lost cannot be materialized (and says which tensor) */
+  CHECK_OK(ds_shard_model(&local, &full, 1, 2));
+  if (local.lazy) {
+    local.lazy[3].spec.name[0] = 0;
+    CHECK(ds_model_materialize(&local) == V_ERR && strstr(verr_msg(), local.synth[3].name) &&
+              strstr(verr_msg(), "no synthesis rule"),
+          "materialize without a rule: %s", verr_msg());
+  }
+  ds_model_close(&local);
+  ds_model_close(&full);
+  /* a materialized full model: the same rank errors */
+  CHECK_OK(ds_model_open(&full, "synth:tiny", 3, 0, true));
+  CHECK(ds_shard_model(&local, &full, 2, 2) == V_ERR && strstr(verr_msg(), "rank 2 out of range"),
+        "rank 2 of 2 (materialized) is an error: %s", verr_msg());
   ds_model_close(&full);
 }
 
@@ -151,6 +236,20 @@ static void test_shapes_and_values(const char *label, const ds_config *cfg, cons
             v1);
       CHECK(a.embed->shape[0] == c->vocab_size, "embeddings replicated");
       CHECK(compare_slices(&full, &a, r, N) == 0, "%s TP %d rank %d: slices of the materialized model", label, N, r);
+      /* the lazy shard: nothing generated, every tensor's rule is its slice of the full tensor */
+      CHECK(with_data(&a) == a.n_synth, "%s TP %d rank %d: materialized shard has all data", label, N, r);
+      CHECK(with_data(&b) == 0, "%s TP %d rank %d: lazy shard holds no host data (%d tensors do)", label, N, r,
+            with_data(&b));
+      int seen[4] = {0};
+      CHECK(check_rules(&full, &a, r, N, seen) == 0, "%s TP %d rank %d: rules of the materialized shard", label, N, r);
+      memset(seen, 0, sizeof seen);
+      CHECK(check_rules(&lazy, &b, r, N, seen) == 0, "%s TP %d rank %d: rules of the lazy shard", label, N, r);
+      CHECK(seen[SHARD_REPLICATE] > 0 && seen[SHARD_ROWS] > 0 && seen[SHARD_COLS] > 0 && seen[SHARD_VOCAB] == (N > 1 || !c->tie_word_embeddings),
+            "%s TP %d: split kinds seen %d %d %d %d", label, N, seen[0], seen[1], seen[2], seen[3]);
+      CHECK_OK(ds_model_materialize(&b));
+      CHECK(with_data(&b) == b.n_synth, "%s TP %d rank %d: materialized lazy shard has all data", label, N, r);
+      CHECK(byte_diffs(&a, &b) == 0, "%s TP %d rank %d: materialized lazy shard == shard of the materialized model",
+            label, N, r);
       CHECK(compare_slices(&full, &b, r, N) == 0, "%s TP %d rank %d: lazily synthesized shard", label, N, r);
       ds_model_close(&a);
       ds_model_close(&b);
@@ -174,5 +273,9 @@ int main(void) {
   t.vocab_size = 1000;
   const int tps2[] = {16, 8};
   test_shapes_and_values("tiny-tied-v1000", &t, tps2, 2);
+  /* small: tensors large enough for the threaded generation (column blocks across chunks) */
+  CHECK_OK(ds_preset_config("small", 0, &c));
+  const int tps3[] = {2, 4};
+  test_shapes_and_values("small", &c, tps3, 2);
   return test_finish();
 }
