@@ -279,3 +279,31 @@ extern "C" vstatus lat_tp_reduce_add_norm(lat_tp *t, int mode, int which, float 
       return VERR("latency TP: reduce mode %d", mode);
   }
 }
+
+/* ---- placing all-gathered row blocks (split input projections) ---- */
+
+/* Row t = blockIdx.x of out: column c comes from rank c / blk's block, its column c % blk. */
+template <typename E>
+static __global__ void place_blocks_kernel(E *out, int ldo, const E *g, int T, int blk, int ncols) {
+  const int t = blockIdx.x;
+  for (int c = threadIdx.x; c < ncols; c += blockDim.x) {
+    const int r = c / blk, j = c - r * blk;
+    out[(size_t)t * ldo + c] = g[((size_t)r * T + t) * blk + j];
+  }
+}
+
+extern "C" vstatus lat_tp_place_blocks(void *out, int ldo, const void *gathered, int N, int T, int blk, int ncols,
+                                       int esz, cudaStream_t st) {
+  if (N < 1 || N > LAT_TP_MAX || T < 1 || ncols < 1 || blk < 1 || (long long)N * blk < ncols || ldo < ncols)
+    return VERR("latency TP: place_blocks: N %d, T %d, blocks of %d for %d columns, row stride %d", N, T, blk, ncols,
+                ldo);
+  if (esz == 2)
+    place_blocks_kernel<uint16_t><<<T, TP_THREADS, 0, st>>>((uint16_t *)out, ldo, (const uint16_t *)gathered, T, blk,
+                                                           ncols);
+  else if (esz == 4)
+    place_blocks_kernel<float><<<T, TP_THREADS, 0, st>>>((float *)out, ldo, (const float *)gathered, T, blk, ncols);
+  else
+    return VERR("latency TP: place_blocks: element size %d (2 or 4)", esz);
+  CUDA_CHECK_LAUNCH();
+  return V_OK;
+}

@@ -14,6 +14,10 @@
  *                   residual (fp32) and the normed rows (bf16): the norm runs once per row instead
  *                   of once per rank, and each rank receives 1/N of the reduced bytes.
  *
+ * The replicated input projections ([q_a | kv_a_proj_with_mqa] and the router) are split by rows
+ * instead: rank r multiplies its block (lat_tp_row_block), the blocks are all-gathered through the
+ * communicator and lat_tp_place_blocks puts them back into full rows.
+ *
  * Safety of the oneshot buffers: a rank writes its partial for the attention block into part[0]
  * and for the MLP block into part[1]. Before rank r rewrites part[i], it has passed the barrier
  * of the other block's reduce, which every rank enters only after its previous kernel (the one
@@ -76,6 +80,28 @@ int lat_tp_auto_mode(const lat_tp *t, int T);
  * and mode. */
 vstatus lat_tp_reduce_add_norm(lat_tp *t, int mode, int which, float *x, uint16_t *xn, const uint16_t *w, int T,
                                float eps, cudaStream_t st);
+
+/* Split input projections (the replicated q_a | kv_a_proj_with_mqa rows and the router): rank r
+ * of `size` multiplies only rows [*r0, *r0 + *n) of an n_total-row weight, blocks of
+ * ceil(n_total / size) rows (the returned block size); the last blocks are short or empty, their
+ * missing rows count as zero padding that is never computed. */
+static inline int lat_tp_row_block(int n_total, int size, int rank, int *r0, int *n) {
+  const int blk = (n_total + size - 1) / size;
+  int a = rank * blk, b = a + blk;
+  if (a > n_total) a = n_total;
+  if (b > n_total) b = n_total;
+  *r0 = a;
+  *n = b - a;
+  return blk;
+}
+
+/* out[t * ldo + c] = gathered[(r * T + t) * blk + j] for c = r * blk + j < ncols, t < T: the
+ * rank-major all-gather ([N][T][blk], each rank's [T, blk] output block) placed as the columns
+ * of [T, ncols] rows with stride ldo. Columns a short last block lacks (r * blk + j >= ncols)
+ * are dropped; out columns >= ncols are not written. esz: 2 (bf16) or 4 (fp32); a copy, exact.
+ * V_ERR unless 1 <= N <= LAT_TP_MAX, T >= 1, N * blk >= ncols >= 1 and ldo >= ncols. */
+vstatus lat_tp_place_blocks(void *out, int ldo, const void *gathered, int N, int T, int blk, int ncols, int esz,
+                            cudaStream_t st);
 
 #ifdef __cplusplus
 }

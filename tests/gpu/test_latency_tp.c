@@ -4,7 +4,10 @@
  * RMSNorm run as they do across GPUs. Partials and residual are small integers: x must be exact,
  * xn within the bf16 norm bound and bitwise the same on every rank. Several calls in a row
  * alternate the two partial buffers (the epoch counters and the buffer-reuse rule). A miswired
- * peer must be caught. Exit 77 without a GPU. */
+ * peer must be caught. Also lat_tp_place_blocks, which places the all-gathered row blocks of the
+ * split input projections ([q_a | kv_a] in bf16, router logits in fp32) into full rows: an exact
+ * copy against a host expectation, every column written once, the columns past ncols (the row
+ * stride's tail) untouched, and a wrong block size caught. Exit 77 without a GPU. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +115,42 @@ static long run_case(int R, int T, int D, bool miswire) {
   return wrong;
 }
 
+/* lat_tp_place_blocks for N ranks, T rows, ncols columns of esz bytes (blocks of ceil(ncols / N),
+ * from lat_tp_row_block), row stride ncols + 3; blk_bug != 0 passes that block size instead (a
+ * planted bug). Returns the number of wrong bytes (including written guard columns), -1 when the
+ * call failed. */
+static long place_case(int N, int T, int ncols, int esz, int blk_bug) {
+  int r0, n;
+  const int blk = lat_tp_row_block(ncols, N, 0, &r0, &n), ldo = ncols + 3;
+  const size_t gb = (size_t)N * T * blk * esz, ob = (size_t)T * ldo * esz;
+  unsigned char *hg = malloc(gb), *ho = malloc(ob), *want = malloc(ob);
+  void *dg = NULL, *dout = NULL;
+  long wrong = -1;
+  uint64_t seed = 0xb10cull + (uint64_t)N * 1009 + (uint64_t)T * 31 + (uint64_t)ncols * 3 + (uint64_t)esz;
+  if (!hg || !ho || !want || cudaMalloc(&dg, gb) != cudaSuccess || cudaMalloc(&dout, ob) != cudaSuccess) goto done;
+  for (size_t i = 0; i < gb; i++) hg[i] = (unsigned char)rng(&seed);
+  memset(want, 0xA5, ob); /* poison: what the kernel must not touch stays */
+  for (int t = 0; t < T; t++)
+    for (int r = 0; r < N; r++) {
+      int a, cnt;
+      lat_tp_row_block(ncols, N, r, &a, &cnt);
+      for (int j = 0; j < cnt; j++)
+        memcpy(want + ((size_t)t * ldo + a + j) * esz, hg + (((size_t)r * T + t) * blk + j) * esz, (size_t)esz);
+    }
+  cudaMemcpy(dg, hg, gb, cudaMemcpyHostToDevice);
+  cudaMemset(dout, 0xA5, ob);
+  if (lat_tp_place_blocks(dout, ldo, dg, N, T, blk_bug ? blk_bug : blk, ncols, esz, NULL) != V_OK) goto done;
+  if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(ho, dout, ob, cudaMemcpyDeviceToHost) != cudaSuccess)
+    goto done;
+  wrong = 0;
+  for (size_t i = 0; i < ob; i++) wrong += ho[i] != want[i];
+done:
+  cudaFree(dg);
+  cudaFree(dout);
+  free(hg), free(ho), free(want);
+  return wrong;
+}
+
 int main(void) {
   if (cuda_device_count() == 0) {
     printf("no CUDA device: skipped\n");
@@ -126,5 +165,17 @@ int main(void) {
       }
   /* the checks can fail: a rank reading another rank's partial in place of its own */
   CHECK(run_case(4, 3, 64, true) > 0, "a miswired peer was not caught");
+  /* placing gathered blocks: K2's [q_a | kv_a] (2112 rows) and router (384 experts), shapes whose
+   * last blocks are short or empty (13 over 4 ranks: 4,4,4,1; 7 over 16: seven of one row) */
+  const int Ns[] = {1, 2, 3, 8, 16}, PTs[] = {1, 5, 64}, Cs[] = {2112, 384, 13, 7};
+  for (int a = 0; a < 5; a++)
+    for (int b = 0; b < 3; b++)
+      for (int c = 0; c < 4; c++)
+        for (int e = 2; e <= 4; e += 2) {
+          const long wrong = place_case(Ns[a], PTs[b], Cs[c], e, 0);
+          CHECK(wrong == 0, "place_blocks N=%d T=%d ncols=%d esz=%d: %ld wrong bytes", Ns[a], PTs[b], Cs[c], e, wrong);
+        }
+  CHECK(place_case(4, 3, 13, 2, 5) > 0, "place_blocks with a wrong block size was not caught");
+  CHECK(place_case(2, 1, 8, 4, 2) < 0, "place_blocks accepted blocks that cannot cover the columns");
   return test_finish();
 }
