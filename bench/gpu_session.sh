@@ -7,7 +7,8 @@ set -u
 # Binaries: gpu-carry/bin (stripped copies, libraries in gpu-carry/devlibs.tar.xz) when present,
 # else build-cuda/ with .devlibs/.
 if [ -d gpu-carry/bin ]; then
-  mkdir -p /tmp/vouch-libs && tar -xJf gpu-carry/devlibs.tar.xz -C /tmp/vouch-libs
+  # extract once: a second script running beside this one must not see half-written libraries
+  [ -d /tmp/vouch-libs/.devlibs ] || { mkdir -p /tmp/vouch-libs && tar -xJf gpu-carry/devlibs.tar.xz -C /tmp/vouch-libs; }
   export LD_LIBRARY_PATH=/tmp/vouch-libs/.devlibs:${LD_LIBRARY_PATH:-}
   B=gpu-carry/bin; T=gpu-carry/bin
 else
@@ -52,6 +53,9 @@ for phase in "$@"; do
     kernels)
       $V kernels --path cuda-ref --json "$OUT/kernels_cuda.json" > "$OUT/kernels_cuda.txt" 2>&1; note "kernels cuda-ref rc=$?: $(tail -1 "$OUT/kernels_cuda.txt")"
       [ -x $T/test_cuda_kernels ] && { VOUCH_SRC=$PWD $T/test_cuda_kernels > "$OUT/test_cuda_kernels.log" 2>&1; note "test_cuda_kernels rc=$?"; } ;;
+    shardgpu)
+      [ -x $T/test_shard_gpu ] && { VOUCH_SRC=$PWD timeout 120 $T/test_shard_gpu > "$OUT/test_shard_gpu.log" 2>&1; note "test_shard_gpu rc=$? $(tail -1 "$OUT/test_shard_gpu.log")"; }
+      [ -x $T/test_latency_tp ] && { timeout 120 $T/test_latency_tp > "$OUT/test_latency_tp.log" 2>&1; note "test_latency_tp rc=$? $(tail -1 "$OUT/test_latency_tp.log")"; } ;;
     latency)
       [ -x $T/test_latency ] && { VOUCH_SRC=$PWD $T/test_latency > "$OUT/test_latency.log" 2>&1; note "test_latency rc=$? $(tail -1 "$OUT/test_latency.log")"; }
       $V kernels --path latency > "$OUT/kernels_latency.txt" 2>&1; note "kernels latency rc=$?: $(tail -1 "$OUT/kernels_latency.txt")" ;;

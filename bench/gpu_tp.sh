@@ -6,7 +6,8 @@
 # (one tarball, logs.tgz) and a short summary to $OUT/summary.txt.
 set -u
 if [ -d gpu-carry/bin ]; then
-  mkdir -p /tmp/vouch-libs && tar -xJf gpu-carry/devlibs.tar.xz -C /tmp/vouch-libs
+  # extract once: a second script running beside this one must not see half-written libraries
+  [ -d /tmp/vouch-libs/.devlibs ] || { mkdir -p /tmp/vouch-libs && tar -xJf gpu-carry/devlibs.tar.xz -C /tmp/vouch-libs; }
   export LD_LIBRARY_PATH=/tmp/vouch-libs/.devlibs:${LD_LIBRARY_PATH:-}
   B=gpu-carry/bin
 else
@@ -51,7 +52,8 @@ for phase in "$@"; do
     generate-tp)
       # same greedy tokens on every TP degree and reduce mode (small: 16 heads divide 2..8)
       for p in cuda-ref latency $(for n in $TPS; do echo latency:tp$n cuda-ref:tp$n; done) \
-               latency:tp$MAXTP@tp_nccl latency:tp$MAXTP@tp_rsag latency:tp$MAXTP@tp_oneshot; do
+               latency:tp$MAXTP@tp_nccl latency:tp$MAXTP@tp_rsag latency:tp$MAXTP@tp_oneshot \
+               latency:tp$MAXTP@tp_split_in; do
         timeout 120 $V generate --model synth:small --path "$p" --tokens 1,2,3 -n 32 --batch 8 > "$OUT/gen_$p.txt" 2>&1
         rc=$?
         if diff <(grep ^seq "$OUT/gen_latency.txt") <(grep ^seq "$OUT/gen_$p.txt") > /dev/null; then same="== latency";
@@ -83,12 +85,16 @@ for phase in "$@"; do
         --json "$OUT/sweep_tp_small.json" > "$OUT/sweep_tp_small.txt" 2>&1
       note "sweep small TP rc=$?"; grep -E "^ *(latency|cuda-ref)" "$OUT/sweep_tp_small.txt" | head -80 >> "$FINAL/summary.txt" ;;
     sweep-tp-k2)
-      # k2-slice at the largest TP: cuda-ref vs latency, spec off and K=7/AL=6, ctx 1k and 32k
-      timeout 420 $V sweep --model synth:k2-slice --paths cuda-ref:tp$MAXTP,latency:tp$MAXTP --batch 1,2,4,8,16,32,64 \
-        --context 1k,32k --steps 20 --no-progress --json "$OUT/sweep_tp_k2.json" > "$OUT/sweep_tp_k2.txt" 2>&1
+      # k2-slice at the largest TP: cuda-ref vs latency (replicated input projections, and split), spec off
+      # and K=7/AL=6, ctx 1k and 32k
+      # (SWEEP_K2_BATCH / SWEEP_K2_BUDGET trim the grid when the call has less time)
+      timeout $(( ${SWEEP_K2_BUDGET:-400} + 60 )) $V sweep --model synth:k2-slice \
+        --paths cuda-ref:tp$MAXTP,latency:tp$MAXTP,latency:tp$MAXTP@tp_split_in \
+        --batch ${SWEEP_K2_BATCH:-1,2,4,8,16,32,64} --context 1k,32k --steps 20 --time-budget ${SWEEP_K2_BUDGET:-400} \
+        --no-progress --json "$OUT/sweep_tp_k2.json" > "$OUT/sweep_tp_k2.txt" 2>&1
       note "sweep k2-slice TP$MAXTP rc=$?"; grep -E "^ *(latency|cuda-ref)|not run" "$OUT/sweep_tp_k2.txt" | head -40 >> "$FINAL/summary.txt"
-      timeout 240 $V sweep --model synth:k2-slice --paths cuda-ref:tp$MAXTP,latency:tp$MAXTP --batch 1,8,64 --context 1k,32k \
-        --spec K=7,AL=6 --steps 20 --no-progress --json "$OUT/sweep_tp_k2_spec.json" > "$OUT/sweep_tp_k2_spec.txt" 2>&1
+      timeout $(( ${SWEEP_K2_BUDGET:-200} / 2 + 60 )) $V sweep --model synth:k2-slice --paths cuda-ref:tp$MAXTP,latency:tp$MAXTP \
+        --batch 1,8,64 --context 1k,32k --spec K=7,AL=6 --steps 20 --time-budget $(( ${SWEEP_K2_BUDGET:-200} / 2 )) --no-progress --json "$OUT/sweep_tp_k2_spec.json" > "$OUT/sweep_tp_k2_spec.txt" 2>&1
       note "sweep k2-slice TP$MAXTP spec K=7 AL=6 rc=$?"; grep -E "^ *(latency|cuda-ref)|not run" "$OUT/sweep_tp_k2_spec.txt" | head -20 >> "$FINAL/summary.txt" ;;
     *) note "unknown phase $phase" ;;
   esac

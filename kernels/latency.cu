@@ -7,7 +7,11 @@
  *     dense: [gate|up] GEMM with SwiGLU epilogue -> down GEMM -> add + rmsnorm (next norm)
  *     MoE:   shared expert on stream 2 || router GEMM -> top-k -> buckets -> grouped
  *            gate/up (SwiGLU) -> grouped down -> join -> combine + residual + next rmsnorm
- *   -> lm_head GEMM on the logit rows (fp32). */
+ *   -> lm_head GEMM on the logit rows (fp32).
+ * Under TP N > 1 (kernels/latency_tp.h) block outputs are fp32 partials reduced with the residual
+ * + next norm, lm_head runs on the rank's vocabulary block; the replicated [q_a | kv_a] and router
+ * GEMMs run whole on every rank, or with variant tp_split_in split by rows: each rank multiplies
+ * its block, the blocks are all-gathered and placed. */
 #include "reference/cuda/cuda_common.h"
 #include "reference/cuda/cuda_ref.h"
 #include "reference/cuda/cuda_ref_kernels.h"
@@ -29,11 +33,20 @@ extern "C" {
  * (tensor cores via cuBLAS) from 8 token rows at every context (1.08x at 1k .. 14x at 128k for
  * batch 64), v1_split below (v2_gemm is 0.2x-1.0x at batch 1: cuBLAS's choice for one row). */
 #define GEMM_ATTN_MIN_ROWS 8
+/* v3_mma (kernels/latency_mla_mma.cu) replaces both wherever its dimensions are supported: the
+ * key is read once per token row and head block, scores stay on chip. In the step functions
+ * the attention choice travels as `ncap` (part of the graph key): ATTN_MMA selects it. */
+#define ATTN_MMA (-1)
+/* ... except from GEMM_ATTN_MIN_ROWS rows at more than this many keys, where v2_gemm measured
+ * faster (H200, k2-slice 2 layers: batch 8 at 128k 5.4 vs 8.7 ms, batch 64 23.7 vs 31.7 ms). */
+#define ATTN_MMA_MAX_KEYS_MANY_ROWS 65536
 
 /* Device weights and cache of one decoder layer (bf16 unless noted). */
 typedef struct {
   const uint16_t *in_norm, *post_norm;      /* [D] */
-  const uint16_t *wa;                       /* [NA, D]: q_a (or q_proj) rows, then kv_a_proj_with_mqa rows */
+  const uint16_t *wa;                       /* [NA, D]: q_a (or q_proj) rows, then kv_a_proj_with_mqa rows; NULL
+                                               when only this rank's block was uploaded (TP, split inputs) */
+  const uint16_t *wa_blk;                   /* TP: [na_n, D] rows [na_r0, na_r0 + na_n) of wa (own copy or into wa) */
   const uint16_t *q_a_norm;                 /* [ql]; NULL without q LoRA */
   const uint16_t *q_b;                      /* [H*dk, ql]; NULL without q LoRA */
   const uint16_t *kv_a_norm;                /* [kl] */
@@ -43,7 +56,8 @@ typedef struct {
   bool is_moe;
   int moe_index;                            /* index among the MoE layers, -1 for dense */
   const uint16_t *gu, *down;                /* dense: [2I, D] gate/up interleaved by 8 rows, [D, I] */
-  const uint16_t *router;                   /* [E, D] */
+  const uint16_t *router;                   /* [E, D]; NULL when only this rank's block was uploaded */
+  const uint16_t *router_blk;               /* TP: [e_n, D] experts [e_r0, e_r0 + e_n) of router */
   const float *router_bias;                 /* [E] float32 or NULL */
   const uint16_t **d_egu, **d_edown;        /* device arrays [E]: expert [2F, D] interleaved, [D, F] */
   const uint16_t *sh_gu, *sh_down;          /* shared expert [2Fs, D] interleaved, [D, Fs]; NULL without */
@@ -77,7 +91,9 @@ typedef struct {
   bool use_graphs;
   int force_variant;                        /* 0: table */
   int tp_mode;                              /* LAT_TP_*: how block outputs are reduced under TP (AUTO: per step) */
-  int attn_mode;                            /* 0: table (v2_gemm from GEMM_ATTN_MIN_ROWS rows), 1: v1_split, 2: v2_gemm */
+  int attn_mode;                            /* 0: table (v3_mma where supported, else v2_gemm from
+                                               GEMM_ATTN_MIN_ROWS rows), 1: v1_split, 2: v2_gemm, 3: v3_mma */
+  bool mma_ok;                              /* lat_mla_mma_supported for this model's (local) heads and dims */
   lat_mla_gemm_ws ag;                       /* v2_gemm workspace (ag.rows 0: not allocated, v1_split only) */
   char ag_why[160];                         /* why v2_gemm is unavailable */
   /* tensor parallelism (model/shard.h, kernels/latency_tp.h); comm NULL = unsharded */
@@ -86,6 +102,16 @@ typedef struct {
   int v0, v1, vblk;                         /* lm_head rows cover vocab [v0, v1); gather blocks of vblk */
   float *lg_local;                          /* [TC, vblk] this rank's logit block (pad columns stay 0) */
   float *lg_all;                            /* [N, TC, vblk] gathered blocks */
+  /* TP split input projections: each rank multiplies a row block of wa / the router, all-gathers */
+  bool tp_rep_in;                           /* wa and router whole on every rank (the default; variant
+                                               tp_split_in: row blocks per rank, all-gathered) */
+  bool wa_whole, router_whole;              /* the whole wa / router is on the device (else blocks only) */
+  int na_blk, na_r0, na_n;                  /* wa rows [na_r0, na_r0 + na_n) of NA; blocks of na_blk rows */
+  int e_blk, e_r0, e_n;                     /* router rows (experts) [e_r0, e_r0 + e_n) of E; blocks of e_blk */
+  uint16_t *qkva_loc;                       /* [TC, na_blk] this rank's block of qkva (pad columns stay 0) */
+  uint16_t *qkva_all;                       /* [N, TC, na_blk] gathered blocks */
+  float *rl_loc;                            /* [TC, e_blk] this rank's router logits (pad columns stay 0) */
+  float *rl_all;                            /* [N, TC, e_blk] gathered blocks */
   /* CUDA */
   cudaStream_t st, st2;
   cublasHandle_t blas, blas2;
@@ -99,8 +125,6 @@ typedef struct {
   llayer *L;
   float *inv_freq;                          /* [r/2] */
   uint16_t *tmp;                            /* staging for interleaved gate/up, [max rows, D] */
-  ds_tensor_spec *specs;
-  int n_specs;
   /* workspace (TC rows) */
   float *x;                                 /* [TC + LAT_TP_MAX, D] residual stream (rows past TC: TP padding) */
   uint16_t *xn;                             /* [TC + LAT_TP_MAX, D] */
@@ -259,11 +283,46 @@ static vstatus gemm(lstate *S, lat_gemm_args *a, bool second_stream, const char 
 
 /* ---- the step ---- */
 
+/* TP N > 1 splits the replicated input projections by rows across the ranks when the variant
+ * tp_split_in asks for it (docs/tensor-parallel.md). wa only with q LoRA: without
+ * it, wa's q rows are q_proj, which is sharded by head, so each rank's wa is its own. */
+static bool split_wa(const lstate *S) { return S->comm && S->comm->size > 1 && S->ql > 0 && !S->tp_rep_in; }
+static bool split_router(const lstate *S) { return S->comm && S->comm->size > 1 && !S->tp_rep_in; }
+
+/* TP, split input projection: this rank's block W ([n, D], rows [r0, r0 + n) of an n_total-row
+ * weight) times xn into loc [T, blk] (columns >= n are never written: zero since open), the
+ * all-gather of every rank's loc into all [N, T, blk], placed into out [T, n_total] (row stride
+ * ld). f32: fp32 output (router logits), else bf16. unit names the rows in the trace. */
+static vstatus tp_split_gemm(lstate *S, const uint16_t *W, int r0, int n, int blk, int n_total, void *loc, void *all,
+                             void *out, int ld, bool f32, int T, const char *what, const char *unit) {
+  const int N = S->comm->size;
+  char d[112];
+  snprintf(d, sizeof d, "%s block (%s %d-%d of %d, rank %d of %d)", what, unit, r0, r0 + n, n_total, S->comm->rank, N);
+  lat_gemm_args a = lat_dense_args(W, S->xn, S->D, loc, blk, n, S->D, T, f32 ? LAT_EP_F32 : LAT_EP_BF16);
+  VTRY(gemm(S, &a, false, d));
+  VTRY(S->comm->allgather(S->comm, loc, all, (int64_t)T * blk, f32 ? DT_F32 : DT_BF16, S->st));
+  VTRY(lat_tp_place_blocks(out, ld, all, N, T, blk, n_total, f32 ? 4 : 2, S->st));
+  tr(S, "allgather", S->comm->name, "%s, tp=%d, %s blocks of %d x %d rows placed into [%d x %d]", what, N,
+     f32 ? "fp32" : "bf16", blk, T, T, n_total);
+  return V_OK;
+}
+
 static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
   const int H = S->H, n = S->nope, r = S->rope, kl = S->kl, dk = S->dk;
   const int il = S->c.rope_interleave ? 1 : 0;
-  lat_gemm_args a = lat_dense_args(d->wa, S->xn, S->D, S->qkva, S->NA, S->NA, S->D, T, LAT_EP_BF16);
-  VTRY(gemm(S, &a, false, S->ql > 0 ? "q_a_proj+kv_a_proj_with_mqa" : "q_proj+kv_a_proj_with_mqa"));
+  const char *wa_name = S->ql > 0 ? "q_a_proj+kv_a_proj_with_mqa" : "q_proj+kv_a_proj_with_mqa";
+  lat_gemm_args a;
+  if (split_wa(S)) {
+    VTRY(tp_split_gemm(S, d->wa_blk, S->na_r0, S->na_n, S->na_blk, S->NA, S->qkva_loc, S->qkva_all, S->qkva, S->NA,
+                       false, T, wa_name, "rows"));
+  } else {
+    if (!d->wa)
+      return VERR(PATH_NAME ": %s: only this rank's row block was uploaded (opened with tp_split_in)", wa_name);
+    a = lat_dense_args(d->wa, S->xn, S->D, S->qkva, S->NA, S->NA, S->D, T, LAT_EP_BF16);
+    char what[64];
+    snprintf(what, sizeof what, "%s%s", wa_name, S->comm && S->comm->size > 1 ? " (replicated)" : "");
+    VTRY(gemm(S, &a, false, what));
+  }
   const int kv_off = S->ql > 0 ? S->ql : H * dk;
   VTRY(lat_mla_prep(S->qkva, S->NA, S->ql > 0 ? 0 : -1, S->ql, d->q_a_norm, S->qan, kv_off, kl, r, d->kv_a_norm,
                     d->cache, S->d_slot, S->d_pos, S->opt.max_ctx, S->inv_freq, S->attn_factor, il, S->eps, T,
@@ -286,15 +345,22 @@ static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
   a.x_bstride = dk;
   a.o_bstride = kl;
   VTRY(gemm(S, &a, false, "mla_absorb_q W_UK"));
-  if (ncap > 0) {
+  if (ncap > 0) { /* ncap: > 0 v2_gemm over ncap keys, ATTN_MMA v3_mma, 0 v1_split */
     VTRY(lat_mla_attn_gemm(&S->ag, S->olat, S->qlat, qsrc, q_ld, dk, n, d->cache, S->d_slot, S->d_pos, T, H, kl, r,
                            S->opt.max_ctx, ncap, S->scale, S->blas, S->st));
     tr(S, "mla_decode", "v2_gemm", "latent %d+%d H=%d keys<=%d rows=%d: cuBLAS QK^T, softmax, PV", kl, r, H, ncap, T);
+  } else if (ncap == ATTN_MMA) {
+    VTRY(lat_mla_attn_mma(S->pm, S->pl, S->pacc, S->qlat, qsrc, q_ld, dk, n, d->cache, S->d_slot, S->d_pos, T, H, kl,
+                          r, S->opt.max_ctx, S_att, S->scale, S->st));
+    tr(S, "mla_decode", "v3_mma", "latent %d+%d H=%d splits=%d rows=%d: heads as the M side of mma.sync", kl, r, H,
+       S_att, T);
   } else {
     VTRY(lat_mla_attn(S->pm, S->pl, S->pacc, S->qlat, qsrc, q_ld, dk, n, d->cache, S->d_slot, S->d_pos, T, H, kl, r,
                       S->opt.max_ctx, S_att, S->scale, S->st));
     tr(S, "mla_decode", "v1_split", "latent %d+%d H=%d head-group %d splits=%d rows=%d", kl, r, H,
        lat_mla_head_group(H), S_att, T);
+  }
+  if (ncap <= 0) {
     VTRY(lat_mla_combine(S->olat, S->pm, S->pl, S->pacc, T, H, kl, S_att, S->st));
     tr(S, "mla_combine", "v1", "lse merge of %d splits H=%d rows=%d", S_att, H, T);
   }
@@ -335,8 +401,16 @@ static vstatus moe(lstate *S, llayer *d, int T, bool forced, const uint16_t *nex
     VTRY(gemm(S, &a, true, "shared_expert down (stream 2)"));
     CUDA_CHECK(cudaEventRecord(S->ev_join, S->st2));
   }
-  lat_gemm_args a = lat_dense_args(d->router, S->xn, S->D, S->rl, E, E, S->D, T, LAT_EP_F32);
-  VTRY(gemm(S, &a, false, "router logits"));
+  lat_gemm_args a;
+  if (split_router(S)) {
+    VTRY(tp_split_gemm(S, d->router_blk, S->e_r0, S->e_n, S->e_blk, E, S->rl_loc, S->rl_all, S->rl, E, true, T,
+                       "router logits", "experts"));
+  } else {
+    if (!d->router)
+      return VERR(PATH_NAME ": router: only this rank's expert block was uploaded (opened with tp_split_in)");
+    a = lat_dense_args(d->router, S->xn, S->D, S->rl, E, E, S->D, T, LAT_EP_F32);
+    VTRY(gemm(S, &a, false, S->comm && S->comm->size > 1 ? "router logits (replicated)" : "router logits"));
+  }
   const int32_t *fx = forced ? S->d_forced + (size_t)d->moe_index * T * K : NULL;
   VTRY(lat_router_topk(S->idx, S->wt, S->rl, d->router_bias, fx, T, E, K, S->G, S->TG, S->c.norm_topk_prob ? 1 : 0,
                        (float)S->c.routed_scaling_factor, S->st));
@@ -508,10 +582,12 @@ static vstatus run_core(lstate *S, int T, int R, int max_keys, bool forced, bool
   if (forced)
     CUDA_CHECK(cudaMemcpyAsync(S->d_forced, S->h_forced, (size_t)S->n_moe * T * S->K * sizeof(int32_t),
                                cudaMemcpyHostToDevice, S->st));
-  int S_att = lat_mla_splits(T, S->H, max_keys, S->sms);
+  const bool gemm_long = T >= GEMM_ATTN_MIN_ROWS && max_keys > ATTN_MMA_MAX_KEYS_MANY_ROWS && S->ag.rows >= T;
+  const bool mma = S->attn_mode == 3 || (S->attn_mode == 0 && S->mma_ok && !gemm_long);
+  int S_att = mma ? lat_mla_mma_splits(T, S->H, max_keys, S->sms) : lat_mla_splits(T, S->H, max_keys, S->sms);
   while (S_att > 1 && T * S_att > S->PR) S_att--;
-  int ncap = 0; /* > 0: v2_gemm attention */
-  if (S->ag.rows >= T && S->attn_mode != 1 && (S->attn_mode == 2 || T >= GEMM_ATTN_MIN_ROWS)) {
+  int ncap = mma ? ATTN_MMA : 0; /* > 0: v2_gemm attention over ncap keys, ATTN_MMA: v3_mma, 0: v1_split */
+  if (!mma && S->ag.rows >= T && S->attn_mode != 1 && (S->attn_mode == 2 || T >= GEMM_ATTN_MIN_ROWS)) {
     ncap = lat_mla_gemm_ncap(max_keys, S->opt.max_ctx);
     if ((size_t)T * 2 * S->H * ncap > S->ag.score_elems) ncap = 0;
     /* v2_gemm computes every row over the longest row's keys; v1_split only over each row's own.
@@ -521,7 +597,7 @@ static vstatus run_core(lstate *S, int T, int R, int max_keys, bool forced, bool
     for (int t = 0; t < T; t++) keys += S->h_pos[t] + 1.0;
     if (S->attn_mode == 0 && (double)T * ncap > 4.0 * keys) ncap = 0;
   }
-  if (ncap) S_att = 1;
+  if (ncap > 0) S_att = 1;
   if (graph) {
     gentry *g = NULL;
     bool captured = false;
@@ -753,7 +829,6 @@ static void lt_close(void *st) {
   if (S->st) cudaStreamDestroy(S->st);
   if (S->st2) cudaStreamDestroy(S->st2);
   free(S->len);
-  free(S->specs);
   free(S);
 }
 
@@ -784,13 +859,14 @@ static vstatus dalloc(lstate *S, void **p, size_t bytes, const char *what) {
 
 #define DALLOC(ptr, type, count, what) VTRY(dalloc(S, (void **)&(ptr), (size_t)(count) * sizeof(type), (what)))
 
-static vstatus upload(void *dev, const vtensor *t, vdtype dt, cudaStream_t st) {
-  const int64_t n = vtensor_numel(t);
+/* Uploads elements [first, first + n) of host tensor t as dt into dev. */
+static vstatus upload(void *dev, const vtensor *t, vdtype dt, int64_t first, int64_t n, cudaStream_t st) {
   if (t->dtype != DT_BF16 && t->dtype != DT_F16 && t->dtype != DT_F32)
     return VERR("tensor '%s': dtype %s is not a float type", t->name, vdtype_name(t->dtype));
+  const char *src0 = (const char *)t->data + (size_t)first * vdtype_size(t->dtype);
   CUDA_CHECK(cudaStreamSynchronize(st));
   if (t->dtype == dt) {
-    CUDA_CHECK(cudaMemcpy(dev, t->data, (size_t)n * vdtype_size(dt), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dev, src0, (size_t)n * vdtype_size(dt), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaDeviceSynchronize()); /* later work runs on a non-blocking stream */
     return V_OK;
   }
@@ -801,7 +877,7 @@ static vstatus upload(void *dev, const vtensor *t, vdtype dt, cudaStream_t st) {
   const size_t esz = vdtype_size(t->dtype), osz = vdtype_size(dt);
   for (int64_t i0 = 0; i0 < n && s == V_OK; i0 += chunk) {
     const int64_t c = n - i0 < chunk ? n - i0 : chunk;
-    vconvert_to_f32(f, (const char *)t->data + (size_t)i0 * esz, t->dtype, c);
+    vconvert_to_f32(f, src0 + (size_t)i0 * esz, t->dtype, c);
     const void *src = f;
     if (dt == DT_BF16) {
       for (int64_t i = 0; i < c; i++) h[i] = f32_to_bf16(f[i]);
@@ -816,23 +892,24 @@ static vstatus upload(void *dev, const vtensor *t, vdtype dt, cudaStream_t st) {
   return s;
 }
 
+/* Writes rows [r0, r0 + n) of tensor t (shape[0] rows; the rest of the shape is one row) as dt
+ * into device memory dst: upload or GPU synthesis (a row block is one contiguous element range
+ * of the tensor, synthesized from its first element index). */
+static vstatus load_rows(lstate *S, void *dst, const vtensor *t, vdtype dt, int64_t r0, int64_t n, const char *what) {
+  if (!t) return VERR("%s: tensor '%s' is missing from the model", S->m->source, what);
+  const int64_t rows = t->ndim > 0 ? t->shape[0] : 1, cols = rows > 0 ? vtensor_numel(t) / rows : 0;
+  if (r0 < 0 || n < 0 || r0 + n > rows)
+    return VERR("%s: tensor '%s': rows [%lld, %lld) outside its %lld rows", S->m->source, t->name, (long long)r0,
+                (long long)(r0 + n), (long long)rows);
+  if (n == 0 || cols == 0) return V_OK;
+  if (t->data) return upload(dst, t, dt, r0 * cols, n * cols, S->st);
+  return cuda_synth_model_rows(dst, dt, S->m, t, r0, n, S->st); /* its rule: a whole tensor or a TP block of one */
+}
+
 /* Writes tensor t (numel elements) as dt into device memory dst: upload or GPU synthesis. */
 static vstatus load_tensor(lstate *S, void *dst, const vtensor *t, vdtype dt, const char *what) {
   if (!t) return VERR("%s: tensor '%s' is missing from the model", S->m->source, what);
-  if (t->data) return upload(dst, t, dt, S->st);
-  if (!S->m->is_synthetic) return VERR("%s: tensor '%s' has no data (not loaded)", S->m->source, t->name);
-  const ds_tensor_spec *sp = NULL;
-  const ds_model *m = S->m;
-  if (m->synth && t >= m->synth && t < m->synth + m->n_synth) {
-    const int i = (int)(t - m->synth);
-    if (i < S->n_specs && strcmp(S->specs[i].name, t->name) == 0) sp = &S->specs[i];
-  }
-  for (int i = 0; !sp && i < S->n_specs; i++)
-    if (strcmp(S->specs[i].name, t->name) == 0) sp = &S->specs[i];
-  if (!sp) return VERR("%s: tensor '%s' has no synthesis spec", m->source, t->name);
-  const float scale = sp->kind == SYN_LINEAR ? synth_linear_scale(sp->fan_in) : 0.0f;
-  return curef_synth_fill(dst, (int)dt, (uint64_t)vtensor_numel(t), (int)sp->kind, scale, philox_key(m->seed, sp->name),
-                          0, S->st);
+  return load_rows(S, dst, t, dt, 0, t->ndim > 0 ? t->shape[0] : 1, what);
 }
 
 static vstatus new_tensor(lstate *S, const uint16_t **out, const vtensor *t, const char *what) {
@@ -841,6 +918,24 @@ static vstatus new_tensor(lstate *S, const uint16_t **out, const vtensor *t, con
   VTRY(dalloc(S, &p, (size_t)vtensor_numel(t) * 2, what));
   VTRY(load_tensor(S, p, t, DT_BF16, what));
   *out = (const uint16_t *)p;
+  return V_OK;
+}
+
+/* dst [n, D]: rows [r0, r0 + n) of layer l's wa, the NA stacked rows q_a (or q_proj), then
+ * kv_a_proj_with_mqa: a block may take rows from either tensor or both. */
+static vstatus load_wa_rows(lstate *S, uint16_t *dst, const ds_layer *ly, int l, int r0, int n) {
+  const int qrows = S->NA - S->W, end = r0 + n;
+  char w[160];
+  if (r0 < qrows) {
+    const int e = end < qrows ? end : qrows;
+    snprintf(w, sizeof w, "model.layers.%d.self_attn.%s.weight", l, S->ql > 0 ? "q_a_proj" : "q_proj");
+    VTRY(load_rows(S, dst, S->ql > 0 ? ly->q_a_proj : ly->q_proj, DT_BF16, r0, e - r0, w));
+  }
+  if (end > qrows) {
+    const int b = r0 > qrows ? r0 : qrows;
+    snprintf(w, sizeof w, "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", l);
+    VTRY(load_rows(S, dst + (size_t)(b - r0) * S->D, ly->kv_a_proj_with_mqa, DT_BF16, b - qrows, end - b, w));
+  }
   return V_OK;
 }
 
@@ -878,14 +973,17 @@ static vstatus load_weights(lstate *S) {
 #define NAME(s) (snprintf(w, sizeof w, "model.layers.%d.%s", l, s), w)
     VTRY(new_tensor(S, &d->in_norm, ly->input_layernorm, NAME("input_layernorm.weight")));
     VTRY(new_tensor(S, &d->post_norm, ly->post_attention_layernorm, NAME("post_attention_layernorm.weight")));
-    uint16_t *wa;
-    DALLOC(wa, uint16_t, (size_t)S->NA * D, NAME("self_attn [q_a|kv_a]"));
-    const int qrows = S->NA - S->W;
-    VTRY(load_tensor(S, wa, S->ql > 0 ? ly->q_a_proj : ly->q_proj, DT_BF16,
-                     NAME(S->ql > 0 ? "self_attn.q_a_proj.weight" : "self_attn.q_proj.weight")));
-    VTRY(load_tensor(S, wa + (size_t)qrows * D, ly->kv_a_proj_with_mqa, DT_BF16,
-                     NAME("self_attn.kv_a_proj_with_mqa.weight")));
-    d->wa = wa;
+    uint16_t *wa = NULL;
+    if (S->wa_whole) { /* TP: this rank's block is a view into the whole */
+      DALLOC(wa, uint16_t, (size_t)S->NA * D, NAME("self_attn [q_a|kv_a]"));
+      VTRY(load_wa_rows(S, wa, ly, l, 0, S->NA));
+      d->wa = wa;
+      d->wa_blk = wa + (size_t)S->na_r0 * D;
+    } else if (S->na_n > 0) { /* TP, split: only the rows this rank multiplies */
+      DALLOC(wa, uint16_t, (size_t)S->na_n * D, NAME("self_attn [q_a|kv_a] row block"));
+      VTRY(load_wa_rows(S, wa, ly, l, S->na_r0, S->na_n));
+      d->wa_blk = wa;
+    }
     if (S->ql > 0) {
       VTRY(new_tensor(S, &d->q_a_norm, ly->q_a_layernorm, NAME("self_attn.q_a_layernorm.weight")));
       VTRY(new_tensor(S, &d->q_b, ly->q_b_proj, NAME("self_attn.q_b_proj.weight")));
@@ -908,7 +1006,15 @@ static vstatus load_weights(lstate *S) {
       continue;
     }
     d->moe_index = mi++;
-    VTRY(new_tensor(S, &d->router, ly->router, NAME("mlp.gate.weight")));
+    if (S->router_whole) {
+      VTRY(new_tensor(S, &d->router, ly->router, NAME("mlp.gate.weight")));
+      d->router_blk = d->router + (size_t)S->e_r0 * D;
+    } else if (S->e_n > 0) {
+      uint16_t *rb;
+      DALLOC(rb, uint16_t, (size_t)S->e_n * D, NAME("mlp.gate.weight row block"));
+      VTRY(load_rows(S, rb, ly->router, DT_BF16, S->e_r0, S->e_n, NAME("mlp.gate.weight")));
+      d->router_blk = rb;
+    }
     if (ly->router_bias) {
       void *b;
       VTRY(dalloc(S, &b, (size_t)S->E * sizeof(float), "router bias"));
@@ -959,7 +1065,8 @@ static vstatus alloc_workspace(lstate *S) {
   const size_t n = TC, H = (size_t)S->H, kl = (size_t)S->kl;
   int pr = 0;
   for (int T = 1; T <= TC; T++) {
-    const int v = T * lat_mla_splits(T, S->H, S->opt.max_ctx, S->sms);
+    const int a = lat_mla_splits(T, S->H, S->opt.max_ctx, S->sms), b = lat_mla_mma_splits(T, S->H, S->opt.max_ctx, S->sms);
+    const int v = T * (a > b ? a : b);
     if (v > pr) pr = v;
   }
   S->PR = pr;
@@ -1069,13 +1176,47 @@ static void config_reason(const lstate *S, char *why, size_t n) {
     snprintf(why, n, "no layers");
 }
 
+/* TP N > 1: the row blocks of wa and the router this rank multiplies (kernels/latency_tp.h), and
+ * whether the whole tensors go to the device as well (the default tp_replicated_in, or wa without
+ * q LoRA, which cannot be split): then the blocks are views into them. Before load_weights. */
+static void tp_in_plan(lstate *S) {
+  const bool tp = S->comm && S->comm->size > 1;
+  S->wa_whole = !tp || !split_wa(S);
+  S->router_whole = !tp || !split_router(S);
+  S->na_blk = S->e_blk = 0;
+  S->na_r0 = S->na_n = S->e_r0 = S->e_n = 0;
+  if (!tp) return;
+  S->na_blk = lat_tp_row_block(S->NA, S->comm->size, S->comm->rank, &S->na_r0, &S->na_n);
+  if (S->E > 0) S->e_blk = lat_tp_row_block(S->E, S->comm->size, S->comm->rank, &S->e_r0, &S->e_n);
+}
+
+/* TP N > 1: the buffers of the split input projections (the block outputs start zeroed: their
+ * columns past a short block are gathered and dropped, never written). */
+static vstatus tp_in_alloc(lstate *S) {
+  const size_t n = TC, N = (size_t)S->comm->size;
+  if (N < 2) return V_OK;
+  DALLOC(S->qkva_loc, uint16_t, n * S->na_blk, "TP [q_a|kv_a] block");
+  DALLOC(S->qkva_all, uint16_t, N * n * S->na_blk, "TP gathered [q_a|kv_a] blocks");
+  CUDA_CHECK(cudaMemsetAsync(S->qkva_loc, 0, n * S->na_blk * sizeof(uint16_t), S->st));
+  if (S->e_blk > 0) {
+    DALLOC(S->rl_loc, float, n * S->e_blk, "TP router logit block");
+    DALLOC(S->rl_all, float, N * n * S->e_blk, "TP gathered router logits");
+    CUDA_CHECK(cudaMemsetAsync(S->rl_loc, 0, n * S->e_blk * sizeof(float), S->st));
+  }
+  return V_OK;
+}
+
 /* opts->variant: comma-separated words: "eager", "table", one GEMM variant name forced everywhere,
  * "attn_split" / "attn_gemm" (MLA decode variant for every step), "tp_oneshot" / "tp_nccl" /
- * "tp_rsag" / "tp_auto" (the TP reduce). Words not given return to the table. */
+ * "tp_rsag" / "tp_auto" (the TP reduce), "tp_split_in" (TP: q_a|kv_a and the router split by rows
+ * across the ranks and all-gathered) / "tp_replicated_in" (computed whole on every rank: the
+ * default, measured faster at TP 2 on the H200 while the exchange is an NCCL all-gather, see
+ * docs/tensor-parallel.md). Words not given return to the table. */
 static vstatus parse_variant(lstate *S, const char *variant) {
   S->force_variant = 0;
   S->attn_mode = 0;
   S->tp_mode = LAT_TP_AUTO;
+  S->tp_rep_in = true;
   if (!variant || !variant[0]) return V_OK;
   char buf[128];
   snprintf(buf, sizeof buf, "%s", variant);
@@ -1086,13 +1227,19 @@ static vstatus parse_variant(lstate *S, const char *variant) {
       continue;
     }
     if (strcmp(tok, "table") == 0) continue;
-    if (strcmp(tok, "attn_split") == 0 || strcmp(tok, "attn_gemm") == 0) {
-      S->attn_mode = tok[5] == 's' ? 1 : 2;
+    if (strcmp(tok, "attn_split") == 0 || strcmp(tok, "attn_gemm") == 0 || strcmp(tok, "attn_mma") == 0) {
+      S->attn_mode = tok[5] == 's' ? 1 : tok[6] == 'e' ? 2 : 3;
+      continue;
+    }
+    if (strcmp(tok, "tp_replicated_in") == 0 || strcmp(tok, "tp_split_in") == 0) {
+      S->tp_rep_in = tok[3] == 'r';
       continue;
     }
     if (strncmp(tok, "tp_", 3) == 0) {
       const int m = lat_tp_mode_from_name(tok + 3);
-      if (m < 0) return VERR(PATH_NAME ": variant '%s' unknown (tp_auto, tp_oneshot, tp_nccl, tp_rsag)", tok);
+      if (m < 0)
+        return VERR(PATH_NAME ": variant '%s' unknown (tp_auto, tp_oneshot, tp_nccl, tp_rsag, tp_split_in, "
+                    "tp_replicated_in)", tok);
       S->tp_mode = m;
       continue;
     }
@@ -1189,13 +1336,14 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
   for (int i = 0; i <= MAX_OPEV; i++) CUDA_CHECK(cudaEventCreate(&S->oev[i]));
   VTRY(lat_kernels_init());
   VTRY(lat_mla_init(S->kl, S->rope));
+  S->mma_ok = lat_mla_mma_supported(S->H, S->kl, S->rope);
+  if (S->mma_ok) VTRY(lat_mla_mma_init(S->H, S->kl, S->rope));
 
   S->L = (llayer *)calloc((size_t)c->num_hidden_layers, sizeof(llayer));
   S->len = (int *)calloc((size_t)o->max_seq, sizeof(int));
   if (!S->L || !S->len) return VERR("out of memory");
-  if (m->is_synthetic) VTRY(ds_tensor_specs(c, &S->specs, &S->n_specs));
+  tp_in_plan(S);
   VTRY(load_weights(S));
-  free(S->specs), S->specs = NULL, S->n_specs = 0;
 
   const int nhalf = S->rope / 2;
   float inv[512];
@@ -1216,6 +1364,7 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
       return VERR(PATH_NAME ": tensor 'lm_head.weight': %lld rows, expected the vocabulary block [%d, %d)",
                   m->lm_head ? (long long)m->lm_head->shape[0] : -1ll, S->v0, S->v1);
     VTRY(lat_tp_open(&S->tp, S->comm, o->device, S->D, TC, S->st)); /* collective: every rank opens */
+    VTRY(tp_in_alloc(S));
     if (S->tp_mode == LAT_TP_ONESHOT && !S->tp.p2p)
       return VUNSUPPORTED(PATH_NAME ": variant tp_oneshot: %s", S->tp.no_p2p);
     if (S->trace) {
@@ -1224,6 +1373,16 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
                S->tp_mode ? lat_tp_mode_name(S->tp_mode) : "auto", S->tp.p2p ? " (peer access: oneshot available)" : ", no oneshot: ",
                S->tp.p2p ? "" : S->tp.no_p2p);
       vtrace_note(S->trace, PATH_NAME, note);
+      if (S->tp.size > 1) {
+        snprintf(note, sizeof note,
+                 "tp=%d rank %d inputs: %s; router: %s (variant tp_split_in: both split by rows)",
+                 S->tp.size, S->tp.rank,
+                 split_wa(S) ? "q_a|kv_a split, this rank's rows all-gathered"
+                 : S->ql > 0 ? "q_a|kv_a replicated"
+                             : "q_proj|kv_a whole on every rank (q_proj is sharded by head: no q LoRA to split)",
+                 S->n_moe == 0 ? "none" : split_router(S) ? "split by experts, logits all-gathered" : "replicated");
+        vtrace_note(S->trace, PATH_NAME, note);
+      }
     }
   }
   CUDA_CHECK(cudaDeviceSynchronize());
@@ -1276,12 +1435,26 @@ extern "C" vstatus latency_set_variant(void *state, const char *variant) {
   if (r == V_OK && S->attn_mode != 1 && !S->ag.rows) alloc_gemm_attention(S); /* opened with attn_split */
   if (r == V_OK && S->attn_mode == 2 && !S->ag.rows)
     r = VUNSUPPORTED(PATH_NAME ": attn_gemm: %s", S->ag_why);
+  if (r == V_OK && S->attn_mode == 3 && !S->mma_ok) {
+    S->attn_mode = 0;
+    r = VUNSUPPORTED(PATH_NAME ": attn_mma: %d heads, latent %d + rope %d outside lat_mla_attn_mma", S->H, S->kl,
+                     S->rope);
+  }
   if (r == V_OK && S->comm && S->tp_mode == LAT_TP_ONESHOT && !S->tp.p2p)
     r = VUNSUPPORTED(PATH_NAME ": tp_oneshot: %s", S->tp.no_p2p);
+  if (r == V_OK && S->tp_rep_in && (!S->wa_whole || !S->router_whole)) {
+    S->tp_rep_in = false; /* the step would need weights that are not on the device */
+    r = VUNSUPPORTED(PATH_NAME ": tp_replicated_in: opened with tp_split_in (only this rank's rows of q_a|kv_a "
+                     "and the router were uploaded): open the path without @tp_split_in");
+  }
   return r;
 }
 
-extern "C" const char *latency_table_attention(int T) { return T >= GEMM_ATTN_MIN_ROWS ? "v2_gemm" : "v1_split"; }
+extern "C" const char *latency_table_attention(int T, int max_keys, int H, int kl, int r) {
+  const bool many = T >= GEMM_ATTN_MIN_ROWS;
+  if (lat_mla_mma_supported(H, kl, r) && !(many && max_keys > ATTN_MMA_MAX_KEYS_MANY_ROWS)) return "v3_mma";
+  return many ? "v2_gemm" : "v1_split";
+}
 
 extern "C" int latency_table_gemm(int T, int N, int K, int ep, bool grouped) {
   return table_variant(T, kind_of(grouped, ep, N, K));

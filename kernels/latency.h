@@ -50,9 +50,11 @@ const char *latency_table_variant(int T, bool grouped);
 /* The GEMM variant number (LAT_V*) the table picks for T rows of an [N, K] GEMM with epilogue ep
  * (LAT_EP_*), grouped (MoE experts) or dense: the path's own rule, for the kernel suite. */
 int latency_table_gemm(int T, int N, int K, int ep, bool grouped);
-/* The MLA decode variant the table picks for T token rows of similar lengths ("v1_split" or
- * "v2_gemm"; with very uneven lengths the path keeps v1_split). */
-const char *latency_table_attention(int T);
+/* The MLA decode variant the table picks for T token rows of similar lengths, at most max_keys keys,
+ * H (local) heads, latent kl and rope r: "v3_mma" where lat_mla_attn_mma supports the dimensions
+ * (below 8 rows, or up to 64k keys), else "v1_split" or "v2_gemm" (with very uneven lengths the path
+ * keeps v1_split). */
+const char *latency_table_attention(int T, int max_keys, int H, int kl, int r);
 
 #ifdef __cplusplus
 }

@@ -15,12 +15,10 @@
  * v6..v9 (gemm_cp_kernel, weights through a 4-stage cp.async ring per warp): v6 (1, 1, 2),
  * v7 (1, 2, 2), v8 (2, 4, 1), v9 (2, 8, 1). */
 #include "kernels/latency_kernels.h"
+#include "kernels/latency_device.h"
 #include "reference/cuda/cuda_common.h"
 
 #define GW 8 /* warps per CTA */
-
-static __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((unsigned)h << 16); }
-static __device__ __forceinline__ uint16_t f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 
 /* 16-byte streaming load (weights are read once: keep them out of L1). */
 static __device__ __forceinline__ uint4 ld_stream(const uint16_t *p) {
@@ -29,15 +27,6 @@ static __device__ __forceinline__ uint4 ld_stream(const uint16_t *p) {
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                : "l"(p));
   return r;
-}
-
-static __device__ __forceinline__ void mma16816(float *c, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
-                                                unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 static __device__ __forceinline__ float silu_f(float z) { return z / (1.0f + expf(-z)); }
@@ -189,15 +178,6 @@ static __global__ void __launch_bounds__(GW * 32) gemm_mma_kernel(lat_gemm_args 
  * bytes in flight no longer fall with the accumulator count (v4 at 162 registers ran one
  * 8-warp CTA per SM with 16 KB in flight). Each lane reads back only the 16-byte pieces it
  * copied itself, so a lane's cp.async.wait_group is the only synchronization the ring needs. */
-static __device__ __forceinline__ void cp_async16_z(void *smem, const void *gmem, bool valid) {
-  const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-  const int n = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sa), "l"(gmem), "r"(n));
-}
-static __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-static __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-
 template <int MT, int NT, int U, int ST>
 static __global__ void __launch_bounds__(GW * 32) gemm_cp_kernel(lat_gemm_args p, int S) {
   extern __shared__ __align__(16) unsigned char cp_raw[];

@@ -158,7 +158,20 @@ vstatus lat_mla_init(int kl, int r);
 vstatus lat_mla_attn(float *pm, float *pl, float *pacc, const float *qlat, const uint16_t *q, int q_ld,
                      int q_hstride, int q_rot_off, const uint16_t *cache, const int32_t *slot, const int32_t *pos,
                      int T, int H, int kl, int r, int max_ctx, int S, float scale, cudaStream_t stream);
-/* o[t][h][c] = bf16(sum_s e^(pm_s - M) pacc_s[c] / sum_s e^(pm_s - M) pl_s), o [T, H, kl]. */
+/* MLA decode on tensor cores, hand-written (kernels/latency_mla_mma.cu, variant "v3_mma"): the same
+ * partials as lat_mla_attn (same arguments), with the heads of a token as the M side of mma.sync
+ * (16 or 32 heads per block), the query as bf16 hi + lo, P rounded to bf16 before P V. */
+int lat_mla_mma_supported(int H, int kl, int r);
+/* Split count: at most one wave of blocks (one per SM) over T rows and the head blocks, at least two
+ * key tiles per split, at most LAT_MLA_MAX_SPLITS. */
+int lat_mla_mma_splits(int T, int H, int max_keys, int num_sms);
+/* Raises the kernel's dynamic shared-memory limit for these dimensions (once, before capture). */
+vstatus lat_mla_mma_init(int H, int kl, int r);
+vstatus lat_mla_attn_mma(float *pm, float *pl, float *pacc, const float *qlat, const uint16_t *q, int q_ld,
+                         int q_hstride, int q_rot_off, const uint16_t *cache, const int32_t *slot, const int32_t *pos,
+                         int T, int H, int kl, int r, int max_ctx, int S, float scale, cudaStream_t stream);
+#define LAT_MLA_MAX_SPLITS 64 /* most splits lat_mla_combine merges */
+/* o[t][h][c] = bf16(sum_s e^(pm_s - M) pacc_s[c] / sum_s e^(pm_s - M) pl_s), o [T, H, kl], S <= LAT_MLA_MAX_SPLITS. */
 vstatus lat_mla_combine(uint16_t *o, const float *pm, const float *pl, const float *pacc, int T, int H, int kl,
                         int S, cudaStream_t stream);
 

@@ -11,7 +11,7 @@
  *   lat_transpose_wuk  W_UK^T per head for the absorbed query GEMM (at open). */
 #include "kernels/latency_kernels.h"
 #include "reference/cuda/cuda_common.h"
-#include "reference/cuda/cuda_device.h"
+#include "kernels/latency_device.h"
 
 #define FULL_MASK 0xffffffffu
 #define AT_WARPS 8
@@ -107,13 +107,6 @@ extern "C" int lat_mla_splits(int T, int H, int max_keys, int num_sms) {
   return S < 1 ? 1 : S;
 }
 
-static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
-  const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
-}
-static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-static __device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
-
 static size_t attn_smem(int HG, int W, int kl) {
   size_t a = (size_t)HG * W * sizeof(float);                           /* q */
   size_t tiles = (size_t)2 * AT_KEYS * W * sizeof(uint16_t);           /* two key tiles */
@@ -173,12 +166,12 @@ static __global__ void __launch_bounds__(AT_WARPS * 32) mla_attn_kernel(
   } while (0)
 
   if (ntile > 0) ISSUE(0);
-  cp_async_commit();
+  cp_commit();
   __syncthreads(); /* qs visible */
   for (int k = 0; k < ntile; k++) {
     if (k + 1 < ntile) ISSUE(k + 1);
-    cp_async_commit();
-    cp_async_wait1();
+    cp_commit();
+    cp_wait<1>();
     __syncthreads();
     const uint16_t *tb = tile + (k & 1) * AT_KEYS * W;
     const int kn = min(AT_KEYS, j1 - (j0 + k * AT_KEYS));
@@ -316,22 +309,27 @@ extern "C" vstatus lat_mla_init(int kl, int r) {
   return V_OK;
 }
 
-/* Block (t*H + h, column slice of 64): lane s of warp 0 weighs split s (S <= 32), e^(m_s - M) / L,
- * then each thread sums its column over the splits (independent loads, unrolled). */
+/* Block (t*H + h, column slice of 64): warp 0 weighs the splits (lane s takes s, s + 32),
+ * e^(m_s - M) / L, then each thread sums its column over the splits (independent loads, unrolled). */
 #define CB_COLS 64
 static __global__ void mla_combine_kernel(uint16_t *o, const float *pm, const float *pl, const float *pacc, int kl,
                                           int S) {
-  __shared__ float wsc[32];
+  __shared__ float wsc[LAT_MLA_MAX_SPLITS];
   const long long th = blockIdx.x; /* t*H + h */
   if (threadIdx.x < 32) {
-    const int s = threadIdx.x;
-    const float ms = s < S ? pm[th * S + s] : -INFINITY;
-    float M = ms;
+    const int lane = threadIdx.x;
+    float M = -INFINITY;
+    for (int s = lane; s < S; s += 32) M = fmaxf(M, pm[th * S + s]);
     for (int k = 16; k > 0; k >>= 1) M = fmaxf(M, __shfl_xor_sync(FULL_MASK, M, k));
-    const float e = (s < S && ms != -INFINITY) ? expf(ms - M) : 0.0f;
-    float L = s < S ? pl[th * S + s] * e : 0.0f;
+    float L = 0.0f;
+    for (int s = lane; s < S; s += 32) {
+      const float ms = pm[th * S + s];
+      const float e = ms != -INFINITY ? expf(ms - M) : 0.0f;
+      wsc[s] = e;
+      L += pl[th * S + s] * e;
+    }
     for (int k = 16; k > 0; k >>= 1) L += __shfl_xor_sync(FULL_MASK, L, k);
-    wsc[s] = L > 0.0f ? e / L : 0.0f;
+    for (int s = lane; s < S; s += 32) wsc[s] = L > 0.0f ? wsc[s] / L : 0.0f;
   }
   __syncthreads();
   const int c = blockIdx.y * CB_COLS + threadIdx.x;
@@ -346,7 +344,7 @@ static __global__ void mla_combine_kernel(uint16_t *o, const float *pm, const fl
 extern "C" vstatus lat_mla_combine(uint16_t *o, const float *pm, const float *pl, const float *pacc, int T, int H,
                                    int kl, int S, cudaStream_t stream) {
   if (T <= 0) return V_OK;
-  if (S < 1 || S > 32) return VERR("lat_mla_combine: %d splits outside 1..32", S);
+  if (S < 1 || S > LAT_MLA_MAX_SPLITS) return VERR("lat_mla_combine: %d splits outside 1..%d", S, LAT_MLA_MAX_SPLITS);
   mla_combine_kernel<<<dim3((unsigned)(T * H), (unsigned)((kl + CB_COLS - 1) / CB_COLS)), CB_COLS, 0, stream>>>(
       o, pm, pl, pacc, kl, S);
   CUDA_CHECK_LAUNCH();

@@ -446,7 +446,17 @@ static vstatus mla_absorbed_supports(const vop_case *c) {
   return V_OK;
 }
 
-static vstatus mla_absorbed_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
+static vstatus mla_absorbed_mma_supports(const vop_case *c) {
+  VTRY(mla_absorbed_supports(c));
+  if (!lat_mla_mma_supported(c->d[0], c->d[4], c->d[2]))
+    return VUNSUPPORTED("mla_absorbed: %d heads, latent %d + rope %d outside lat_mla_attn_mma (kv_lora a multiple of "
+                        "64, kv_lora + rope a multiple of 16)", c->d[0], c->d[4], c->d[2]);
+  return V_OK;
+}
+
+/* The path's attention sequence with the split-KV kernel (mma false: v1_split, true: v3_mma). */
+static vstatus mla_absorbed_seq(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what,
+                                bool mma) {
   const int B = c->batch, H = c->d[0], n = c->d[1], r = c->d[2], v = c->d[3], kl = c->d[4], L = c->d[5];
   const int dk = n + r, W = kl + r;
   int32_t h_sp[2 * MAX_B];
@@ -461,7 +471,7 @@ static vstatus mla_absorbed_body(const vop_case *c, const vop_layout *l, void *c
   }
   int32_t *sp;
   VTRY(upload_ints(A, &sp, h_sp, 2 * B, "slot_pos"));
-  const int S = lat_mla_splits(B, H, max_keys, g_sms);
+  const int S = mma ? lat_mla_mma_splits(B, H, max_keys, g_sms) : lat_mla_splits(B, H, max_keys, g_sms);
   uint16_t *wukt, *q, *cache, *olat, *attn;
   float *qlat, *pm, *pl, *pacc, *ws;
   VTRY(tmp_alloc(A, (void **)&wukt, (size_t)H * kl * n * 2, "wukt"));
@@ -485,8 +495,14 @@ static vstatus mla_absorbed_body(const vop_case *c, const vop_layout *l, void *c
   a.o_bstride = kl;
   const int va = latency_table_gemm(B, kl, n, LAT_EP_F32, false);
   VTRY(gemm(&a, va, NULL, "mla_absorbed W_UK"));
-  VTRY(lat_mla_init(kl, r));
-  VTRY(lat_mla_attn(pm, pl, pacc, qlat, q, H * dk, dk, n, cache, sp, sp + B, B, H, kl, r, L, S, (float)c->f[0], 0));
+  if (mma) {
+    VTRY(lat_mla_mma_init(H, kl, r));
+    VTRY(lat_mla_attn_mma(pm, pl, pacc, qlat, q, H * dk, dk, n, cache, sp, sp + B, B, H, kl, r, L, S, (float)c->f[0],
+                          0));
+  } else {
+    VTRY(lat_mla_init(kl, r));
+    VTRY(lat_mla_attn(pm, pl, pacc, qlat, q, H * dk, dk, n, cache, sp, sp + B, B, H, kl, r, L, S, (float)c->f[0], 0));
+  }
   VTRY(lat_mla_combine(olat, pm, pl, pacc, B, H, kl, S, 0));
   /* out[t][h] = W_UV_h o_lat[t][h], batched over heads (bf16, as the path) */
   a = dense_args((const uint16_t *)b[4] + (size_t)n * kl, olat, H * kl, attn, H * v, v, kl, B, LAT_EP_BF16, ws);
@@ -497,18 +513,30 @@ static vstatus mla_absorbed_body(const vop_case *c, const vop_layout *l, void *c
   const int vb = latency_table_gemm(B, v, kl, LAT_EP_BF16, false);
   VTRY(gemm(&a, vb, NULL, "mla_absorbed W_UV"));
   VTRY(to_f32(b[6], attn, l->b[6].n));
-  snprintf(what, 96, "lat_gemm %s W_UK; lat_mla_attn splits=%d hg=%d; lat_mla_combine; %s W_UV",
-           lat_gemm_variant_name(va), S, lat_mla_head_group(H), lat_gemm_variant_name(vb));
+  if (mma)
+    snprintf(what, 96, "lat_gemm %s W_UK; lat_mla_attn_mma splits=%d; lat_mla_combine; %s W_UV",
+             lat_gemm_variant_name(va), S, lat_gemm_variant_name(vb));
+  else
+    snprintf(what, 96, "lat_gemm %s W_UK; lat_mla_attn splits=%d hg=%d; lat_mla_combine; %s W_UV",
+             lat_gemm_variant_name(va), S, lat_mla_head_group(H), lat_gemm_variant_name(vb));
   return V_OK;
 }
+static vstatus mla_absorbed_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
+  return mla_absorbed_seq(c, l, b, A, what, false);
+}
+static vstatus mla_absorbed_mma_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
+  return mla_absorbed_seq(c, l, b, A, what, true);
+}
 VARIANT(mla_absorbed_body, "v1_split")
+VARIANT(mla_absorbed_mma_body, "v3_mma")
 
 /* ---------------- lse_combine: o_part, lse -> out ---------------- */
 
 static vstatus lse_combine_supports(const vop_case *c) {
   VTRY(batch_ok(c));
   if (c->d[0] < 1 || c->d[1] < 1) return VUNSUPPORTED("lse_combine: heads %d, v dim %d", c->d[0], c->d[1]);
-  if (c->d[2] < 1 || c->d[2] > 32) return VUNSUPPORTED("lse_combine: %d splits outside lat_mla_combine's 1..32", c->d[2]);
+  if (c->d[2] < 1 || c->d[2] > LAT_MLA_MAX_SPLITS)
+    return VUNSUPPORTED("lse_combine: %d splits outside lat_mla_combine's 1..%d", c->d[2], LAT_MLA_MAX_SPLITS);
   return V_OK;
 }
 static vstatus lse_combine_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
@@ -559,6 +587,9 @@ static const entry k_entries[] = {
      swiglu_supports, swiglu_grouped_body_run},
     {"mla_absorbed", "v1_split", "W_UK lat_gemm, lat_mla_attn split-KV over a latent cache, lat_mla_combine, W_UV",
      mla_absorbed_supports, mla_absorbed_body_run},
+    {"mla_absorbed", "v3_mma",
+     "W_UK lat_gemm, lat_mla_attn_mma (heads as the M side of mma.sync, hi/lo query), lat_mla_combine, W_UV",
+     mla_absorbed_mma_supports, mla_absorbed_mma_body_run},
     {"lse_combine", "v1", "lat_mla_combine with pm = lse, pl = 1 (log-sum-exp merge), bf16 out",
      lse_combine_supports, lse_combine_body_run},
 };

@@ -78,7 +78,7 @@ static float *lat_step(void *ls, vtrace *tr, const vstep *s, int V) {
 }
 
 /* (1) B sequences: prefill then DECODE steps. */
-static void batch_run(void *rs, void *ls, vtrace *tr, int B, int V, cmp_stats *c) {
+static void batch_run(void *rs, void *ls, vtrace *tr, const ds_config *cfg, int B, int V, cmp_stats *c) {
   int slots[64], n[64], sp[64];
   int32_t *tok = malloc((size_t)B * PROMPT * sizeof(int32_t)), next[64];
   if (!tok) return;
@@ -126,8 +126,9 @@ static void batch_run(void *rs, void *ls, vtrace *tr, int B, int V, cmp_stats *c
   }
   const char *want = latency_table_variant(B, false);
   CHECK(vtrace_has(tr, "linear", want, tr->step), "batch %d: trace lacks linear variant %s", B, want);
-  CHECK(vtrace_has(tr, "mla_decode", latency_table_attention(B), tr->step), "batch %d: trace lacks mla_decode %s", B,
-        latency_table_attention(B));
+  const char *attn =
+      latency_table_attention(B, PROMPT + DECODE, cfg->num_attention_heads, cfg->kv_lora_rank, cfg->qk_rope_head_dim);
+  CHECK(vtrace_has(tr, "mla_decode", attn, tr->step), "batch %d: trace lacks mla_decode %s", B, attn);
   CHECK(vtrace_has(tr, "cuda_graph", "replay", tr->step - 1), "batch %d: decode did not replay a CUDA graph", B);
 }
 
@@ -295,7 +296,7 @@ static void test_model(const char *spec) {
     snprintf(what, sizeof what, "%s latency vs cuda-ref", spec);
     cmp_stats c = {.what = what, .tight = TIGHT};
     const int batches[4] = {1, 3, 8, 64};
-    for (int i = 0; i < 4; i++) batch_run(rs, ls, &tr, batches[i], V, &c);
+    for (int i = 0; i < 4; i++) batch_run(rs, ls, &tr, &m.cfg, batches[i], V, &c);
     big_batch(rs, ls, &tr, V, &c);
     fill_agree(rs, ls, &tr, V, &c);
     /* Natural routing: a bf16 difference that flips a router near-tie changes that token's expert
@@ -309,12 +310,14 @@ static void test_model(const char *spec) {
     cmp_stats cf = {.what = fwhat, .tight = TIGHT};
     forced(rs, ls, &tr, &m.cfg, V, &cf, 8, 60);
     cmp_finish(&cf, 0.05);
-    /* the same attention kernel for the 8-row verification and the 1-row steps (the table would
-     * pick v2_gemm for one and v1_split for the other; cross-kernel error is bounded above) */
+    /* the same attention kernel for the 8-row verification and the 1-row steps (without v3_mma the
+     * table picks v2_gemm for one and v1_split for the other; cross-kernel error is bounded above) */
     CHECK_OK(latency_set_variant(ls, "attn_split"));
     speculative(ls, &tr, V, "v1_split");
     CHECK_OK(latency_set_variant(ls, "attn_gemm"));
     speculative(ls, &tr, V, "v2_gemm");
+    CHECK_OK(latency_set_variant(ls, "attn_mma"));
+    speculative(ls, &tr, V, "v3_mma");
     CHECK_OK(latency_set_variant(ls, "table"));
     graph_vs_eager(ls, &tr, V);
     const double ms = latency_ops.last_step_ms(ls);
@@ -330,11 +333,16 @@ static void test_model(const char *spec) {
     vstep past = {1, &sl, &one, &far, &bad, false, NULL};
     CHECK(latency_ops.supports(ls, &past) == V_UNSUPPORTED, "positions past max_ctx must be V_UNSUPPORTED");
     /* (7) every GEMM variant, forced for all GEMMs, under forced routing at a batch that fills its
-     * token tiles partly or wholly (slots 0..B-1 are refilled). */
+     * token tiles partly or wholly (slots 0..B-1 are refilled); and the MLA decode variants the
+     * table no longer picks where v3_mma runs. */
     static const struct {
-      const char *name;
+      const char *name, *op, *ran; /* the variant word, the op and variant the trace must show */
       int B;
-    } fv[] = {{"v1_mma_n8", 8}, {"v6_cp_n8", 8}, {"v7_cp_n16", 16}, {"v8_cp_n32", 24}, {"v9_cp_n64", 64}, {"v4_mma_n64", 40}};
+    } fv[] = {{"v1_mma_n8", "linear", "v1_mma_n8", 8},     {"v6_cp_n8", "linear", "v6_cp_n8", 8},
+              {"v7_cp_n16", "linear", "v7_cp_n16", 16},    {"v8_cp_n32", "linear", "v8_cp_n32", 24},
+              {"v9_cp_n64", "linear", "v9_cp_n64", 64},    {"v4_mma_n64", "linear", "v4_mma_n64", 40},
+              {"attn_split", "mla_decode", "v1_split", 8}, {"attn_gemm", "mla_decode", "v2_gemm", 16},
+              {"attn_mma", "mla_decode", "v3_mma", 3}};
     for (size_t i = 0; i < sizeof fv / sizeof fv[0]; i++) {
       vpath_opts ov = ol;
       ov.variant = fv[i].name;
@@ -345,7 +353,8 @@ static void test_model(const char *spec) {
       snprintf(vwhat, sizeof vwhat, "%s %s forced, forced routing, batch %d", spec, fv[i].name, fv[i].B);
       cmp_stats cv = {.what = vwhat, .tight = TIGHT};
       if (forced(rs, vs, &tr, &m.cfg, V, &cv, fv[i].B, 0))
-        CHECK(vtrace_has(&tr, "linear", fv[i].name, tr.step), "%s: trace lacks linear variant %s", vwhat, fv[i].name);
+        CHECK(vtrace_has(&tr, fv[i].op, fv[i].ran, tr.step), "%s: trace lacks %s variant %s", vwhat, fv[i].op,
+              fv[i].ran);
       cmp_finish(&cv, 0.05);
       latency_ops.close(vs);
     }
