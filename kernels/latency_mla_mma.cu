@@ -3,14 +3,14 @@
  * memory once per token row and head block instead of once per head group (v1_split) and no
  * score matrix goes through global memory (v2_gemm).
  *
- * Block = (head block of HB = 16 MT heads, split s of the keys, token row t); 8 warps.
+ * Block = (head block of HB = 16 MT heads, split s of the keys, token row t); MM_WARPS warps.
  *   query   q = [q_lat (fp32) | q_rot (bf16)] per head, split into bf16 hi + lo (hi + lo keeps ~16
  *           bits of q_lat, as v2_gemm); staged once through shared memory into registers: warp w
  *           holds the A fragments of head tile w % MT for its range of k-steps (16 columns each).
  *   keys    tiles of MM_NK cache rows through a ring of MM_NS shared-memory stages filled by
  *           cp.async (MM_NS - 1 tiles in flight while one is computed; rows past the split zero-filled).
  *   phase 1 partial scores S_kr = Q[:, cols of k-range kr] K^T (hi and lo MMAs into one fp32
- *           accumulator) -> shared memory; the KR = 8 / MT k-ranges are summed in phase 2.
+ *           accumulator) -> shared memory; the KR = MM_WARPS / MT k-ranges are summed in phase 2.
  *   phase 2 online softmax per head row (one warp per row, one key per lane): running max m, the
  *           correction e^(m_old - m_new), P = bf16(e^(s - m)), l += sum of the rounded P.
  *   phase 3 O = O corr + P V: warp w owns head tile w % MT and up to 8 NT latent columns; V is the
@@ -23,10 +23,13 @@
 #include "kernels/latency_kernels.h"
 #include "reference/cuda/cuda_common.h"
 
-#define MM_WARPS 8
+#ifndef MM_WARPS
+#define MM_WARPS 16  /* 16 warps: 4 per scheduler to hide the MMA / ldmatrix / shuffle latencies */
+#endif
 #define MM_NK 32     /* keys per tile: one key per lane in phase 2 */
 #define MM_NS 2      /* key-tile stages in shared memory (4 measured no faster on the H200) */
-#define MM_QKS 9     /* most k-steps of the query one warp holds (9 x 16 x 4 k-ranges = 576 at MT 2) */
+#define MM_QKS (MM_WARPS == 8 ? 9 : 5) /* most k-steps of the query a warp holds: 576 columns at MT 2 */
+#define MM_MAXNT (MM_WARPS == 8 ? 16 : 8) /* most column tiles per warp (16 at 16 warps spills) */
 #define MM_PAD 8     /* bf16 elements of padding per shared row: rows start 16 bytes apart mod 128 */
 #define MM_LOG2E 1.4426950408889634f
 #define MM_LN2 0.6931471805599453f
@@ -45,7 +48,7 @@ static int mm_nt(int H, int kl) {
 extern "C" int lat_mla_mma_supported(int H, int kl, int r) {
   const int W = kl + r, KR = MM_WARPS / mm_tiles(H);
   if (H < 1 || kl < 8 || kl % 8 || r < 0 || W % 16) return 0;
-  return mm_nt(H, kl) <= 16 && (W / 16 + KR - 1) / KR <= MM_QKS;
+  return mm_nt(H, kl) <= MM_MAXNT && (W / 16 + KR - 1) / KR <= MM_QKS;
 }
 
 extern "C" int lat_mla_mma_splits(int T, int H, int max_keys, int num_sms) {
@@ -72,7 +75,7 @@ static __global__ void __launch_bounds__(MM_WARPS * 32, 1)
     mla_mma_kernel(float *pm, float *pl, float *pacc, const float *qlat, const uint16_t *q, int q_ld, int q_hstride,
                    int q_rot_off, const uint16_t *cache, const int32_t *slot, const int32_t *pos, int H, int kl,
                    int r, int max_ctx, int S, float scale) {
-  constexpr int HB = 16 * MT, KR = MM_WARPS / MT, PS = MM_NK + MM_PAD;
+  constexpr int HB = 16 * MT, KR = MM_WARPS / MT, PS = MM_NK + MM_PAD, RPW = HB / MM_WARPS; /* rows per warp */
   extern __shared__ __align__(16) unsigned char mm_raw[];
   const int W = kl + r, WP = W + MM_PAD, nch = W / 8, KS = W / 16, ksw = (KS + KR - 1) / KR;
   uint16_t *tile = (uint16_t *)mm_raw;                                  /* [NS][NK][WP] */
@@ -117,10 +120,10 @@ static __global__ void __launch_bounds__(MM_WARPS * 32, 1)
   const int ntile = j1 > j0 ? (j1 - j0 + MM_NK - 1) / MM_NK : 0;
   const uint16_t *cbase = cache + (long long)slot[t] * max_ctx * W;
 
-  /* phase 2 state: warp w owns head rows w, w + 8, .. (2 MT rows), the same lanes hold the same values */
-  float m_row[2 * MT], l_row[2 * MT];
+  /* phase 2 state: warp w owns head rows w, w + MM_WARPS, .. (RPW rows), all lanes hold the values */
+  float m_row[RPW], l_row[RPW];
 #pragma unroll
-  for (int i = 0; i < 2 * MT; i++) m_row[i] = -INFINITY, l_row[i] = 0.0f;
+  for (int i = 0; i < RPW; i++) m_row[i] = -INFINITY, l_row[i] = 0.0f;
   /* phase 3 accumulators: head tile mt3, columns [c0, c0 + 8 NT) */
   const int mt3 = warp % MT, c0 = (warp / MT) * 8 * NT;
   float o[NT][4];
@@ -180,7 +183,7 @@ static __global__ void __launch_bounds__(MM_WARPS * 32, 1)
 
     /* phase 2: online softmax, one warp per head row, lane = key (log2 domain) */
 #pragma unroll
-    for (int i = 0; i < 2 * MT; i++) {
+    for (int i = 0; i < RPW; i++) {
       const int row = warp + MM_WARPS * i;
       float v = 0.0f;
 #pragma unroll
@@ -236,7 +239,7 @@ static __global__ void __launch_bounds__(MM_WARPS * 32, 1)
   }
   if (lane == 0)
 #pragma unroll
-    for (int i = 0; i < 2 * MT; i++) {
+    for (int i = 0; i < RPW; i++) {
       const int h = h0 + warp + MM_WARPS * i;
       if (h >= H) continue;
       pm[(TH + h) * S + s] = m_row[i] == -INFINITY ? -INFINITY : m_row[i] * MM_LN2;
@@ -262,7 +265,9 @@ static vstatus launch(int nt, dim3 grid, size_t sm, cudaStream_t st, float *pm, 
     MM_CASE(2)
     MM_CASE(4)
     MM_CASE(8)
+#if MM_WARPS == 8
     MM_CASE(16)
+#endif
     default: return VERR("lat_mla_attn_mma: %d column tiles per warp not instantiated", nt);
   }
 #undef MM_CASE
