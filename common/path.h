@@ -53,7 +53,8 @@ typedef struct {
                            * is then the rank's shard (model/shard.h). NULL: the path runs unsharded */
   bool dcp;               /* decode context parallelism over the TP ranks: the KV cache split by position
                            * (p % tp == rank), partial attention per rank combined by log-sum-exp
-                           * (docs/tensor-parallel.md); needs tp >= 1; cpu-ref only */
+                           * (docs/tensor-parallel.md); needs tp >= 1; cpu-ref and latency (its latent
+                           * cache: each rank holds ceil(max_ctx / tp) positions per slot) */
 } vpath_opts;
 
 typedef struct vpath_ops {

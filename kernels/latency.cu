@@ -11,7 +11,11 @@
  * Under TP N > 1 (kernels/latency_tp.h) block outputs are fp32 partials reduced with the residual
  * + next norm, lm_head runs on the rank's vocabulary block; the replicated [q_a | kv_a] and router
  * GEMMs run whole on every rank, or with variant tp_split_in split by rows: each rank multiplies
- * its block, the blocks are all-gathered and placed. */
+ * its block, the blocks are all-gathered and placed.
+ * Under DCP (vpath_opts.dcp, kernels/latency_dcp.cu) the latent cache is split by position over
+ * the TP ranks: each rank stores the positions p % N == rank, all-gathers the absorbed queries,
+ * attends all heads over its own positions, all-gathers the merged (o | lse) partials and combines
+ * its own heads by log-sum-exp before W_UV. */
 #include "reference/cuda/cuda_common.h"
 #include "reference/cuda/cuda_ref.h"
 #include "reference/cuda/cuda_ref_kernels.h"
@@ -61,7 +65,7 @@ typedef struct {
   const float *router_bias;                 /* [E] float32 or NULL */
   const uint16_t **d_egu, **d_edown;        /* device arrays [E]: expert [2F, D] interleaved, [D, F] */
   const uint16_t *sh_gu, *sh_down;          /* shared expert [2Fs, D] interleaved, [D, Fs]; NULL without */
-  uint16_t *cache;                          /* latent cache [max_seq, max_ctx, kl + r] */
+  uint16_t *cache;                          /* latent cache [max_seq, lctx, kl + r] (DCP: this rank's positions) */
 } llayer;
 
 /* One captured step shape. */
@@ -112,6 +116,16 @@ typedef struct {
   uint16_t *qkva_all;                       /* [N, TC, na_blk] gathered blocks */
   float *rl_loc;                            /* [TC, e_blk] this rank's router logits (pad columns stay 0) */
   float *rl_all;                            /* [N, TC, e_blk] gathered blocks */
+  /* decode context parallelism (kernels/latency_dcp.cu): the latent cache split by position */
+  bool dcp;                                 /* opened with vpath_opts.dcp: over comm's ranks */
+  int dcp_n, dcp_rank;                      /* DCP ranks and this rank (1, 0 without DCP) */
+  int Ha;                                   /* heads the attention kernels run: all H * dcp_n under DCP, else H */
+  int lctx;                                 /* cache rows per slot: ceil(max_ctx / dcp_n) */
+  int32_t *d_lpos;                          /* [TC] DCP: last visible local key index per row (-1: none) */
+  float *dq_loc, *dq_all;                   /* [TC, H, kl + r], [N, TC, H, kl + r] absorbed queries sent / gathered */
+  float *qlat_all;                          /* [TC, Ha, kl] every head's q_lat, unsharded head order */
+  uint16_t *qrot_all;                       /* [TC, Ha, r] every head's rotated q_rot */
+  float *dpart, *dpart_all;                 /* [TC, Ha, kl + 1], [N, TC, Ha, kl + 1] merged partials (o | lse) */
   /* CUDA */
   cudaStream_t st, st2;
   cublasHandle_t blas, blas2;
@@ -132,7 +146,7 @@ typedef struct {
   uint16_t *qan;                            /* [TC, ql] */
   uint16_t *q;                              /* [TC, H*dk] */
   float *qlat;                              /* [TC, H, kl] */
-  float *pm, *pl, *pacc;                    /* [PR, H], [PR, H], [PR, H, kl] attention partials */
+  float *pm, *pl, *pacc;                    /* [PR, Ha], [PR, Ha], [PR, Ha, kl] attention partials */
   int PR;                                   /* rows x splits the partials hold */
   uint16_t *olat;                           /* [TC, H, kl] */
   uint16_t *attn;                           /* [TC, H*v] */
@@ -307,6 +321,36 @@ static vstatus tp_split_gemm(lstate *S, const uint16_t *W, int r0, int n, int bl
   return V_OK;
 }
 
+/* DCP attention of one layer (kernels/latency_dcp.cu): all-gather of the absorbed queries, the
+ * split-KV attention of all Ha heads over this rank's positions (local keys [0, d_lpos[t]]), the
+ * local merge to (o | lse), all-gather of the merged partials, the log-sum-exp combine of this
+ * rank's H heads into olat. mma: v3_mma, else v1_split (v2_gemm has no partials to combine). */
+static vstatus dcp_attention(lstate *S, llayer *d, int T, int S_att, bool mma, const uint16_t *qsrc, int q_ld) {
+  const int N = S->dcp_n, H = S->H, Ha = S->Ha, kl = S->kl, r = S->rope, w = kl + r;
+  VTRY(lat_dcp_pack_q(S->dq_loc, S->qlat, qsrc, q_ld, S->dk, S->nope, T, H, kl, r, S->st));
+  VTRY(S->comm->allgather(S->comm, S->dq_loc, S->dq_all, (int64_t)T * H * w, DT_F32, S->st));
+  VTRY(lat_dcp_place_q(S->qlat_all, S->qrot_all, S->dq_all, N, T, H, kl, r, S->st));
+  tr(S, "allgather", S->comm->name, "dcp=%d absorbed q|q_rot fp32 [%d x %d heads x %d] per rank -> all %d heads", N,
+     T, H, w, Ha);
+  if (mma) {
+    VTRY(lat_mla_attn_mma(S->pm, S->pl, S->pacc, S->qlat_all, S->qrot_all, Ha * r, r, 0, d->cache, S->d_slot,
+                          S->d_lpos, T, Ha, kl, r, S->lctx, S_att, S->scale, S->st));
+  } else {
+    VTRY(lat_mla_attn(S->pm, S->pl, S->pacc, S->qlat_all, S->qrot_all, Ha * r, r, 0, d->cache, S->d_slot, S->d_lpos,
+                      T, Ha, kl, r, S->lctx, S_att, S->scale, S->st));
+  }
+  tr(S, "mla_decode", mma ? "v3_mma" : "v1_split", "dcp rank %d of %d: latent %d+%d all H=%d, own positions p%%%d==%d, "
+     "splits=%d rows=%d", S->dcp_rank, N, kl, r, Ha, N, S->dcp_rank, S_att, T);
+  VTRY(lat_dcp_merge_local(S->dpart, S->pm, S->pl, S->pacc, T, Ha, kl, S_att, S->st));
+  tr(S, "dcp_merge", "v1", "lse merge of %d splits -> o|lse fp32 H=%d rows=%d", S_att, Ha, T);
+  VTRY(S->comm->allgather(S->comm, S->dpart, S->dpart_all, (int64_t)T * Ha * (kl + 1), DT_F32, S->st));
+  tr(S, "allgather", S->comm->name, "dcp=%d partial o|lse fp32 [%d x %d heads x %d] per rank", N, T, Ha, kl + 1);
+  VTRY(lat_dcp_combine(S->olat, S->dpart_all, N, T, Ha, H, S->dcp_rank * H, kl, S->st));
+  tr(S, "dcp_combine", "v1", "lse combine of %d ranks, own heads %d-%d of %d, rows=%d", N, S->dcp_rank * H,
+     S->dcp_rank * H + H, Ha, T);
+  return V_OK;
+}
+
 static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
   const int H = S->H, n = S->nope, r = S->rope, kl = S->kl, dk = S->dk;
   const int il = S->c.rope_interleave ? 1 : 0;
@@ -324,10 +368,11 @@ static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
     VTRY(gemm(S, &a, false, what));
   }
   const int kv_off = S->ql > 0 ? S->ql : H * dk;
-  VTRY(lat_mla_prep(S->qkva, S->NA, S->ql > 0 ? 0 : -1, S->ql, d->q_a_norm, S->qan, kv_off, kl, r, d->kv_a_norm,
-                    d->cache, S->d_slot, S->d_pos, S->opt.max_ctx, S->inv_freq, S->attn_factor, il, S->eps, T,
-                    S->st));
-  tr(S, "mla_prep", "v1", "q_a_norm+kv_a_norm+rope(k_rot)+latent store kl=%d r=%d rows=%d", kl, r, T);
+  VTRY(lat_mla_prep_dcp(S->qkva, S->NA, S->ql > 0 ? 0 : -1, S->ql, d->q_a_norm, S->qan, kv_off, kl, r, d->kv_a_norm,
+                        d->cache, S->d_slot, S->d_pos, S->lctx, S->inv_freq, S->attn_factor, il, S->eps, T, S->dcp_n,
+                        S->dcp_rank, S->st));
+  tr(S, "mla_prep", "v1", "q_a_norm+kv_a_norm+rope(k_rot)+latent store kl=%d r=%d rows=%d%s", kl, r, T,
+     S->dcp ? " (dcp: owner rank stores)" : "");
   const uint16_t *qsrc = S->qkva;
   int q_ld = S->NA;
   if (S->ql > 0) {
@@ -345,7 +390,9 @@ static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
   a.x_bstride = dk;
   a.o_bstride = kl;
   VTRY(gemm(S, &a, false, "mla_absorb_q W_UK"));
-  if (ncap > 0) { /* ncap: > 0 v2_gemm over ncap keys, ATTN_MMA v3_mma, 0 v1_split */
+  if (S->dcp) {
+    VTRY(dcp_attention(S, d, T, S_att, ncap == ATTN_MMA, qsrc, q_ld));
+  } else if (ncap > 0) { /* ncap: > 0 v2_gemm over ncap keys, ATTN_MMA v3_mma, 0 v1_split */
     VTRY(lat_mla_attn_gemm(&S->ag, S->olat, S->qlat, qsrc, q_ld, dk, n, d->cache, S->d_slot, S->d_pos, T, H, kl, r,
                            S->opt.max_ctx, ncap, S->scale, S->blas, S->st));
     tr(S, "mla_decode", "v2_gemm", "latent %d+%d H=%d keys<=%d rows=%d: cuBLAS QK^T, softmax, PV", kl, r, H, ncap, T);
@@ -360,7 +407,7 @@ static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
     tr(S, "mla_decode", "v1_split", "latent %d+%d H=%d head-group %d splits=%d rows=%d", kl, r, H,
        lat_mla_head_group(H), S_att, T);
   }
-  if (ncap <= 0) {
+  if (ncap <= 0 && !S->dcp) {
     VTRY(lat_mla_combine(S->olat, S->pm, S->pl, S->pacc, T, H, kl, S_att, S->st));
     tr(S, "mla_combine", "v1", "lse merge of %d splits H=%d rows=%d", S_att, H, T);
   }
@@ -480,6 +527,12 @@ static vstatus enqueue_step(lstate *S, int T, int R, int S_att, bool forced, int
   VTRY(mark(S, LAT_PH_ATTN));
   VTRY(lat_embed_norm(S->x, S->xn, S->d_tok, S->embed, S->L[0].in_norm, T, S->D, S->eps, S->st));
   tr(S, "embed_norm", "v1", "embed + input_layernorm D=%d rows=%d", S->D, T);
+  if (S->dcp) { /* the rows' last visible local keys, for every layer of the step */
+    VTRY(lat_dcp_lpos(S->d_lpos, S->d_pos, T, S->dcp_n, S->dcp_rank, S->st));
+    tr(S, "dcp", S->comm->name, "dcp=%d rank %d: latent p%%%d==%d, all %d heads; per layer allgather q fp32 [%d,%d,%d] "
+       "+ o|lse fp32 [%d,%d,%d], lse combine", S->dcp_n, S->dcp_rank, S->dcp_n, S->dcp_rank, S->Ha, T, S->H,
+       S->kl + S->rope, T, S->Ha, S->kl + 1);
+  }
   for (int l = 0; l < nl; l++) {
     llayer *d = &S->L[l];
     const uint16_t *next_norm = l + 1 < nl ? S->L[l + 1].in_norm : S->final_norm;
@@ -582,12 +635,15 @@ static vstatus run_core(lstate *S, int T, int R, int max_keys, bool forced, bool
   if (forced)
     CUDA_CHECK(cudaMemcpyAsync(S->d_forced, S->h_forced, (size_t)S->n_moe * T * S->K * sizeof(int32_t),
                                cudaMemcpyHostToDevice, S->st));
+  /* DCP: v3_mma or v1_split over this rank's keys (at most ceil(max_keys / N)), all Ha heads */
+  const int keys = S->dcp ? (max_keys + S->dcp_n - 1) / S->dcp_n : max_keys;
   const bool gemm_long = T >= GEMM_ATTN_MIN_ROWS && max_keys > ATTN_MMA_MAX_KEYS_MANY_ROWS && S->ag.rows >= T;
-  const bool mma = S->attn_mode == 3 || (S->attn_mode == 0 && S->mma_ok && !gemm_long);
-  int S_att = mma ? lat_mla_mma_splits(T, S->H, max_keys, S->sms) : lat_mla_splits(T, S->H, max_keys, S->sms);
+  const bool mma = S->dcp ? S->attn_mode == 3 || (S->attn_mode != 1 && S->mma_ok)
+                          : S->attn_mode == 3 || (S->attn_mode == 0 && S->mma_ok && !gemm_long);
+  int S_att = mma ? lat_mla_mma_splits(T, S->Ha, keys, S->sms) : lat_mla_splits(T, S->Ha, keys, S->sms);
   while (S_att > 1 && T * S_att > S->PR) S_att--;
   int ncap = mma ? ATTN_MMA : 0; /* > 0: v2_gemm attention over ncap keys, ATTN_MMA: v3_mma, 0: v1_split */
-  if (!mma && S->ag.rows >= T && S->attn_mode != 1 && (S->attn_mode == 2 || T >= GEMM_ATTN_MIN_ROWS)) {
+  if (!mma && !S->dcp && S->ag.rows >= T && S->attn_mode != 1 && (S->attn_mode == 2 || T >= GEMM_ATTN_MIN_ROWS)) {
     ncap = lat_mla_gemm_ncap(max_keys, S->opt.max_ctx);
     if ((size_t)T * 2 * S->H * ncap > S->ag.score_elems) ncap = 0;
     /* v2_gemm computes every row over the longest row's keys; v1_split only over each row's own.
@@ -764,13 +820,15 @@ static vstatus lt_fill_cache(void *st, int seq, int len, uint64_t seed) {
       snprintf(name, sizeof name, "kvfill.L%d", l);
       VTRY(curef_synth_fill(S->fill_ckv, DT_BF16, (uint64_t)c * W, SYN_EMBED, 0.0f, philox_key(seed, name),
                             (uint64_t)p0 * W, S->st));
-      VTRY(lat_mla_prep(S->fill_ckv, W, -1, 0, NULL, NULL, 0, S->kl, S->rope, S->L[l].kv_a_norm, S->L[l].cache,
-                        S->fill_slot, S->fill_pos, S->opt.max_ctx, S->inv_freq, S->attn_factor, il, S->eps, c,
-                        S->st));
+      /* DCP: every rank synthesizes the chunk (the latent is replicated), the owners store */
+      VTRY(lat_mla_prep_dcp(S->fill_ckv, W, -1, 0, NULL, NULL, 0, S->kl, S->rope, S->L[l].kv_a_norm, S->L[l].cache,
+                            S->fill_slot, S->fill_pos, S->lctx, S->inv_freq, S->attn_factor, il, S->eps, c, S->dcp_n,
+                            S->dcp_rank, S->st));
     }
     CUDA_CHECK(cudaStreamSynchronize(S->st)); /* hs/hp are on the stack */
   }
-  tr(S, "fill_cache", "v1", "latent philox -> kv_a_layernorm + rope -> latent store, slot %d len %d", seq, len);
+  tr(S, "fill_cache", "v1", "latent philox -> kv_a_layernorm + rope -> latent store, slot %d len %d%s", seq, len,
+     S->dcp ? " (dcp: owner rank stores)" : "");
   S->len[seq] = len;
   return V_OK;
 }
@@ -993,8 +1051,8 @@ static vstatus load_weights(lstate *S) {
     DALLOC(d->wukt, uint16_t, (size_t)S->H * S->kl * S->nope, NAME("W_UK^T"));
     VTRY(lat_transpose_wuk(d->wukt, d->kv_b, S->H, S->nope, S->v, S->kl, S->st));
     VTRY(new_tensor(S, &d->o_proj, ly->o_proj, NAME("self_attn.o_proj.weight")));
-    DALLOC(d->cache, uint16_t, (size_t)S->opt.max_seq * S->opt.max_ctx * S->W, NAME("latent cache"));
-    CUDA_CHECK(cudaMemsetAsync(d->cache, 0, (size_t)S->opt.max_seq * S->opt.max_ctx * S->W * 2, S->st));
+    DALLOC(d->cache, uint16_t, (size_t)S->opt.max_seq * S->lctx * S->W, NAME("latent cache"));
+    CUDA_CHECK(cudaMemsetAsync(d->cache, 0, (size_t)S->opt.max_seq * S->lctx * S->W * 2, S->st));
     d->is_moe = ly->is_moe;
     d->moe_index = -1;
     if (!ly->is_moe) {
@@ -1062,10 +1120,10 @@ static vstatus load_weights(lstate *S) {
 }
 
 static vstatus alloc_workspace(lstate *S) {
-  const size_t n = TC, H = (size_t)S->H, kl = (size_t)S->kl;
+  const size_t n = TC, H = (size_t)S->H, Ha = (size_t)S->Ha, kl = (size_t)S->kl;
   int pr = 0;
   for (int T = 1; T <= TC; T++) {
-    const int a = lat_mla_splits(T, S->H, S->opt.max_ctx, S->sms), b = lat_mla_mma_splits(T, S->H, S->opt.max_ctx, S->sms);
+    const int a = lat_mla_splits(T, S->Ha, S->lctx, S->sms), b = lat_mla_mma_splits(T, S->Ha, S->lctx, S->sms);
     const int v = T * (a > b ? a : b);
     if (v > pr) pr = v;
   }
@@ -1084,9 +1142,19 @@ static vstatus alloc_workspace(lstate *S) {
   DALLOC(S->qan, uint16_t, n * (S->ql > 0 ? S->ql : 1), "workspace");
   DALLOC(S->q, uint16_t, n * H * S->dk, "workspace");
   DALLOC(S->qlat, float, n * H * kl, "workspace");
-  DALLOC(S->pm, float, (size_t)pr * H, "attention partials");
-  DALLOC(S->pl, float, (size_t)pr * H, "attention partials");
-  DALLOC(S->pacc, float, (size_t)pr * H * kl, "attention partials");
+  DALLOC(S->pm, float, (size_t)pr * Ha, "attention partials");
+  DALLOC(S->pl, float, (size_t)pr * Ha, "attention partials");
+  DALLOC(S->pacc, float, (size_t)pr * Ha * kl, "attention partials");
+  if (S->dcp) {
+    const size_t N = (size_t)S->dcp_n, w = kl + (size_t)S->rope;
+    DALLOC(S->d_lpos, int32_t, n, "DCP local positions");
+    DALLOC(S->dq_loc, float, n * H * w, "DCP query send buffer");
+    DALLOC(S->dq_all, float, N * n * H * w, "DCP gathered queries");
+    DALLOC(S->qlat_all, float, n * Ha * kl, "DCP all heads' q_lat");
+    DALLOC(S->qrot_all, uint16_t, n * Ha * (size_t)(S->rope > 0 ? S->rope : 1), "DCP all heads' q_rot");
+    DALLOC(S->dpart, float, n * Ha * (kl + 1), "DCP merged partials");
+    DALLOC(S->dpart_all, float, N * n * Ha * (kl + 1), "DCP gathered partials");
+  }
   DALLOC(S->olat, uint16_t, n * H * kl, "workspace");
   DALLOC(S->attn, uint16_t, n * H * S->v, "workspace");
   DALLOC(S->y, uint16_t, n * S->D, "workspace");
@@ -1135,6 +1203,10 @@ static void alloc_gemm_attention(lstate *S) {
   memset(&S->ag, 0, sizeof S->ag);
   if (S->attn_mode == 1) {
     snprintf(S->ag_why, sizeof S->ag_why, "attn_split forced");
+    return;
+  }
+  if (S->dcp) {
+    snprintf(S->ag_why, sizeof S->ag_why, "dcp: the rank combine needs split partials (v3_mma or v1_split)");
     return;
   }
   const int rows = S->opt.max_seq * MAX_TPS < TC ? S->opt.max_seq * MAX_TPS : TC;
@@ -1302,8 +1374,24 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
   S->TG = c->topk_group > 0 && c->topk_group <= S->G ? c->topk_group : S->G;
   S->n_moe = 0;
   for (int l = 0; l < c->num_hidden_layers; l++) S->n_moe += ds_layer_is_moe(c, l) ? 1 : 0;
+  /* DCP over the TP ranks: rank r caches positions p % N == r; the attention runs all heads */
+  S->dcp = o->dcp;
+  S->dcp_n = 1;
+  S->dcp_rank = 0;
+  if (S->dcp) {
+    if (!o->comm)
+      return VERR(PATH_NAME ": dcp splits the latent cache over the TP ranks: open it as latency:tpN:dcp (or --tp N "
+                  "--dcp), which gives each rank its communicator");
+    S->dcp_n = o->comm->size;
+    S->dcp_rank = o->comm->rank;
+  }
+  S->Ha = S->H * S->dcp_n;
+  S->lctx = (o->max_ctx + S->dcp_n - 1) / S->dcp_n;
   S->use_graphs = true;
   VTRY(parse_variant(S, o->variant));
+  if (S->dcp && S->attn_mode == 2)
+    return VUNSUPPORTED(PATH_NAME ": dcp: attn_gemm (v2_gemm) writes o_lat without split partials; the DCP combine "
+                        "needs attn_mma or attn_split");
 
   const int ndev = cuda_device_count();
   if (ndev == 0) return VUNSUPPORTED(PATH_NAME ": no CUDA device visible");
@@ -1313,6 +1401,8 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
   char why[160];
   config_reason(S, why, sizeof why);
   if (why[0]) {
+    if (S->dcp) /* the fallback would run plain TP and still be called dcp */
+      return VUNSUPPORTED(PATH_NAME ": dcp: unsupported config (%s); cuda-ref, the fallback, has no dcp", why);
     snprintf(S->ref_reason, sizeof S->ref_reason, "unsupported config: %s", why);
     if (S->trace) vtrace_fallback(S->trace, PATH_NAME, "open", "cuda-ref", S->ref_reason);
     return cuda_ref_ops.open(&S->ref, m, o);
@@ -1336,8 +1426,8 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
   for (int i = 0; i <= MAX_OPEV; i++) CUDA_CHECK(cudaEventCreate(&S->oev[i]));
   VTRY(lat_kernels_init());
   VTRY(lat_mla_init(S->kl, S->rope));
-  S->mma_ok = lat_mla_mma_supported(S->H, S->kl, S->rope);
-  if (S->mma_ok) VTRY(lat_mla_mma_init(S->H, S->kl, S->rope));
+  S->mma_ok = lat_mla_mma_supported(S->Ha, S->kl, S->rope); /* DCP: all heads */
+  if (S->mma_ok) VTRY(lat_mla_mma_init(S->Ha, S->kl, S->rope));
 
   S->L = (llayer *)calloc((size_t)c->num_hidden_layers, sizeof(llayer));
   S->len = (int *)calloc((size_t)o->max_seq, sizeof(int));
@@ -1353,7 +1443,18 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
   CUDA_CHECK(cudaMemcpy(S->inv_freq, inv, (size_t)nhalf * sizeof(float), cudaMemcpyHostToDevice));
   VTRY(alloc_workspace(S));
   alloc_gemm_attention(S);
-  if (S->trace) {
+  if (S->trace && S->dcp) {
+    char note[320];
+    const double mib = 1.0 / 1048576.0, row = (double)S->opt.max_seq * S->W * 2;
+    snprintf(note, sizeof note,
+             "dcp=%d rank %d over %s: latent cache positions p%%%d==%d, %d of %d rows per slot: %.1f MiB per layer "
+             "(%.1f without dcp); mla_decode %s over all %d heads, per layer allgather q + o|lse partials (fp32), "
+             "lse combine of heads %d-%d",
+             S->dcp_n, S->dcp_rank, S->comm->name, S->dcp_n, S->dcp_rank, S->lctx, S->opt.max_ctx,
+             row * S->lctx * mib, row * S->opt.max_ctx * mib, S->mma_ok && S->attn_mode != 1 ? "v3_mma" : "v1_split",
+             S->Ha, S->dcp_rank * S->H, S->dcp_rank * S->H + S->H);
+    vtrace_note(S->trace, PATH_NAME, note);
+  } else if (S->trace) {
     char note[300];
     snprintf(note, sizeof note, "mla_decode: v1_split below %d token rows, v2_gemm (tensor cores) from there%s%s",
              GEMM_ATTN_MIN_ROWS, S->ag.rows ? "" : "; v2_gemm unavailable: ", S->ag.rows ? "" : S->ag_why);
@@ -1433,11 +1534,13 @@ extern "C" vstatus latency_set_variant(void *state, const char *variant) {
   vstatus r = parse_variant(S, variant);
   S->use_graphs = g && !(variant && strstr(variant, "eager"));
   if (r == V_OK && S->attn_mode != 1 && !S->ag.rows) alloc_gemm_attention(S); /* opened with attn_split */
-  if (r == V_OK && S->attn_mode == 2 && !S->ag.rows)
+  if (r == V_OK && S->attn_mode == 2 && !S->ag.rows) {
+    if (S->dcp) S->attn_mode = 0; /* the table (v3_mma / v1_split) stays */
     r = VUNSUPPORTED(PATH_NAME ": attn_gemm: %s", S->ag_why);
+  }
   if (r == V_OK && S->attn_mode == 3 && !S->mma_ok) {
     S->attn_mode = 0;
-    r = VUNSUPPORTED(PATH_NAME ": attn_mma: %d heads, latent %d + rope %d outside lat_mla_attn_mma", S->H, S->kl,
+    r = VUNSUPPORTED(PATH_NAME ": attn_mma: %d heads, latent %d + rope %d outside lat_mla_attn_mma", S->Ha, S->kl,
                      S->rope);
   }
   if (r == V_OK && S->comm && S->tp_mode == LAT_TP_ONESHOT && !S->tp.p2p)

@@ -210,6 +210,40 @@ vstatus lat_router_topk(int32_t *idx, float *wt, const float *logits, const floa
 vstatus lat_moe_bucket(const int32_t *idx, int T, int K, int E, int32_t *n_act, int32_t *act_e, int32_t *act_off,
                        int32_t *act_cnt, int32_t *perm_tok, int32_t *perm_pair, cudaStream_t stream);
 
+/* ---- Decode context parallelism over the latent cache (kernels/latency_dcp.cu) ----
+ * Rank r of N holds the positions p with p % N == r at local index p / N: a slot's cache rows are
+ * [ceil(max_ctx / N), kl + r] per layer. Every rank attends ALL N*H heads over its own positions;
+ * the partials are merged per rank, all-gathered and combined by log-sum-exp for the rank's heads. */
+#define LAT_DCP_MAX_RANKS 16 /* most ranks lat_dcp_combine merges */
+/* lat_mla_prep for DCP rank dcp_rank of dcp_n: the row of token t is stored only when
+ * pos[t] % dcp_n == dcp_rank, at cache[slot[t]][pos[t] / dcp_n] (cache_ctx rows per slot); RoPE
+ * still uses pos[t]. dcp_n 1, rank 0 is lat_mla_prep. */
+vstatus lat_mla_prep_dcp(const uint16_t *src, int src_ld, int q_off, int ql, const uint16_t *qnw, uint16_t *qan,
+                         int kv_off, int kl, int r, const uint16_t *kvnw, uint16_t *cache, const int32_t *slot,
+                         const int32_t *pos, int cache_ctx, const float *inv_freq, float attn_factor, int interleave,
+                         float eps, int T, int dcp_n, int dcp_rank, cudaStream_t stream);
+/* lpos[t] = (number of positions p <= pos[t] with p % N == rank) - 1: the last visible local key
+ * index for the attention kernels' pos argument (-1: the rank holds no visible key, an empty row). */
+vstatus lat_dcp_lpos(int32_t *lpos, const int32_t *pos, int T, int N, int rank, cudaStream_t stream);
+/* send[t][h] = [qlat[t][h][0..kl) | float(q[t*q_ld + h*q_hstride + q_rot_off + i]), i < r]: [T, H, kl + r]
+ * fp32, this rank's H heads (the absorbed query and the rotated q_rot). */
+vstatus lat_dcp_pack_q(float *send, const float *qlat, const uint16_t *q, int q_ld, int q_hstride, int q_rot_off,
+                       int T, int H, int kl, int r, cudaStream_t stream);
+/* gathered [N][T][H][kl + r] (every rank's send) -> qlat_all [T, N*H, kl] fp32 and qrot_all
+ * [T, N*H, r] bf16 (exact), head rank*H + h: the unsharded model's head order. */
+vstatus lat_dcp_place_q(float *qlat_all, uint16_t *qrot_all, const float *gathered, int N, int T, int H, int kl,
+                        int r, cudaStream_t stream);
+/* The S split partials of lat_mla_attn / lat_mla_attn_mma ([T, H, S] pm, pl; [T, H, S, kl] pacc) ->
+ * part [T, H, kl + 1] fp32: o = sum_s e^(pm_s - M) pacc_s / L, L = sum_s e^(pm_s - M) pl_s, and
+ * lse = M + log L in the last column; a row without keys gives o = 0, lse = -inf. S <= LAT_MLA_MAX_SPLITS. */
+vstatus lat_dcp_merge_local(float *part, const float *pm, const float *pl, const float *pacc, int T, int H, int kl,
+                            int S, cudaStream_t stream);
+/* parts [N][T][Ha][kl + 1] (every rank's lat_dcp_merge_local) -> olat [T, H, kl] bf16 for the heads
+ * [h0, h0 + H) of Ha: o = sum_r w_r o_r / sum_r w_r, w_r = e^(lse_r - max lse); a part with lse -inf
+ * weighs 0 and is not read, all parts empty give 0, a NaN lse gives NaN. N <= LAT_DCP_MAX_RANKS. */
+vstatus lat_dcp_combine(uint16_t *olat, const float *parts, int N, int T, int Ha, int H, int h0, int kl,
+                        cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /* MLA decode with weight absorption over a latent cache (kv_lora + rope values per token,
  * 576 for K2), for the latency path.
- *   lat_mla_prep     q_a_layernorm, kv_a_layernorm, RoPE on k_rot, latent cache store (one kernel)
+ *   lat_mla_prep     q_a_layernorm, kv_a_layernorm, RoPE on k_rot, latent cache store (one kernel);
+ *                    lat_mla_prep_dcp stores only the positions a DCP rank owns (kernels/latency_dcp.cu)
  *   lat_mla_attn     v1_split: flash-decoding split-KV. Block = (split, head group, token row);
  *                    the key tile (32 cache rows) is staged in shared memory with cp.async,
  *                    double-buffered; each warp takes keys in turn, computes the scores of
@@ -26,7 +27,8 @@
 static __global__ void mla_prep_kernel(const uint16_t *src, int src_ld, int q_off, int ql, const uint16_t *qnw,
                                        uint16_t *qan, int kv_off, int kl, int r, const uint16_t *kvnw,
                                        uint16_t *cache, const int32_t *slot, const int32_t *pos, int max_ctx,
-                                       const float *inv_freq, float attn_factor, int interleave, float eps) {
+                                       const float *inv_freq, float attn_factor, int interleave, float eps,
+                                       int dcp_n, int dcp_rank) {
   __shared__ float red[32];
   extern __shared__ float rope_sm[]; /* [r] */
   const long long t = blockIdx.x;
@@ -43,7 +45,10 @@ static __global__ void mla_prep_kernel(const uint16_t *src, int src_ld, int q_of
     for (int i = threadIdx.x; i < ql; i += blockDim.x) qan[t * ql + i] = f2bf(bf2f(qnw[i]) * (bf2f(qa[i]) * inv));
   }
   const int W = kl + r;
-  uint16_t *crow = cache + ((long long)slot[t] * max_ctx + pos[t]) * W;
+  /* DCP: only the owner (pos % dcp_n == dcp_rank) stores, at its local index pos / dcp_n; the
+   * position is the same for the whole block, so the return is uniform */
+  if (pos[t] % dcp_n != dcp_rank) return;
+  uint16_t *crow = cache + ((long long)slot[t] * max_ctx + pos[t] / dcp_n) * W;
   const uint16_t *lat = row + kv_off;
   float ss = 0.0f;
   for (int i = threadIdx.x; i < kl; i += blockDim.x) {
@@ -76,17 +81,28 @@ static __global__ void mla_prep_kernel(const uint16_t *src, int src_ld, int q_of
   }
 }
 
+extern "C" vstatus lat_mla_prep_dcp(const uint16_t *src, int src_ld, int q_off, int ql, const uint16_t *qnw,
+                                    uint16_t *qan, int kv_off, int kl, int r, const uint16_t *kvnw, uint16_t *cache,
+                                    const int32_t *slot, const int32_t *pos, int cache_ctx, const float *inv_freq,
+                                    float attn_factor, int interleave, float eps, int T, int dcp_n, int dcp_rank,
+                                    cudaStream_t stream) {
+  if (T <= 0) return V_OK;
+  if (r % 2) return VERR("lat_mla_prep: rope dim %d must be even", r);
+  if (dcp_n < 1 || dcp_rank < 0 || dcp_rank >= dcp_n)
+    return VERR("lat_mla_prep: dcp rank %d of %d outside [0, %d)", dcp_rank, dcp_n, dcp_n);
+  mla_prep_kernel<<<T, 256, (size_t)(r > 0 ? r : 1) * sizeof(float), stream>>>(
+      src, src_ld, q_off, ql, qnw, qan, kv_off, kl, r, kvnw, cache, slot, pos, cache_ctx, inv_freq, attn_factor,
+      interleave, eps, dcp_n, dcp_rank);
+  CUDA_CHECK_LAUNCH();
+  return V_OK;
+}
+
 extern "C" vstatus lat_mla_prep(const uint16_t *src, int src_ld, int q_off, int ql, const uint16_t *qnw,
                                 uint16_t *qan, int kv_off, int kl, int r, const uint16_t *kvnw, uint16_t *cache,
                                 const int32_t *slot, const int32_t *pos, int max_ctx, const float *inv_freq,
                                 float attn_factor, int interleave, float eps, int T, cudaStream_t stream) {
-  if (T <= 0) return V_OK;
-  if (r % 2) return VERR("lat_mla_prep: rope dim %d must be even", r);
-  mla_prep_kernel<<<T, 256, (size_t)(r > 0 ? r : 1) * sizeof(float), stream>>>(
-      src, src_ld, q_off, ql, qnw, qan, kv_off, kl, r, kvnw, cache, slot, pos, max_ctx, inv_freq, attn_factor,
-      interleave, eps);
-  CUDA_CHECK_LAUNCH();
-  return V_OK;
+  return lat_mla_prep_dcp(src, src_ld, q_off, ql, qnw, qan, kv_off, kl, r, kvnw, cache, slot, pos, max_ctx, inv_freq,
+                          attn_factor, interleave, eps, T, 1, 0, stream);
 }
 
 /* ---- split-KV attention ---- */

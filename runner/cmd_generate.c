@@ -25,9 +25,9 @@ static const char USAGE[] =
     "  --tp N runs the path tensor-parallel over N ranks (docs/tensor-parallel.md): cpu-ref as N\n"
     "  simulated ranks in threads, cuda-ref on N GPUs with NCCL; the model's heads and MLP widths\n"
     "  must divide by N. --tp 1 runs the TP code path with one rank.\n"
-    "  --dcp adds decode context parallelism over the --tp ranks (cpu-ref only): each rank caches\n"
-    "  the positions p with p % N == rank for all heads; partial attention is combined by\n"
-    "  log-sum-exp (also as --path cpu-ref:tpN:dcp).\n"
+    "  --dcp adds decode context parallelism over the --tp ranks (cpu-ref and latency): each rank\n"
+    "  caches the positions p with p % N == rank for all heads; partial attention is combined by\n"
+    "  log-sum-exp (also as --path cpu-ref:tpN:dcp, latency:tpN:dcp).\n"
     "  defaults: --model synth:tiny --path cpu-ref --tokens 1,2,3,4 -n 32 --batch 1 (greedy)\n";
 
 typedef struct {

@@ -93,6 +93,13 @@ int vpaths_name_tp(const char *name) {
   return parse_name(name, base, sizeof base, &tp, &dcp, NULL, 0) ? tp : 0;
 }
 
+bool vpaths_name_dcp(const char *name) {
+  char base[128];
+  int tp;
+  bool dcp;
+  return parse_name(name, base, sizeof base, &tp, &dcp, NULL, 0) && dcp;
+}
+
 const vpath_ops *vpaths_find(const char *name) {
   char base[128];
   int tp;
@@ -175,6 +182,24 @@ static vstatus open_tp(vpath *p, const vpath_ops *ops, const ds_model *m, const 
   return VERR("path %s: not a built-in path", ops->name);
 }
 
+/* Paths that split the KV cache by position under vpath_opts.dcp (docs/tensor-parallel.md). */
+static bool dcp_capable(const vpath_ops *ops) {
+#ifdef VOUCH_HAVE_CUDA
+  if (ops == &latency_ops) return true;
+#endif
+  return ops == &cpu_ref_ops;
+}
+
+/* Why a path has no dcp, appended to the not-supported message. */
+static const char *dcp_why(const vpath_ops *ops) {
+#ifdef VOUCH_HAVE_CUDA
+  if (ops == &cuda_ref_ops)
+    return ": its expanded per-head K/V cache is already split by head under TP, so dcp would save no memory";
+#endif
+  (void)ops;
+  return "";
+}
+
 vstatus vpath_open(vpath *p, const char *name, const ds_model *m, const vpath_opts *o) {
   memset(p, 0, sizeof *p);
   const vpath_ops *ops = vpaths_find(name);
@@ -194,8 +219,9 @@ vstatus vpath_open(vpath *p, const char *name, const ds_model *m, const vpath_op
   if (tp_suffix > 0) p->opts.tp = tp_suffix;
   if (dcp_suffix) p->opts.dcp = true;
   vstatus s;
-  if (p->opts.dcp && ops != &cpu_ref_ops) {
-    s = VUNSUPPORTED("decode context parallelism: dcp is implemented on cpu-ref only (not %s)", ops->name);
+  if (p->opts.dcp && !dcp_capable(ops)) {
+    s = VUNSUPPORTED("decode context parallelism: dcp is implemented on cpu-ref and latency only (not %s%s)", ops->name,
+                     dcp_why(ops));
   } else if (p->opts.dcp && p->opts.tp < 1) {
     s = VERR("dcp splits the KV cache over the TP ranks: give --tp N or the name NAME:tpN:dcp");
   } else if (p->opts.tp > 0) {

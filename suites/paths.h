@@ -12,6 +12,8 @@ const vpath_ops *vpaths_find(const char *name);
 const char *vpaths_names(void);
 /* The TP degree a name fixes ("latency:tp4@x" -> 4), 0 when it fixes none or is malformed. */
 int vpaths_name_tp(const char *name);
+/* True when the name asks for decode context parallelism ("NAME:tpN:dcp[@VARIANT]"). */
+bool vpaths_name_dcp(const char *name);
 /* Loads a path from a shared library; it is then found by its ops->name. */
 vstatus vpaths_load_lib(const char *file);
 /* Finds and opens a path; unknown names are an error listing the known ones.
@@ -19,7 +21,7 @@ vstatus vpaths_load_lib(const char *file);
  * TP wrapper (reference/cpu/cpu_tp.h) of NAME at degree N on m's shards: cpu-ref with thread
  * communicators, cuda-ref and latency with NCCL. tp 1 runs the wrapper and its communication
  * calls with one rank (the cost of the TP code path); tp 0 opens the plain path. ":dcp" adds
- * decode context parallelism (cpu-ref). "@VARIANT" sets o->variant for this path only, so one
+ * decode context parallelism (cpu-ref, latency). "@VARIANT" sets o->variant for this path only, so one
  * sweep can compare variants of a path ("latency:tp4@tp_rsag", "latency@v5_cublas"). */
 vstatus vpath_open(vpath *p, const char *name, const ds_model *m, const vpath_opts *o);
 void vpath_close(vpath *p);

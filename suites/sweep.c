@@ -339,13 +339,16 @@ static vstatus membw_for(runner *R, const vpath_ops *ops, double *gbs, const cha
 
 /* Bytes one rank of TP `tp` must read per decode step: the shard's weights (heads and MLP
  * widths divided, latent projections, router and norms replicated, its vocabulary block of
- * lm_head) and its KV cache (the MLA latent is replicated on every rank). tp <= 1: the whole
- * model. A config that does not shard counts whole. */
-static double rank_bytes(const ds_config *c, int tp, int b, int ctx, double experts, bool latent_kv) {
+ * lm_head) and its KV cache (the MLA latent is replicated on every rank; under dcp a rank holds
+ * and reads ceil(ctx / tp) positions of it; an expanded per-head cache is already split by head,
+ * dcp moves its bytes between ranks without changing them). tp <= 1: the whole model. A config
+ * that does not shard counts whole. */
+static double rank_bytes(const ds_config *c, int tp, bool dcp, int b, int ctx, double experts, bool latent_kv) {
   ds_config lc;
   if (tp <= 1 || ds_shard_config(c, tp, &lc) != V_OK) return ds_decode_bytes(c, b, ctx, experts, latent_kv);
   const int blk = ds_shard_vocab_block(c->vocab_size, tp);
-  return ds_decode_bytes(&lc, b, ctx, experts, latent_kv) - (double)(c->vocab_size - blk) * c->hidden_size * 2.0;
+  const int kv_ctx = dcp && latent_kv ? (ctx + tp - 1) / tp : ctx; /* ctx only scales the KV term */
+  return ds_decode_bytes(&lc, b, kv_ctx, experts, latent_kv) - (double)(c->vocab_size - blk) * c->hidden_size * 2.0;
 }
 
 static sweep_point *add_point(runner *R, int pi, int tp, int b, int ctx) {
@@ -551,7 +554,8 @@ static vstatus run_point(runner *R, const int *act_in, int n_in, sweep_point **p
                                      : ds_expected_experts(c->n_routed_experts, c->num_experts_per_tok, T);
     p->latent_kv = ops->latent_kv;
     /* T tokens run but the weights are read once; KV read per sequence at its mean length */
-    p->bytes_per_step = rank_bytes(c, p->tp, b, (int)llround(p->mean_ctx), p->experts_touched, p->latent_kv);
+    p->bytes_per_step =
+        rank_bytes(c, p->tp, vpaths_name_dcp(p->path), b, (int)llround(p->mean_ctx), p->experts_touched, p->latent_kv);
     const char *how = "";
     VTRY(membw_for(R, ops, &p->membw_gbs, &how));
     snprintf(p->membw_how, sizeof p->membw_how, "%s", how);
