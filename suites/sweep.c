@@ -337,20 +337,37 @@ static vstatus membw_for(runner *R, const vpath_ops *ops, double *gbs, const cha
   return V_OK;
 }
 
-/* Bytes one rank of TP `tp` must read per decode step: the shard's weights (heads and MLP
- * widths divided, latent projections, router and norms replicated, its vocabulary block of
- * lm_head) and its KV cache (the MLA latent is replicated on every rank; under dcp a rank holds
- * and reads ceil(ctx / tp) positions of it; an expanded per-head cache is already split by head,
- * dcp moves its bytes between ranks without changing them). tp <= 1: the whole model. A config
- * that does not shard counts whole. */
-static double rank_bytes(const ds_config *c, int tp, bool dcp, int b, int ctx, double experts, bool latent_kv) {
-  ds_config lc;
-  if (tp <= 1 || ds_shard_config(c, tp, &lc) != V_OK) return ds_decode_bytes(c, b, ctx, experts, latent_kv);
-  const int blk = ds_shard_vocab_block(c->vocab_size, tp);
-  const int kv_ctx = dcp && latent_kv ? (ctx + tp - 1) / tp : ctx; /* ctx only scales the KV term */
-  return ds_decode_bytes(&lc, b, kv_ctx, experts, latent_kv) - (double)(c->vocab_size - blk) * c->hidden_size * 2.0;
+/* True when a path name's @VARIANT has the word w ("latency:tp8@tp_nccl,tp_split_in"). */
+static bool name_has_variant_word(const char *path, const char *w) {
+  const char *at = strchr(path, '@');
+  const size_t n = strlen(w);
+  for (const char *p = at ? at + 1 : NULL; p && *p;) {
+    const char *e = strchr(p, ',');
+    const size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len == n && strncmp(p, w, n) == 0) return true;
+    p = e ? e + 1 : NULL;
+  }
+  return false;
 }
 
+double sweep_rank_bytes(const ds_config *c, int tp, const char *path, int b, int ctx, double experts, bool latent_kv) {
+  ds_config lc;
+  if (tp <= 1 || ds_shard_config(c, tp, &lc) != V_OK) return ds_decode_bytes(c, b, ctx, experts, latent_kv);
+  const bool dcp = path && vpaths_name_dcp(path), split_in = path && name_has_variant_word(path, "tp_split_in");
+  const int blk = ds_shard_vocab_block(c->vocab_size, tp);
+  const int kv_ctx = dcp && latent_kv ? (ctx + tp - 1) / tp : ctx; /* ctx only scales the KV term */
+  double bytes = ds_decode_bytes(&lc, b, kv_ctx, experts, latent_kv) - (double)(c->vocab_size - blk) * c->hidden_size * 2.0;
+  if (split_in) { /* a rank reads ceil(rows / tp) of q_a|kv_a (with q LoRA) and of the router */
+    const double D = c->hidden_size;
+    const int na = c->kv_lora_rank + c->qk_rope_head_dim + (c->q_lora_rank > 0 ? c->q_lora_rank : 0);
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+      if (c->q_lora_rank > 0) bytes -= (double)(na - (na + tp - 1) / tp) * D * 2.0;
+      if (ds_layer_is_moe(c, l))
+        bytes -= (double)(c->n_routed_experts - (c->n_routed_experts + tp - 1) / tp) * D * 2.0;
+    }
+  }
+  return bytes;
+}
 static sweep_point *add_point(runner *R, int pi, int tp, int b, int ctx) {
   sweep_result *res = R->res;
   sweep_point *p = &res->p[res->n++]; /* capacity reserved for the whole grid up front */
@@ -555,7 +572,7 @@ static vstatus run_point(runner *R, const int *act_in, int n_in, sweep_point **p
     p->latent_kv = ops->latent_kv;
     /* T tokens run but the weights are read once; KV read per sequence at its mean length */
     p->bytes_per_step =
-        rank_bytes(c, p->tp, vpaths_name_dcp(p->path), b, (int)llround(p->mean_ctx), p->experts_touched, p->latent_kv);
+        sweep_rank_bytes(c, p->tp, p->path, b, (int)llround(p->mean_ctx), p->experts_touched, p->latent_kv);
     const char *how = "";
     VTRY(membw_for(R, ops, &p->membw_gbs, &how));
     snprintf(p->membw_how, sizeof p->membw_how, "%s", how);

@@ -136,6 +136,13 @@ typedef struct {
 
 /* Runs the sweep on model m. V_ERR for usage errors (unknown path, bad options) and failures
  * of the harness itself; points that cannot run are points with a reason. */
+/* Bytes one rank of TP `tp` must read per decode step of path `path` (NULL: a plain path): the
+ * shard's weights (heads and MLP widths divided, latent projections, router and norms replicated,
+ * its vocabulary block of lm_head) and its KV cache (the MLA latent is replicated on every rank;
+ * under ":dcp" a rank holds and reads ceil(ctx / tp) positions of it; an expanded per-head cache
+ * is already split by head). "@tp_split_in" (latency): a rank reads ceil(rows / tp) of q_a|kv_a
+ * and of the router. tp <= 1: the whole model. A config that does not shard counts whole. */
+double sweep_rank_bytes(const ds_config *c, int tp, const char *path, int b, int ctx, double experts, bool latent_kv);
 vstatus sweep_run(const sweep_opts *o, const ds_model *m, sweep_result *res);
 void sweep_result_free(sweep_result *res);
 

@@ -301,6 +301,35 @@ static void test_sweep_end_to_end(void) {
   sweep_routing_free(&r);
 }
 
+/* The per-rank byte model: TP divides the sharded weights, ":dcp" divides the latent KV term by
+ * the ranks (rounded up), "@tp_split_in" leaves a rank ceil(rows / N) of q_a|kv_a and the router;
+ * the differences are computed here from the config, independently of the sweep's code. */
+static void test_rank_bytes(void) {
+  const ds_config *c = &M.cfg;
+  const int N = 2, b = 3, ctx = 101, L = c->num_hidden_layers;
+  const double D = c->hidden_size, kvrow = (c->kv_lora_rank + c->qk_rope_head_dim) * 2.0;
+  int n_moe = 0;
+  for (int l = 0; l < L; l++) n_moe += ds_layer_is_moe(c, l);
+  const double plain = sweep_rank_bytes(c, N, "latency:tp2", b, ctx, 4, true);
+  const double dcp = sweep_rank_bytes(c, N, "latency:tp2:dcp", b, ctx, 4, true);
+  const double split = sweep_rank_bytes(c, N, "latency:tp2@tp_nccl,tp_split_in", b, ctx, 4, true);
+  const double expanded_dcp = sweep_rank_bytes(c, N, "cpu-ref:tp2:dcp", b, ctx, 4, false);
+  const int na = c->q_lora_rank + c->kv_lora_rank + c->qk_rope_head_dim;
+  const double want_dcp = (double)L * b * (ctx - (ctx + N - 1) / N) * kvrow;
+  const double want_split = (c->q_lora_rank > 0 ? (double)L * (na - (na + N - 1) / N) * D * 2.0 : 0.0) +
+                            (double)n_moe * (c->n_routed_experts - (c->n_routed_experts + N - 1) / N) * D * 2.0;
+  CHECK(fabs((plain - dcp) - want_dcp) < 0.5, "dcp saves %g bytes per rank, want %g", plain - dcp, want_dcp);
+  CHECK(fabs((plain - split) - want_split) < 0.5 && want_split > 0, "tp_split_in saves %g bytes per rank, want %g",
+        plain - split, want_split);
+  CHECK(fabs(expanded_dcp - sweep_rank_bytes(c, N, "cpu-ref:tp2", b, ctx, 4, false)) < 0.5,
+        "an expanded per-head cache is already split by head: dcp changes nothing");
+  CHECK(sweep_rank_bytes(c, 1, "latency:tp1@tp_split_in", b, ctx, 4, true) ==
+            sweep_rank_bytes(c, 1, NULL, b, ctx, 4, true),
+        "TP 1 reads the whole model whatever the name");
+  CHECK(sweep_rank_bytes(c, N, "latency:tp2@tp_split_inx", b, ctx, 4, true) == plain,
+        "only the whole word tp_split_in counts");
+}
+
 int main(void) {
   if (ds_model_open(&M, "synth:tiny", 0, 0, true)) {
     fprintf(stderr, "cannot open synth:tiny: %s\n", verr_msg());
@@ -313,6 +342,7 @@ int main(void) {
   test_forced_experts();
   test_forced_equals_natural();
   test_sweep_end_to_end();
+  test_rank_bytes();
   ds_model_close(&M);
   return test_finish();
 }
