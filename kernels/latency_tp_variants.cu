@@ -111,12 +111,36 @@ static void *rank_main(void *arg) {
   return NULL;
 }
 
+/* One NCCL group per rank count, made on first use and kept for the next cases (making one costs
+ * ~0.3 s: a suite of 100 cases spent most of its time there). A group a failed rank aborted is
+ * destroyed and made again next time. The groups live until the process ends. */
+static vcomm_group *g_groups[LAT_TP_MAX + 1];
+static pthread_mutex_t g_groups_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static vstatus group_for(int R, vcomm_group **out) {
+  pthread_mutex_lock(&g_groups_mu);
+  vstatus s = V_OK;
+  if (!g_groups[R]) {
+    vpath_opts o;
+    memset(&o, 0, sizeof o);
+    s = comm_nccl_tp_group(&g_groups[R], R, &o);
+  }
+  *out = g_groups[R];
+  pthread_mutex_unlock(&g_groups_mu);
+  return s;
+}
+
+static void group_drop(int R) {
+  pthread_mutex_lock(&g_groups_mu);
+  if (g_groups[R]) g_groups[R]->destroy(g_groups[R]);
+  g_groups[R] = NULL;
+  pthread_mutex_unlock(&g_groups_mu);
+}
+
 static vstatus run_group(const vop_case *c, void *const *b, int mode, const char *what) {
   const int R = c->d[0];
-  vpath_opts o;
-  memset(&o, 0, sizeof o);
   vcomm_group *g = NULL;
-  VTRY(comm_nccl_tp_group(&g, R, &o));
+  VTRY(group_for(R, &g));
   rank_job *jobs = (rank_job *)calloc((size_t)R, sizeof *jobs);
   pthread_t *th = (pthread_t *)calloc((size_t)R, sizeof *th);
   vstatus s = jobs && th ? V_OK : VERR("%s: out of memory", what);
@@ -139,7 +163,7 @@ static vstatus run_group(const vop_case *c, void *const *b, int mode, const char
     if (jobs[r].st != V_OK) s = VERR("%s: rank %d: %s", what, r, jobs[r].err);
   free(jobs);
   free(th);
-  g->destroy(g);
+  if (s != V_OK) group_drop(R); /* aborted, or a rank's state is unknown: do not reuse it */
   return s;
 }
 
