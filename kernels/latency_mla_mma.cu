@@ -33,11 +33,14 @@
 #define MM_PAD 8     /* bf16 elements of padding per shared row: rows start 16 bytes apart mod 128 */
 #define MM_LOG2E 1.4426950408889634f
 #define MM_LN2 0.6931471805599453f
+/* the query's hi and lo rows (at most 32 heads each) are staged in the key stages before the first tile */
+static_assert(2 * 32 <= MM_NS * MM_NK, "query staging must fit the key-tile stages");
+static_assert(16 % MM_WARPS == 0, "phase 2: every warp owns whole head rows of a 16-head tile");
 
 /* Heads per block: 32 (two m16 tiles) when there are more than 16 heads, else 16. */
 static int mm_tiles(int H) { return H > 16 ? 2 : 1; }
 /* n8 column tiles of the latent each warp accumulates in phase 3: the kl / 8 tiles over the
- * 8 / MT warps of a head tile, rounded up to a power of two (warps past kl skip theirs). */
+ * MM_WARPS / MT warps of a head tile, rounded up to a power of two (warps past kl skip theirs). */
 static int mm_nt(int H, int kl) {
   const int KR = MM_WARPS / mm_tiles(H), need = (kl / 8 + KR - 1) / KR;
   int nt = 1;
