@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # The CLI end to end on the CPU: synth -> info -> generate, and bad input giving one-line
 # errors naming the file and field with a non-zero exit (never a crash: exit codes > 2 fail).
-set -u
-fail=0 pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
+. "$VOUCH_SRC/tests/cli/counters.sh"
 
 # expect_error CODE NEEDLE CMD...: exit code CODE and stderr containing NEEDLE, one line
 expect_error() {
@@ -70,5 +65,4 @@ open(d + "/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + raw[8
 PY
 expect_error 1 "tensor 'model.norm.weight' is missing" "$VOUCH" model info "$t/missing"
 expect_error 1 "cannot open model" "$VOUCH" model info "$t/does-not-exist"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

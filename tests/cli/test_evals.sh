@@ -2,12 +2,7 @@
 # vouch diverge / eval mrcr / eval chain / features end to end on the CPU: passing runs exit 0
 # with the figures printed and records written; a failing eval exits 1; bad input is a
 # one-line error with exit 2. Skipped (77) until runner/main.c dispatches the commands.
-set -u
-fail=0 pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
+. "$VOUCH_SRC/tests/cli/counters.sh"
 if ! "$VOUCH" eval --help >/dev/null 2>&1; then echo "vouch eval is not wired into main.c: skipped"; exit 77; fi
 
 "$VOUCH" diverge --paths cpu-ref,cpu-ref --batch 1,2 --context 0,64 --tokens 4 --threads 2 --json "$t/d.json" >"$t/out" \
@@ -46,5 +41,4 @@ for args in "eval mrcr --needles 9" "eval mrcr --bins x" "eval chain --hops 5,3"
   else bad "'$args' -> exit $rc: $(cat "$t/err")"; fi
 done
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # vouch run end to end on the CPU: the smoke plan writes a result directory and a bundle that
 # verifies; Ctrl-C keeps finished cases and marks the run incomplete; bad plans are clear errors.
-set -u
-fail=0 pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
+. "$VOUCH_SRC/tests/cli/counters.sh"
 export VOUCH_HISTORY_DB="$t/history.sqlite"
 cd "$t" || exit 2
 
@@ -61,5 +56,4 @@ echo '{"steps": [{"suite": "generate", "args": ["--model", "/nonexistent/model"]
 "$VOUCH" run --plan bad3.json --out b3 --no-bundle >/dev/null 2>err; rc=$?
 v=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["verdict"])' b3/manifest.json 2>/dev/null)
 [ $rc -eq 1 ] && [ "$v" = "fail" ] && ok || bad "a failing step must fail the run: exit $rc, verdict '$v'"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

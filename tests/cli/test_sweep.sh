@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # vouch sweep on the CPU (synth:tiny): the table, JSON records with every raw step time,
 # not-run points with reasons, spec/routing options, peer merge, usage errors.
-set -u
-fail=0 pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
+. "$VOUCH_SRC/tests/cli/counters.sh"
 if ! "$VOUCH" sweep --help >/dev/null 2>&1; then echo "vouch sweep is not wired into this binary"; exit 77; fi
 
 expect_error() {
@@ -95,5 +90,4 @@ expect_error 2 "unknown option" "$VOUCH" sweep --bogus
 printf '[[0,1]]\n' >"$t/bad.jsonl"
 expect_error 1 "num_experts_per_tok" "$VOUCH" sweep "${common[@]}" --routing "trace:$t/bad.jsonl"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

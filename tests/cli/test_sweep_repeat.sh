@@ -2,12 +2,7 @@
 # vouch sweep --repeat on the CPU (synth:tiny): every round's records (round param, "/r<N>" case
 # ids), speedups within a round, the agreement table and its PASS/FAIL line, --require-agreement's
 # exit status, the wall time at the end, the experts column under natural routing, usage errors.
-set -u
-fail=0 pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
+. "$VOUCH_SRC/tests/cli/counters.sh"
 if ! "$VOUCH" sweep --help 2>/dev/null | grep -q -- "--repeat"; then echo "vouch sweep has no --repeat"; exit 77; fi
 
 expect_error() {
@@ -107,5 +102,4 @@ expect_error 2 "--repeat" "$VOUCH" sweep "${common[@]}" --repeat 0
 expect_error 2 "--agree-pct" "$VOUCH" sweep "${common[@]}" --repeat 2 --agree-pct x
 expect_error 2 "--max-cv" "$VOUCH" sweep "${common[@]}" --repeat 2 --max-cv -1
 
-echo "sweep --repeat: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish "sweep --repeat"

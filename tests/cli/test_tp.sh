@@ -2,12 +2,7 @@
 # Tensor parallelism from the CLI on the CPU: `vouch generate --tp N` runs N simulated ranks
 # and decodes the same greedy tokens as the unsharded path; a TP degree the model does not
 # divide is a one-line usage error (exit 2) naming the field.
-set -u
-fail=0 pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
+. "$VOUCH_SRC/tests/cli/counters.sh"
 
 ref=$("$VOUCH" generate --model synth:tiny --seed 5 --tokens 5,6,7 -n 8 --batch 2 | grep '^seq')
 [ -n "$ref" ] && ok || bad "unsharded generate printed no tokens"
@@ -36,5 +31,4 @@ grep -q "TP 3 needs num_attention_heads (16) divisible by 3" "$t/err" && ok || b
 # the NAME:tpN spelling of --path works too
 "$VOUCH" generate --path cpu-ref:tp2 -n 2 >/dev/null 2>"$t/err" && ok || bad "--path cpu-ref:tp2: $(cat "$t/err")"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

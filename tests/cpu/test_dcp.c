@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "reference/cpu/cpu_dcp.h"
 #include "suites/paths.h"
+#include "tests/cpu/sharded_checks.h"
 #include "tests/harness.h"
 
 /* ---------------- the combine ---------------- */
@@ -114,85 +115,10 @@ static void test_combine(void) {
 
 /* ---------------- cpu-ref:tpN:dcp vs the unsharded path ---------------- */
 
-typedef struct {
-  double max_d;   /* max |dlogit| */
-  double max_ref; /* max |logit| of the reference */
-  int token_diff; /* rows whose argmax differs */
-  int rows;       /* rows compared */
-} cmp;
 
-static int argmax(const float *l, int V) {
-  int b = 0;
-  for (int i = 1; i < V; i++)
-    if (l[i] > l[b]) b = i;
-  return b;
-}
-
-static void compare_rows(const float *a, const float *b, int rows, int V, cmp *c) {
-  for (int i = 0; i < rows; i++) {
-    const float *x = a + (size_t)i * V, *y = b + (size_t)i * V;
-    for (int k = 0; k < V; k++) {
-      double d = fabs((double)x[k] - y[k]);
-      if (!(d <= c->max_d)) c->max_d = d; /* NaN sticks */
-      if (fabs(x[k]) > c->max_ref) c->max_ref = fabs(x[k]);
-    }
-    c->token_diff += argmax(x, V) != argmax(y, V);
-    c->rows++;
-  }
-}
-
-static vstatus both(vpath *a, vpath *b, const vstep *s, float *la, float *lb, int V, cmp *c) {
-  VTRY(a->ops->forward(a->state, s, la));
-  VTRY(b->ops->forward(b->state, s, lb));
-  compare_rows(la, lb, vstep_logit_rows(s), V, c);
-  return V_OK;
-}
-
-/* B sequences: a prefill of prompts 1 + 3b tokens (or, with ctx[b] > 0, a synthetic context
- * of ctx[b] positions filled by fill_cache), `steps` greedy decode steps (the reference's
- * argmax fed to both), then one step of 3 tokens per sequence starting one position back
- * (a rejected draft token rewound) with logits for every token. */
+/* One path against the reference through the shared script (tests/cpu/sharded_checks.h). */
 static vstatus run_compare(vpath *ref, vpath *p, int V, int B, const int *ctx, int steps, cmp *c) {
-  int seq[4], nt[4], pos[4];
-  int32_t tok[64];
-  float *la = malloc(sizeof(float) * 3 * 4 * (size_t)V), *lb = malloc(sizeof(float) * 3 * 4 * (size_t)V);
-  vstatus st = V_OK;
-  int k = 0;
-  for (int b = 0; b < B; b++) {
-    seq[b] = b;
-    if (ctx && ctx[b] > 0) {
-      if ((st = ref->ops->fill_cache(ref->state, b, ctx[b], 77)) != V_OK) goto out;
-      if ((st = p->ops->fill_cache(p->state, b, ctx[b], 77)) != V_OK) goto out;
-      nt[b] = 1;
-      pos[b] = ctx[b];
-    } else {
-      nt[b] = 1 + 3 * b;
-      pos[b] = 0;
-    }
-    for (int j = 0; j < nt[b]; j++) tok[k++] = (int32_t)((b * 37 + j * 11 + 5) % V);
-  }
-  vstep s = {.n_seq = B, .seq = seq, .n_tokens = nt, .start_pos = pos, .tokens = tok};
-  for (int step = 0; step <= steps; step++) {
-    if ((st = both(ref, p, &s, la, lb, V, c)) != V_OK) goto out;
-    for (int b = 0; b < B; b++) {
-      pos[b] += nt[b];
-      nt[b] = 1;
-      tok[b] = (int32_t)argmax(la + (size_t)b * V, V);
-    }
-  }
-  /* rewind one position, verify 3 tokens (causal within the step) */
-  k = 0;
-  for (int b = 0; b < B; b++) {
-    pos[b] -= 1;
-    nt[b] = 3;
-    for (int j = 0; j < 3; j++) tok[k++] = (int32_t)((b * 13 + j * 29 + 2) % V);
-  }
-  s.all_logits = true;
-  st = both(ref, p, &s, la, lb, V, c);
-out:
-  free(la);
-  free(lb);
-  return st;
+  return sharded_script(ref, &p, 1, ctx, V, B, steps, c, NULL);
 }
 
 static void check_case(const char *what, int N, int B, const cmp *c) {

@@ -17,6 +17,7 @@
 #include "model/shard.h"
 #include "suites/diverge.h"
 #include "suites/paths.h"
+#include "tests/cpu/sharded_checks.h"
 #include "tests/harness.h"
 
 void comm_variants_register(void); /* reference/cpu/comm_variants.c */
@@ -261,18 +262,6 @@ static void test_variant(void) {
 
 /* ---------------- cpu-ref under TP vs unsharded ---------------- */
 
-typedef struct {
-  double max_d;    /* max |dlogit| over all rows and steps */
-  double max_ref;  /* max |logit| of the reference */
-  int token_diff;  /* steps x sequences whose argmax differs */
-} cmp;
-
-static int argmax(const float *l, int V) {
-  int b = 0;
-  for (int i = 1; i < V; i++)
-    if (l[i] > l[b]) b = i;
-  return b;
-}
 
 /* Prefill B prompts of different lengths, then `steps` greedy decode steps (teacher forced on
  * the reference's argmax), comparing `p` against `ref` every step. */
@@ -390,15 +379,7 @@ static void test_diverge(void) {
   diverge_result res[3];
   vstatus s = diverge_run(&m, &o, res);
   CHECK(s == V_OK, "diverge: %s", verr_msg());
-  for (int i = 0; i < 3 && s == V_OK; i++) {
-    printf("diverge %s vs cpu-ref (context 24, batch 2, 8 tokens): mean KLD %.3g, same top %.1f%%, max |dlogit| "
-           "%.3g\n", res[i].path, res[i].kld_mean, res[i].same_top_pct, res[i].max_dlogit);
-    CHECK(res[i].supported, "%s supported: %s", res[i].path, res[i].reason);
-    CHECK(res[i].same_top_pct == 100.0, "%s same top %.1f%%", res[i].path, res[i].same_top_pct);
-    CHECK(res[i].max_dlogit < 1e-4 && res[i].kld_mean < 1e-9, "%s max |dlogit| %.3g KLD %.3g", res[i].path,
-          res[i].max_dlogit, res[i].kld_mean);
-    diverge_result_free(&res[i]);
-  }
+  if (s == V_OK) check_diverge_exact(res, 3);
   ds_model_close(&m);
 }
 
