@@ -55,6 +55,11 @@ typedef struct {
                            * (p % tp == rank), partial attention per rank combined by log-sum-exp
                            * (docs/tensor-parallel.md); needs tp >= 1; cpu-ref and latency (its latent
                            * cache: each rank holds ceil(max_ctx / tp) positions per slot) */
+  bool ep;                /* expert parallelism over the TP ranks: rank r owns the routed experts
+                           * [r*E/tp, (r+1)*E/tp) whole (E divisible by tp) and computes only those; the
+                           * router stays replicated, the shared expert and the rest split as under TP; the
+                           * MoE all-reduce sums the ranks (model/shard.h, docs/tensor-parallel.md); needs
+                           * tp >= 1; cpu-ref only. Combines with dcp */
 } vpath_opts;
 
 typedef struct vpath_ops {

@@ -248,6 +248,18 @@ static vstatus open_synth(ds_model *m, const char *preset, uint64_t seed, int la
 }
 
 vstatus ds_model_synth(ds_model *m, const ds_config *cfg, const char *preset, uint64_t seed, bool materialize) {
+  ds_tensor_spec *specs;
+  int n;
+  const ds_config c = *cfg; /* cfg may be m's own */
+  memset(m, 0, sizeof *m);
+  VTRY(ds_tensor_specs(&c, &specs, &n));
+  vstatus s = ds_model_synth_specs(m, &c, preset, seed, specs, n, materialize);
+  free(specs);
+  return s;
+}
+
+vstatus ds_model_synth_specs(ds_model *m, const ds_config *cfg, const char *preset, uint64_t seed,
+                             const ds_tensor_spec *specs, int n, bool materialize) {
   memset(m, 0, sizeof *m);
   m->cfg = *cfg;
   m->is_synthetic = true;
@@ -255,13 +267,10 @@ vstatus ds_model_synth(ds_model *m, const ds_config *cfg, const char *preset, ui
   snprintf(m->preset, sizeof m->preset, "%s", preset);
   snprintf(m->source, sizeof m->source, "synth:%s (seed %llu, %d layers)", preset, (unsigned long long)seed,
            m->cfg.num_hidden_layers);
-  ds_tensor_spec *specs;
-  int n;
-  VTRY(ds_tensor_specs(&m->cfg, &specs, &n));
+  if (n < 1) return VERR("%s: no tensors to synthesize", m->source);
   m->synth = calloc((size_t)n, sizeof *m->synth);
   m->lazy = calloc((size_t)n, sizeof *m->lazy);
   if (!m->synth || !m->lazy) {
-    free(specs);
     ds_model_close(m);
     return VERR("out of memory");
   }
@@ -276,7 +285,6 @@ vstatus ds_model_synth(ds_model *m, const ds_config *cfg, const char *preset, ui
     const int64_t cols = specs[i].ndim > 1 ? specs[i].shape[1] : 1;
     m->lazy[i] = (ds_synth_slice){.spec = specs[i], .start = 0, .rows = specs[i].shape[0], .cols = cols, .stride = cols};
   }
-  free(specs);
   vstatus s = materialize ? ds_model_materialize(m) : V_OK;
   if (s == V_OK) s = bind_layers(m);
   if (s != V_OK) ds_model_close(m);

@@ -86,6 +86,10 @@ typedef struct ds_model_s {
    * of tp_size; a full model has tp_size 0 (read as 1) and vocab_end 0 (read as vocab_size) */
   int tp_rank, tp_size;      /* this shard's rank, the TP degree */
   int vocab_begin, vocab_end;/* lm_head rows cover vocabulary ids [vocab_begin, vocab_end) */
+  /* expert parallelism (model/shard.h ds_shard_model_ep): this shard holds the routed experts
+   * [expert_begin, expert_end) whole; the others are absent (not in synth, bound as NULL).
+   * 0, 0 on a full model or a TP shard: every routed expert (ds_model_expert_range) */
+  int expert_begin, expert_end;
 } ds_model;
 
 
@@ -100,6 +104,11 @@ vstatus ds_model_open(ds_model *m, const char *spec, uint64_t seed, int layers, 
 void ds_model_close(ds_model *m);
 /* Opens a synthetic model for an explicit config (`label` names it, e.g. the preset). */
 vstatus ds_model_synth(ds_model *m, const ds_config *cfg, const char *label, uint64_t seed, bool materialize);
+/* The same over an explicit tensor list `specs` [n] (copied): a subset of ds_tensor_specs(cfg),
+ * shapes possibly changed (an expert-parallel shard, model/shard.h). A tensor the config names
+ * but the list lacks is bound as NULL. */
+vstatus ds_model_synth_specs(ds_model *m, const ds_config *cfg, const char *label, uint64_t seed,
+                             const ds_tensor_spec *specs, int n, bool materialize);
 
 /* Parameter and byte counts. */
 typedef struct {

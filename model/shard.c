@@ -1,5 +1,6 @@
 /* The tensor-parallel shard plan (see shard.h): the split of each tensor, the local config,
- * and building one rank's model from a full one (views, copies, or lazy slices to generate). */
+ * and building one rank's model from a full one (views, copies, or lazy slices to generate),
+ * optionally expert-parallel (whole routed experts per rank). */
 #include "model/shard.h"
 
 #include <stdio.h>
@@ -22,6 +23,24 @@ shard_split ds_shard_rule(const char *name) {
   if (ends_with(name, ".gate_proj.weight") || ends_with(name, ".up_proj.weight")) return SHARD_ROWS;
   if (ends_with(name, ".down_proj.weight")) return SHARD_COLS;
   return SHARD_REPLICATE;
+}
+
+int ds_shard_expert_of(const char *name) {
+  const char *p = strstr(name, ".mlp.experts.");
+  if (!p) return -1;
+  p += strlen(".mlp.experts.");
+  char *end;
+  long e = strtol(p, &end, 10);
+  return end != p && *end == '.' && e >= 0 && e < (1L << 30) ? (int)e : -1;
+}
+
+shard_split ds_shard_rule_ep(const char *name, bool ep) {
+  return ep && ds_shard_expert_of(name) >= 0 ? SHARD_REPLICATE : ds_shard_rule(name);
+}
+
+void ds_shard_experts(int n_experts, int size, int rank, int *e0, int *e1) {
+  *e0 = (int)((int64_t)rank * n_experts / size);
+  *e1 = (int)((int64_t)(rank + 1) * n_experts / size);
 }
 
 const char *ds_shard_split_name(shard_split s) {
@@ -56,6 +75,21 @@ vstatus ds_shard_check(const ds_config *c, int size) {
   if (has_moe(c) && c->moe_intermediate_size % size)
     return VERR("TP %d needs moe_intermediate_size (%d) divisible by %d", size, c->moe_intermediate_size, size);
   if (c->vocab_size < size) return VERR("TP %d needs vocab_size (%d) >= %d", size, c->vocab_size, size);
+  return V_OK;
+}
+
+vstatus ds_shard_check_ep(const ds_config *c, int size, bool ep) {
+  VTRY(ds_shard_check(c, size));
+  if (ep && has_moe(c) && c->n_routed_experts % size)
+    return VERR("EP %d needs n_routed_experts (%d) divisible by %d (expert parallelism gives each rank "
+                "n_routed_experts / %d whole experts)", size, c->n_routed_experts, size, size);
+  return V_OK;
+}
+
+vstatus ds_shard_config_ep(const ds_config *full, int size, bool ep, ds_config *local) {
+  VTRY(ds_shard_check_ep(full, size, ep));
+  VTRY(ds_shard_config(full, size, local));
+  if (ep) local->moe_intermediate_size = full->moe_intermediate_size; /* whole routed experts */
   return V_OK;
 }
 
@@ -139,16 +173,45 @@ static const vtensor *full_tensor(const ds_model *full, const char *name) {
   return st_find(&full->st, name);
 }
 
+/* The local tensor list of a shard with config lc: every tensor of lc, except under EP the routed
+ * experts rank `rank` does not own (dropped) and the shared expert (cut to its 1/size block). */
+static vstatus local_specs(const ds_config *lc, int rank, int size, bool ep, ds_tensor_spec **out, int *n) {
+  VTRY(ds_tensor_specs(lc, out, n));
+  if (!ep) return V_OK;
+  int e0, e1, k = 0;
+  ds_shard_experts(lc->n_routed_experts, size, rank, &e0, &e1);
+  for (int i = 0; i < *n; i++) {
+    ds_tensor_spec sp = (*out)[i];
+    const int e = ds_shard_expert_of(sp.name);
+    if (e >= 0 && (e < e0 || e >= e1)) continue; /* another rank's expert: absent here */
+    if (strstr(sp.name, ".mlp.shared_experts.")) {
+      if (ds_shard_rule(sp.name) == SHARD_COLS) sp.shape[1] /= size;
+      else sp.shape[0] /= size;
+    }
+    (*out)[k++] = sp;
+  }
+  *n = k;
+  return V_OK;
+}
+
 vstatus ds_shard_model(ds_model *local, const ds_model *full, int rank, int size) {
+  return ds_shard_model_ep(local, full, rank, size, false);
+}
+
+vstatus ds_shard_model_ep(ds_model *local, const ds_model *full, int rank, int size, bool ep) {
   memset(local, 0, sizeof *local);
   if (!full || !full->layers) return VERR("shard: the full model is not open");
   if (full->tp_size > 1) return VERR("shard: %s is already a TP shard (rank %d of %d)", full->source, full->tp_rank,
                                      full->tp_size);
   if (rank < 0 || rank >= size) return VERR("shard: rank %d out of range [0, %d)", rank, size);
   ds_config lc;
-  VTRY(ds_shard_config(&full->cfg, size, &lc));
+  VTRY(ds_shard_config_ep(&full->cfg, size, ep, &lc));
   /* the local model's tensor table, names and local shapes, bound to layers, no data yet */
-  vstatus s = ds_model_synth(local, &lc, full->preset[0] ? full->preset : "shard", full->seed, false);
+  ds_tensor_spec *specs;
+  int n;
+  VTRY(local_specs(&lc, rank, size, ep, &specs, &n));
+  vstatus s = ds_model_synth_specs(local, &lc, full->preset[0] ? full->preset : "shard", full->seed, specs, n, false);
+  free(specs);
   if (s != V_OK) return s;
   int v0, v1;
   ds_shard_vocab(lc.vocab_size, size, rank, &v0, &v1);
@@ -159,7 +222,7 @@ vstatus ds_shard_model(ds_model *local, const ds_model *full, int rank, int size
       s = VERR("%s: tensor '%s' is missing (the shard plan needs it)", full->source, t->name);
       break;
     }
-    shard_split sp = ds_shard_rule(t->name);
+    shard_split sp = ds_shard_rule_ep(t->name, ep);
     const int64_t fr = ft->shape[0], fc = ft->ndim > 1 ? ft->shape[1] : 1;
     const int64_t lr = t->shape[0], lcn = t->ndim > 1 ? t->shape[1] : 1;
     int64_t off = 0;
@@ -175,9 +238,9 @@ vstatus ds_shard_model(ds_model *local, const ds_model *full, int rank, int size
         break;
     }
     if (!ok) {
-      s = VERR("%s: tensor '%s': shape [%lld, %lld] does not split by the plan (%s, TP %d) into [%lld, %lld]",
-               full->source, t->name, (long long)fr, (long long)fc, ds_shard_split_name(sp), size, (long long)lr,
-               (long long)lcn);
+      s = VERR("%s: tensor '%s': shape [%lld, %lld] does not split by the plan (%s, %s %d) into [%lld, %lld]",
+               full->source, t->name, (long long)fr, (long long)fc, ds_shard_split_name(sp), ep ? "EP" : "TP", size,
+               (long long)lr, (long long)lcn);
       break;
     }
     /* the rule is the full tensor's own (lm_head tied: the embedding's) */
@@ -193,6 +256,8 @@ vstatus ds_shard_model(ds_model *local, const ds_model *full, int rank, int size
   local->tp_size = size;
   local->vocab_begin = v0;
   local->vocab_end = v1;
-  snprintf(local->source, sizeof local->source, "%.560s [TP rank %d/%d]", full->source, rank, size);
+  if (ep && has_moe(&lc)) ds_shard_experts(lc.n_routed_experts, size, rank, &local->expert_begin, &local->expert_end);
+  snprintf(local->source, sizeof local->source, "%.560s [%s rank %d/%d]", full->source, ep ? "TP+EP" : "TP", rank,
+           size);
   return V_OK;
 }

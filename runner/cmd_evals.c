@@ -131,8 +131,9 @@ static const char DIVERGE_USAGE[] =
     "  A path passes when mean KLD <= --max-kld (default 0.01 nats), same-top >= --min-same-top\n"
     "  (default 90) and no logit is NaN/Inf; with --baseline B the bounds widen to B's own distance\n"
     "  from the reference (KLD x 1.5, same-top - 5), so a bf16 path is judged against the bf16 engine.\n"
-    "  Path names take suffixes: NAME:tpN (TP N; cpu-ref as simulated ranks) and NAME:tpN:dcp (plus\n"
-    "  decode context parallelism), e.g. --paths cpu-ref,cpu-ref:tp4,cpu-ref:tp4:dcp.\n"
+    "  Path names take suffixes: NAME:tpN (TP N; cpu-ref as simulated ranks), NAME:tpN:dcp (plus\n"
+    "  decode context parallelism) and NAME:tpN:ep (routed experts expert-parallel, cpu-ref only),\n"
+    "  e.g. --paths cpu-ref,cpu-ref:tp4,cpu-ref:tp4:dcp,cpu-ref:tp4:ep.\n"
     "  defaults: --model synth:tiny --batch 1 --context 0 --tokens 32\n";
 
 int cmd_diverge(int argc, char **argv) {

@@ -17,8 +17,8 @@
 static const char USAGE[] =
     "usage: vouch generate [--model DIR|synth:PRESET] [--path NAME] [--tokens 1,2,3] [-n N] [--batch B]\n"
     "                      [--temperature T] [--top-k K] [--top-p P] [--sample-seed S] [--stop ID,..]\n"
-    "                      [--seed S] [--layers N] [--threads N] [--tp N] [--dcp] [--path-lib FILE] [--trace]\n"
-    "                      [--json]\n"
+    "                      [--seed S] [--layers N] [--threads N] [--tp N] [--dcp] [--ep] [--path-lib FILE]\n"
+    "                      [--trace] [--json]\n"
     "  Prefills --batch sequences in one step (sequence b is the prompt plus b extra tokens, so the\n"
     "  prompt lengths differ), then decodes N tokens per sequence, all sequences in each step.\n"
     "  Prints the tokens, per-step logit statistics and prefill/decode tokens per second.\n"
@@ -28,6 +28,9 @@ static const char USAGE[] =
     "  --dcp adds decode context parallelism over the --tp ranks (cpu-ref and latency): each rank\n"
     "  caches the positions p with p % N == rank for all heads; partial attention is combined by\n"
     "  log-sum-exp (also as --path cpu-ref:tpN:dcp, latency:tpN:dcp).\n"
+    "  --ep makes the routed experts expert-parallel over the --tp ranks (cpu-ref only): rank r owns\n"
+    "  n_routed_experts/N whole experts and runs only those; the router, the shared expert and the\n"
+    "  rest stay as under --tp (also as --path cpu-ref:tpN:ep; combines with --dcp).\n"
     "  defaults: --model synth:tiny --path cpu-ref --tokens 1,2,3,4 -n 32 --batch 1 (greedy)\n";
 
 typedef struct {
@@ -60,7 +63,7 @@ int cmd_generate(int argc, char **argv) {
   long n_new = 32, batch = 1, layers = 0, threads = 0, top_k = 0, tp = 0;
   double temperature = 0, top_p = 1;
   uint64_t seed = 0, sample_seed = 0;
-  bool json = false, trace_on = false, dcp = false;
+  bool json = false, trace_on = false, dcp = false, ep = false;
   vstatus err = V_OK;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -68,6 +71,7 @@ int cmd_generate(int argc, char **argv) {
     if (!strcmp(a, "--json")) json = true;
     else if (!strcmp(a, "--trace")) trace_on = true;
     else if (!strcmp(a, "--dcp")) dcp = true;
+    else if (!strcmp(a, "--ep")) ep = true;
     else if (cli_opt(argc, argv, &i, "--model", &v, &err)) { if (v) model_spec = v; }
     else if (cli_opt(argc, argv, &i, "--path", &v, &err)) { if (v) path_name = v; }
     else if (cli_opt(argc, argv, &i, "--path-lib", &v, &err)) { if (v) err = vpaths_load_lib(v); }
@@ -96,6 +100,11 @@ int cmd_generate(int argc, char **argv) {
     cli_print_error("generate");
     return EXIT_USAGE;
   }
+  if (ep && tp == 0 && !strstr(path_name, ":tp")) {
+    VERR("--ep splits the routed experts over the tensor-parallel ranks: give --tp N too");
+    cli_print_error("generate");
+    return EXIT_USAGE;
+  }
   if (!vpaths_find(path_name)) {
     VERR("unknown path '%s' (known: %s)", path_name, vpaths_names());
     cli_print_error("generate");
@@ -112,8 +121,8 @@ int cmd_generate(int argc, char **argv) {
   bool is_cpu = strncmp(path_name, "cpu", 3) == 0;
   /* under TP each rank synthesizes only its shard: no full host copy */
   if (ds_model_open(&m, model_spec, seed, (int)layers, is_cpu && tp == 0)) { cli_print_error("generate"); free(prompt); return EXIT_CHECK_FAILED; }
-  if (tp > 0 && ds_shard_check(&m.cfg, (int)tp) != V_OK) {
-    verr_prefix("--tp: %s", m.source);
+  if (tp > 0 && ds_shard_check_ep(&m.cfg, (int)tp, ep) != V_OK) {
+    verr_prefix("--tp%s: %s", ep ? " --ep" : "", m.source);
     cli_print_error("generate");
     ds_model_close(&m);
     free(prompt);
@@ -134,7 +143,7 @@ int cmd_generate(int argc, char **argv) {
   vtrace trace;
   vtrace_init(&trace, trace_on || json);
   vpath_opts po = {.max_seq = B, .max_ctx = max_prompt + (int)n_new + 1, .n_threads = (int)threads, .trace = &trace,
-                     .tp = (int)tp, .dcp = dcp};
+                     .tp = (int)tp, .dcp = dcp, .ep = ep};
   if (po.max_ctx > m.cfg.max_position_embeddings) {
     VERR("prompt + -n = %d positions exceeds max_position_embeddings %d", po.max_ctx, m.cfg.max_position_embeddings);
     cli_print_error("generate");
@@ -214,6 +223,7 @@ int cmd_generate(int argc, char **argv) {
     cJSON_AddStringToObject(o, "path", path_name);
     cJSON_AddNumberToObject(o, "tp", (double)tp);
     cJSON_AddBoolToObject(o, "dcp", dcp);
+    cJSON_AddBoolToObject(o, "ep", ep || vpaths_name_ep(path_name));
     cJSON *seqs = cJSON_AddArrayToObject(o, "sequences");
     for (int b = 0; b < B; b++) {
       cJSON *so = cJSON_CreateObject();
@@ -242,7 +252,8 @@ int cmd_generate(int argc, char **argv) {
   } else {
     printf("model %s, path %s%s, batch %d, %s\n", m.source, path_name, tp > 0 ? " (tensor parallel)" : "", B,
            temperature > 0 ? "sampling" : "greedy");
-    if (tp > 0) printf("tp %ld%s\n", tp, dcp ? ", decode context parallel (dcp)" : "");
+    if (tp > 0)
+      printf("tp %ld%s%s\n", tp, ep ? ", expert parallel (ep)" : "", dcp ? ", decode context parallel (dcp)" : "");
     for (int b = 0; b < B; b++) {
       printf("seq %d (prompt %d):", b, plen[b]);
       for (int j = 0; j < n_out[b]; j++) printf(" %d", out[(size_t)b * (n_new + 1) + j]);
@@ -266,6 +277,7 @@ int cmd_generate(int argc, char **argv) {
     rec_param_int(r, "batch", B);
     rec_param_int(r, "tp", tp);
     if (dcp) rec_param_int(r, "dcp", 1);
+    if (ep || vpaths_name_ep(path_name)) rec_param_int(r, "ep", 1);
     rec_param_int(r, "new_tokens", n_new);
     rec_param_num(r, "temperature", temperature);
     rec_metric_value(r, "decode_tokens_per_s", "tok/s", RB_HIGHER, t_decode > 0 ? decoded / t_decode : 0);

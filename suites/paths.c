@@ -36,8 +36,6 @@ const char *vpaths_names(void) {
 #endif
 }
 
-/* Splits "NAME:tpN" into NAME and N (tp 0 when there is no suffix), with an optional ":dcp"
- * last ("cpu-ref:tp4:dcp": decode context parallelism over the TP ranks); false on a bad suffix. */
 /* "@VARIANT" strings of opened paths, kept for the process's life (vpath_opts.variant points here;
  * a vpath may be copied by value). */
 #define MAX_VARIANTS 32
@@ -58,10 +56,18 @@ static const char *intern_variant(const char *v) {
   return out;
 }
 
-/* NAME[:tpN][:dcp][@VARIANT] -> base NAME, tp, dcp, variant ("" when none; vsize bytes). */
-static bool parse_name(const char *name, char *base, size_t n, int *tp, bool *dcp, char *variant, size_t vsize) {
-  *tp = 0;
-  *dcp = false;
+/* The options a path name fixes: NAME[:tpN][:ep][:dcp][@VARIANT] (":ep" and ":dcp" after ":tpN", in
+ * either order, each at most once). */
+typedef struct {
+  int tp;   /* N of ":tpN", 0 when absent */
+  bool dcp; /* ":dcp": decode context parallelism over the TP ranks */
+  bool ep;  /* ":ep": expert parallelism over the TP ranks */
+} name_opts;
+
+/* NAME[:tpN][:ep][:dcp][@VARIANT] -> base NAME, options, variant ("" when none; vsize bytes); false
+ * on a bad suffix. */
+static bool parse_name(const char *name, char *base, size_t n, name_opts *no, char *variant, size_t vsize) {
+  memset(no, 0, sizeof *no);
   snprintf(base, n, "%s", name);
   char *at = strchr(base, '@');
   if (variant && vsize) variant[0] = 0;
@@ -71,8 +77,10 @@ static bool parse_name(const char *name, char *base, size_t n, int *tp, bool *dc
     *at = 0;
   }
   char *c = strrchr(base, ':');
-  if (c && strcmp(c, ":dcp") == 0) {
-    *dcp = true;
+  for (;;) { /* trailing ":dcp" / ":ep", each once */
+    if (c && strcmp(c, ":dcp") == 0 && !no->dcp) no->dcp = true;
+    else if (c && strcmp(c, ":ep") == 0 && !no->ep) no->ep = true;
+    else break;
     *c = 0;
     c = strrchr(base, ':');
   }
@@ -81,30 +89,33 @@ static bool parse_name(const char *name, char *base, size_t n, int *tp, bool *dc
   char *end;
   long v = strtol(c + 3, &end, 10);
   if (end == c + 3 || *end || v < 1 || v > 4096) return false;
-  *tp = (int)v;
+  no->tp = (int)v;
   *c = 0;
   return true;
 }
 
 int vpaths_name_tp(const char *name) {
   char base[128];
-  int tp;
-  bool dcp;
-  return parse_name(name, base, sizeof base, &tp, &dcp, NULL, 0) ? tp : 0;
+  name_opts no;
+  return parse_name(name, base, sizeof base, &no, NULL, 0) ? no.tp : 0;
 }
 
 bool vpaths_name_dcp(const char *name) {
   char base[128];
-  int tp;
-  bool dcp;
-  return parse_name(name, base, sizeof base, &tp, &dcp, NULL, 0) && dcp;
+  name_opts no;
+  return parse_name(name, base, sizeof base, &no, NULL, 0) && no.dcp;
+}
+
+bool vpaths_name_ep(const char *name) {
+  char base[128];
+  name_opts no;
+  return parse_name(name, base, sizeof base, &no, NULL, 0) && no.ep;
 }
 
 const vpath_ops *vpaths_find(const char *name) {
   char base[128];
-  int tp;
-  bool dcp;
-  if (!parse_name(name, base, sizeof base, &tp, &dcp, NULL, 0)) return NULL;
+  name_opts no;
+  if (!parse_name(name, base, sizeof base, &no, NULL, 0)) return NULL;
   for (size_t i = 0; i < sizeof g_builtin / sizeof g_builtin[0]; i++)
     if (strcmp(g_builtin[i]->name, base) == 0) return g_builtin[i];
   for (int i = 0; i < g_n_loaded; i++)
@@ -204,22 +215,27 @@ vstatus vpath_open(vpath *p, const char *name, const ds_model *m, const vpath_op
   memset(p, 0, sizeof *p);
   const vpath_ops *ops = vpaths_find(name);
   if (!ops)
-    return VERR("unknown path '%s' (known: %s; NAME:tpN opens TP N, NAME:tpN:dcp adds decode context parallelism)",
-                name, vpaths_names());
+    return VERR("unknown path '%s' (known: %s; NAME:tpN opens TP N, NAME:tpN:dcp adds decode context parallelism, "
+                "NAME:tpN:ep expert parallelism)", name, vpaths_names());
   char base[128];
-  int tp_suffix = 0;
-  bool dcp_suffix = false;
+  name_opts no;
   char variant[64];
-  parse_name(name, base, sizeof base, &tp_suffix, &dcp_suffix, variant, sizeof variant);
+  parse_name(name, base, sizeof base, &no, variant, sizeof variant);
   p->opts = *o;
   if (variant[0]) { /* NAME@VARIANT overrides --variant */
     p->opts.variant = intern_variant(variant);
     if (!p->opts.variant) return VERR("path %s: too many distinct @variants in one process (%d)", name, MAX_VARIANTS);
   }
-  if (tp_suffix > 0) p->opts.tp = tp_suffix;
-  if (dcp_suffix) p->opts.dcp = true;
+  if (no.tp > 0) p->opts.tp = no.tp;
+  if (no.dcp) p->opts.dcp = true;
+  if (no.ep) p->opts.ep = true;
   vstatus s;
-  if (p->opts.dcp && !dcp_capable(ops)) {
+  if (p->opts.ep && ops != &cpu_ref_ops) { /* before any rank opens */
+    s = VUNSUPPORTED("expert parallelism is implemented on cpu-ref only (not %s): the GPU paths split every routed "
+                     "expert along its intermediate dimension under TP", ops->name);
+  } else if (p->opts.ep && p->opts.tp < 1) {
+    s = VERR("ep splits the routed experts over the TP ranks: give --tp N or the name NAME:tpN:ep");
+  } else if (p->opts.dcp && !dcp_capable(ops)) {
     s = VUNSUPPORTED("decode context parallelism: dcp is implemented on cpu-ref and latency only (not %s%s)", ops->name,
                      dcp_why(ops));
   } else if (p->opts.dcp && p->opts.tp < 1) {

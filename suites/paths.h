@@ -6,7 +6,7 @@
 #include "common/path.h"
 #include "model/model.h"
 
-/* NULL when unknown ("NAME:tpN", "NAME:tpN:dcp", "NAME@VARIANT" find NAME). */
+/* NULL when unknown ("NAME:tpN", "NAME:tpN:dcp", "NAME:tpN:ep", "NAME@VARIANT" find NAME). */
 const vpath_ops *vpaths_find(const char *name);
 /* Space-separated names of the built-in paths. */
 const char *vpaths_names(void);
@@ -14,6 +14,8 @@ const char *vpaths_names(void);
 int vpaths_name_tp(const char *name);
 /* True when the name asks for decode context parallelism ("NAME:tpN:dcp[@VARIANT]"). */
 bool vpaths_name_dcp(const char *name);
+/* True when the name asks for expert parallelism ("NAME:tpN:ep[:dcp][@VARIANT]"). */
+bool vpaths_name_ep(const char *name);
 /* Loads a path from a shared library; it is then found by its ops->name. */
 vstatus vpaths_load_lib(const char *file);
 /* Finds and opens a path; unknown names are an error listing the known ones.
@@ -21,7 +23,9 @@ vstatus vpaths_load_lib(const char *file);
  * TP wrapper (reference/cpu/cpu_tp.h) of NAME at degree N on m's shards: cpu-ref with thread
  * communicators, cuda-ref and latency with NCCL. tp 1 runs the wrapper and its communication
  * calls with one rank (the cost of the TP code path); tp 0 opens the plain path. ":dcp" adds
- * decode context parallelism (cpu-ref, latency). "@VARIANT" sets o->variant for this path only, so one
+ * decode context parallelism (cpu-ref, latency). ":ep" (or o->ep) makes the routed experts
+ * expert-parallel over the TP ranks (cpu-ref only: other paths are V_UNSUPPORTED with the reason,
+ * before any rank opens); ":ep:dcp" combines both. "@VARIANT" sets o->variant for this path only, so one
  * sweep can compare variants of a path ("latency:tp4@tp_rsag", "latency@v5_cublas"). */
 vstatus vpath_open(vpath *p, const char *name, const ds_model *m, const vpath_opts *o);
 void vpath_close(vpath *p);

@@ -60,6 +60,9 @@ typedef struct {
   float *lg_all;         /* [N, rows, vblk] the gathered blocks */
   int lg_rows;           /* rows the two logit buffers hold */
   cpu_dcp *dcp;          /* decode context parallelism (cpu_dcp.h): the KV cache lives there; NULL: off */
+  bool ep;               /* expert parallelism (model/shard.h): the MoE loop runs only the owned experts */
+  int e0, e1;            /* routed experts this rank holds: [e0, e1) (all, [0, E), unless ep) */
+  int ep_ran;            /* selected (expert, layer) pairs this rank computed in the last forward() */
 } cpu_ref;
 
 static size_t kv_bytes_per_pos(const cpu_ref *r) {
@@ -78,6 +81,8 @@ static vstatus need(const vtensor *t, const char *what, int layer) {
 
 static vstatus check_weights(const ds_model *m) {
   const ds_config *c = &m->cfg;
+  int e0, e1; /* an expert-parallel shard holds only these experts (model/shard.h) */
+  ds_model_expert_range(m, &e0, &e1);
   VTRY(need(m->embed, "model.embed_tokens.weight", -1));
   VTRY(need(m->final_norm, "model.norm.weight", -1));
   VTRY(need(m->lm_head, "lm_head.weight", -1));
@@ -101,7 +106,7 @@ static vstatus check_weights(const ds_model *m) {
       VTRY(need(y->router_bias, "mlp.gate.e_score_correction_bias", l));
       if (!y->exp_gate || !y->exp_up || !y->exp_down)
         return VERR(PATH_NAME ": layer %d: expert weights are not bound", l);
-      for (int e = 0; e < c->n_routed_experts; e++) {
+      for (int e = e0; e < e1; e++) {
         VTRY(need(y->exp_gate[e], "experts.gate_proj", l));
         VTRY(need(y->exp_up[e], "experts.up_proj", l));
         VTRY(need(y->exp_down[e], "experts.down_proj", l));
@@ -175,6 +180,14 @@ static vstatus ref_open(void **state, const ds_model *m, const vpath_opts *o) {
     return VERR(PATH_NAME ": %s is TP shard %d of %d but no communicator was given (open it with vpath_opts.tp)",
                 m->source, m->tp_rank, m->tp_size);
   }
+  bool any_moe = false;
+  for (int l = 0; l < c->num_hidden_layers; l++) any_moe = any_moe || m->layers[l].is_moe;
+  if (o->ep && !o->comm)
+    return VERR(PATH_NAME ": expert parallelism splits the routed experts over the TP ranks: open it with "
+                          "vpath_opts.tp (NAME:tpN:ep, --tp N --ep)");
+  if (any_moe && o->ep != ds_model_is_ep(m))
+    return VERR(PATH_NAME ": %s: vpath_opts.ep is %s but the model %s an expert-parallel shard", m->source,
+                o->ep ? "set" : "not set", ds_model_is_ep(m) ? "is" : "is not");
   if (m->lm_head->shape[0] != v1 - v0)
     return VERR(PATH_NAME ": tensor '%s': %lld rows, expected the vocabulary block [%d, %d)", m->lm_head->name,
                 (long long)m->lm_head->shape[0], v0, v1);
@@ -199,6 +212,8 @@ static vstatus ref_open(void **state, const ds_model *m, const vpath_opts *o) {
   r->v0 = v0;
   r->v1 = v1;
   r->vblk = o->comm ? ds_shard_vocab_block(c->vocab_size, o->comm->size) : c->vocab_size;
+  r->ep = o->ep && any_moe;
+  ds_model_expert_range(m, &r->e0, &r->e1);
 
   /* KV cache bound: the worst case (every slot full) must fit in half the host memory */
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
@@ -253,6 +268,12 @@ static vstatus ref_open(void **state, const ds_model *m, const vpath_opts *o) {
       return V_ERR;
     }
     vconvert_to_f32(r->router_bias[l], y->router_bias->data, y->router_bias->dtype, r->E);
+  }
+  if (r->ep && o->trace) {
+    char d[200];
+    snprintf(d, sizeof d, "ep: rank %d of %d owns routed experts [%d, %d) of %d (whole, width %d); shared expert "
+             "split by %d", o->comm->rank, o->comm->size, r->e0, r->e1, r->E, c->moe_intermediate_size, o->comm->size);
+    vtrace_note(o->trace, PATH_NAME, d);
   }
   *state = r;
   return V_OK;
@@ -467,12 +488,14 @@ static vstatus moe(cpu_ref *r, int l, int T, const int32_t *forced) {
       r->elist[at] = t;
       r->elw[at] = r->ewt[(size_t)t * K + k];
     }
-  /* ecount[e] is now the end of expert e's pairs; experts in ascending order as HF's loop */
+  /* ecount[e] is now the end of expert e's pairs; experts in ascending order as HF's loop.
+   * Under EP only the experts this rank owns, [e0, e1): the all-reduce adds the others'. */
   memset(r->mo, 0, sizeof(float) * (size_t)T * D);
   int start = 0;
   for (int e = 0; e < E; e++) {
     int end = r->ecount[e], n = end - start;
-    if (n > 0) {
+    if (n > 0 && e >= r->e0 && e < r->e1) {
+      r->ep_ran++;
       for (int j = 0; j < n; j++)
         memcpy(r->xe + (size_t)j * D, r->xn + (size_t)r->elist[start + j] * D, sizeof(float) * D);
       cpu_swiglu_mlp(r->ye, r->xe, y->exp_gate[e], y->exp_up[e], y->exp_down[e], n, r->tmp);
@@ -509,6 +532,11 @@ static void trace_step(cpu_ref *r, const vstep *s, int T, int R) {
     snprintf(d, sizeof d, "E=%d top%d groups %d/%d", r->E, r->K, r->c.topk_group, r->c.n_group);
     vtrace_ran(tr, PATH_NAME, "router", "cpu", d);
     vtrace_ran(tr, PATH_NAME, "moe", "cpu", "grouped by expert");
+    if (r->ep) {
+      snprintf(d, sizeof d, "rank %d owns experts [%d, %d) of %d: ran %d selected (expert, layer) pairs", r->comm->rank,
+               r->e0, r->e1, r->E, r->ep_ran);
+      vtrace_ran(tr, PATH_NAME, "ep", "owned_experts", d);
+    }
   }
   snprintf(d, sizeof d, "rows=%d vocab=%d", R, r->c.vocab_size);
   vtrace_ran(tr, PATH_NAME, "lm_head", "cpu", d);
@@ -566,6 +594,7 @@ static vstatus ref_forward(void *state, const vstep *s, float *logits) {
   cpu_embed(r->x, s->tokens, r->m->embed, T);
   r->experts_sum = 0;
   r->experts_layers = 0;
+  r->ep_ran = 0;
   int moe_j = 0; /* index of the next MoE layer (forced_experts is [n_moe_layers][T][K]) */
   for (int l = 0; l < r->L; l++) {
     const ds_layer *y = &r->m->layers[l];

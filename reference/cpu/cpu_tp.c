@@ -35,6 +35,7 @@ typedef struct tp_state {
   tp_rank *rk;           /* [N] */
   vtrace *trace;         /* the caller's trace (rank 0 records into it) */
   int vocab;             /* full vocabulary (logit row width) */
+  bool ep;               /* expert parallelism (vpath_opts.ep): ranks own whole routed experts */
   /* the job being run, set by the caller under mu */
   pthread_mutex_t mu;
   pthread_cond_t go, done;
@@ -159,8 +160,8 @@ static void tp_close(void *state) {
 /* Builds rank r's shard of m. A shard of a lazy synthetic model is lazy (model/shard.h): GPU
  * paths (they time on the device: last_step_ms set) generate it on their device; a host path
  * (cpu-ref) reads host weights, so its shard's slices are generated on the host here. */
-static vstatus open_shard(ds_model *local, const vpath_ops *inner, const ds_model *m, int r, int N) {
-  VTRY(ds_shard_model(local, m, r, N));
+static vstatus open_shard(ds_model *local, const vpath_ops *inner, const ds_model *m, int r, int N, bool ep) {
+  VTRY(ds_shard_model_ep(local, m, r, N, ep)); /* under EP: only the rank's own routed experts */
   vstatus s = inner->last_step_ms ? V_OK : ds_model_materialize(local);
   if (s != V_OK) ds_model_close(local);
   return s;
@@ -171,7 +172,7 @@ vstatus tp_path_open(void **state, const vpath_ops *inner, tp_group_fn group, co
   if (!inner || !group || !m || !o) return VERR("tp: open needs a path, a communicator factory, a model and options");
   const int N = o->tp > 0 ? o->tp : 1;
   if (o->comm) return VERR("tp: options already carry a communicator (a TP wrapper inside a TP wrapper)");
-  VTRY(ds_shard_check(&m->cfg, N));
+  VTRY(ds_shard_check_ep(&m->cfg, N, o->ep));
   tp_state *tp = vcalloc(1, sizeof *tp, "tp state");
   if (!tp) return V_ERR;
   tp->inner = inner;
@@ -192,7 +193,7 @@ vstatus tp_path_open(void **state, const vpath_ops *inner, tp_group_fn group, co
     tp_rank *k = &tp->rk[r];
     k->tp = tp;
     k->r = r;
-    s = open_shard(&k->local, inner, m, r, N);
+    s = open_shard(&k->local, inner, m, r, N, o->ep);
     if (s != V_OK) break;
     k->has_local = true;
     k->o = *o;
@@ -217,10 +218,16 @@ vstatus tp_path_open(void **state, const vpath_ops *inner, tp_group_fn group, co
     return VERR("%s", msg);
   }
   if (o->trace) {
-    char d[160];
+    char d[200];
     snprintf(d, sizeof d, "tp=%d, comm %s, one thread per rank, shards of %.100s", N, tp->g->name, m->source);
     vtrace_note(o->trace, inner->name, d);
+    if (o->ep) {
+      snprintf(d, sizeof d, "ep=%d: rank r owns routed experts [r*%d/%d, (r+1)*%d/%d) whole, the others absent on it",
+               N, m->cfg.n_routed_experts, N, m->cfg.n_routed_experts, N);
+      vtrace_note(o->trace, inner->name, d);
+    }
   }
+  tp->ep = o->ep;
   *state = tp;
   return V_OK;
 }
@@ -243,7 +250,8 @@ static vstatus tp_forward(void *state, const vstep *s, float *logits) {
   tp->out = NULL;
   if (st == V_OK && tp->trace) {
     char d[160];
-    snprintf(d, sizeof d, "tp=%d ranks in threads, allreduce x2 per layer + logits allgather", tp->N);
+    snprintf(d, sizeof d, "tp=%d%s ranks in threads, allreduce x2 per layer + logits allgather", tp->N,
+             tp->ep ? " (ep: routed experts whole per rank)" : "");
     vtrace_ran(tp->trace, tp->inner->name, "tp", tp->g->name, d);
   }
   return st;
@@ -328,7 +336,7 @@ vstatus tp_path_open_rank(void **state, const vpath_ops *inner, vcomm *comm, voi
   k->inner = inner;
   k->comm = comm;
   k->free_comm = free_comm;
-  vstatus s = open_shard(&k->local, inner, m, comm->rank, comm->size);
+  vstatus s = open_shard(&k->local, inner, m, comm->rank, comm->size, o->ep);
   if (s == V_OK) {
     vpath_opts lo = *o;
     lo.tp = 0;

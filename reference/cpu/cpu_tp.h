@@ -19,7 +19,8 @@
 typedef vstatus (*tp_group_fn)(vcomm_group **g, int size, const vpath_opts *o);
 
 /* Opens the wrapper: TP o->tp of `inner` on full model m. Rank r gets m's shard r, a copy of o
- * with tp 0, comm = rank r's communicator, device o->device + r, n_threads
+ * with tp 0, comm = rank r's communicator (o->ep: an expert-parallel shard, ds_shard_model_ep;
+ * E must divide by N), device o->device + r, n_threads
  * max(1, threads / N) (threads: o->n_threads, or all cores when 0), trace only on rank 0.
  * The shards are built here (when m has no host data: lazy for GPU paths, which synthesize their
  * block on the device, generated on the host for host paths) and freed at close;
