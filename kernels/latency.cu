@@ -44,6 +44,10 @@ extern "C" {
 /* ... except from GEMM_ATTN_MIN_ROWS rows at more than this many keys, where v2_gemm measured
  * faster (H200, k2-slice 2 layers: batch 8 at 128k 5.4 vs 8.7 ms, batch 64 23.7 vs 31.7 ms). */
 #define ATTN_MMA_MAX_KEYS_MANY_ROWS 65536
+/* The table's one exception to v3_mma: v2_gemm for T rows over at most max_keys keys. */
+static bool table_prefers_gemm(int T, int max_keys) {
+  return T >= GEMM_ATTN_MIN_ROWS && max_keys > ATTN_MMA_MAX_KEYS_MANY_ROWS;
+}
 
 /* Device weights and cache of one decoder layer (bf16 unless noted). */
 typedef struct {
@@ -467,23 +471,13 @@ static vstatus moe(lstate *S, llayer *d, int T, bool forced, const uint16_t *nex
   VTRY(lat_moe_bucket(S->idx, T, K, E, nact, S->act_e, S->act_off, S->act_cnt, S->perm_tok, S->perm_pair, S->st));
   tr(S, "moe_bucket", "v1", "device buckets pairs=%d E=%d", T * K, E);
   const int zmax = E < T * K ? E : T * K;
-  a = lat_dense_args(NULL, S->xn, S->D, S->hbuf, S->F, 2 * S->F, S->D, T, LAT_EP_SWIGLU);
-  a.wptr = d->d_egu;
+  a = lat_grouped_args(d->d_egu, S->xn, S->D, S->hbuf, S->F, 2 * S->F, S->D, T, LAT_EP_SWIGLU, zmax, nact, S->act_e,
+                       S->act_off, S->act_cnt);
   a.xmap = S->perm_tok;
-  a.Z = zmax;
-  a.n_act = nact;
-  a.act_e = S->act_e;
-  a.act_off = S->act_off;
-  a.act_cnt = S->act_cnt;
   VTRY(gemm(S, &a, false, "moe_experts gate|up+silu"));
-  a = lat_dense_args(NULL, S->hbuf, S->F, S->Ybuf, S->D, S->D, S->F, T, LAT_EP_BF16);
-  a.wptr = d->d_edown;
+  a = lat_grouped_args(d->d_edown, S->hbuf, S->F, S->Ybuf, S->D, S->D, S->F, T, LAT_EP_BF16, zmax, nact, S->act_e,
+                       S->act_off, S->act_cnt);
   a.omap = S->perm_pair;
-  a.Z = zmax;
-  a.n_act = nact;
-  a.act_e = S->act_e;
-  a.act_off = S->act_off;
-  a.act_cnt = S->act_cnt;
   VTRY(gemm(S, &a, false, "moe_experts down"));
   if (sh) CUDA_CHECK(cudaStreamWaitEvent(S->st, S->ev_join, 0));
   if (S->comm) { /* this rank's expert slices: partial sums, reduced with the residual + next norm */
@@ -637,7 +631,7 @@ static vstatus run_core(lstate *S, int T, int R, int max_keys, bool forced, bool
                                cudaMemcpyHostToDevice, S->st));
   /* DCP: v3_mma or v1_split over this rank's keys (at most ceil(max_keys / N)), all Ha heads */
   const int keys = S->dcp ? (max_keys + S->dcp_n - 1) / S->dcp_n : max_keys;
-  const bool gemm_long = T >= GEMM_ATTN_MIN_ROWS && max_keys > ATTN_MMA_MAX_KEYS_MANY_ROWS && S->ag.rows >= T;
+  const bool gemm_long = table_prefers_gemm(T, max_keys) && S->ag.rows >= T;
   const bool mma = S->dcp ? S->attn_mode == 3 || (S->attn_mode != 1 && S->mma_ok)
                           : S->attn_mode == 3 || (S->attn_mode == 0 && S->mma_ok && !gemm_long);
   int S_att = mma ? lat_mla_mma_splits(T, S->Ha, keys, S->sms) : lat_mla_splits(T, S->Ha, keys, S->sms);
@@ -1554,9 +1548,8 @@ extern "C" vstatus latency_set_variant(void *state, const char *variant) {
 }
 
 extern "C" const char *latency_table_attention(int T, int max_keys, int H, int kl, int r) {
-  const bool many = T >= GEMM_ATTN_MIN_ROWS;
-  if (lat_mla_mma_supported(H, kl, r) && !(many && max_keys > ATTN_MMA_MAX_KEYS_MANY_ROWS)) return "v3_mma";
-  return many ? "v2_gemm" : "v1_split";
+  if (lat_mla_mma_supported(H, kl, r) && !table_prefers_gemm(T, max_keys)) return "v3_mma";
+  return T >= GEMM_ATTN_MIN_ROWS ? "v2_gemm" : "v1_split";
 }
 
 extern "C" int latency_table_gemm(int T, int N, int K, int ep, bool grouped) {

@@ -109,6 +109,22 @@ static inline lat_gemm_args lat_dense_args(const uint16_t *W, const uint16_t *x,
   return a;
 }
 
+/* MoE-mode arguments: the experts' weights wptr [E] (each [N, K]), the buckets of lat_moe_bucket
+ * (n_act, act_e, act_off, act_cnt) over at most zmax active experts, no scratch; the caller sets
+ * the row map (xmap for gathered inputs, omap for scattered outputs). */
+static inline lat_gemm_args lat_grouped_args(const uint16_t *const *wptr, const uint16_t *x, int ldx, void *out,
+                                             int ldo, int N, int K, int T, int ep, int zmax, const int32_t *n_act,
+                                             const int32_t *act_e, const int32_t *act_off, const int32_t *act_cnt) {
+  lat_gemm_args a = lat_dense_args(NULL, x, ldx, out, ldo, N, K, T, ep);
+  a.wptr = wptr;
+  a.Z = zmax;
+  a.n_act = n_act;
+  a.act_e = act_e;
+  a.act_off = act_off;
+  a.act_cnt = act_cnt;
+  return a;
+}
+
 /* Runs the GEMM with `variant`; *splits_out and *ran_out (may be NULL) get the split-K factor
  * and the variant that ran (a variant too small for T, or cuBLAS in MoE mode, is replaced by
  * the mma variant for T).

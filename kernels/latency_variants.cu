@@ -405,25 +405,12 @@ static vstatus swiglu_grouped_body(const vop_case *c, const vop_layout *l, void 
   VTRY(tmp_alloc(A, (void **)&y, (size_t)B * D * 2, "y_bf16"));
   const int zmax = GR_E < B ? GR_E : B;
   const int v = latency_table_gemm(B, 2 * I, D, LAT_EP_SWIGLU, true);
-  lat_gemm_args a = dense_args(NULL, x, D, hbuf, I, 2 * I, D, B, LAT_EP_SWIGLU, NULL);
-  a.ws_bytes = 0;
-  a.wptr = d_gu;
+  lat_gemm_args a =
+      lat_grouped_args(d_gu, x, D, hbuf, I, 2 * I, D, B, LAT_EP_SWIGLU, zmax, n_act, act_e, act_off, act_cnt);
   a.xmap = perm_tok;
-  a.Z = zmax;
-  a.n_act = n_act;
-  a.act_e = act_e;
-  a.act_off = act_off;
-  a.act_cnt = act_cnt;
   VTRY(gemm(&a, v, NULL, "swiglu grouped gate|up"));
-  a = dense_args(NULL, hbuf, I, y, D, D, I, B, LAT_EP_BF16, NULL);
-  a.ws_bytes = 0;
-  a.wptr = d_dn;
+  a = lat_grouped_args(d_dn, hbuf, I, y, D, D, I, B, LAT_EP_BF16, zmax, n_act, act_e, act_off, act_cnt);
   a.omap = perm_pair;
-  a.Z = zmax;
-  a.n_act = n_act;
-  a.act_e = act_e;
-  a.act_off = act_off;
-  a.act_cnt = act_cnt;
   VTRY(gemm(&a, v, NULL, "swiglu grouped down"));
   VTRY(to_f32(b[4], y, l->b[4].n));
   snprintf(what, 96, "lat_moe_bucket (experts 1,3 of 4); grouped lat_gemm %s gate|up+silu, down", lat_gemm_variant_name(v));

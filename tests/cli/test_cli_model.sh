@@ -3,15 +3,6 @@
 # errors naming the file and field with a non-zero exit (never a crash: exit codes > 2 fail).
 . "$VOUCH_SRC/tests/cli/counters.sh"
 
-# expect_error CODE NEEDLE CMD...: exit code CODE and stderr containing NEEDLE, one line
-expect_error() {
-  local code=$1 needle=$2; shift 2
-  "$@" >"$t/out" 2>"$t/err"; local rc=$?
-  if [ "$rc" -ne "$code" ]; then bad "$* -> exit $rc, want $code: $(cat "$t/err")"; return; fi
-  if ! grep -q -- "$needle" "$t/err"; then bad "$* -> stderr lacks '$needle': $(cat "$t/err")"; return; fi
-  if [ "$(wc -l <"$t/err")" -ne 1 ]; then bad "$* -> error is not one line: $(cat "$t/err")"; return; fi
-  ok
-}
 
 "$VOUCH" model synth --preset tiny --seed 5 --out "$t/m" >/dev/null && ok || bad "synth tiny"
 [ -f "$t/m/config.json" ] && [ -f "$t/m/model.safetensors" ] && ok || bad "synth wrote config + safetensors"

@@ -5,14 +5,6 @@
 . "$VOUCH_SRC/tests/cli/counters.sh"
 if ! "$VOUCH" sweep --help 2>/dev/null | grep -q -- "--repeat"; then echo "vouch sweep has no --repeat"; exit 77; fi
 
-expect_error() {
-  local code=$1 needle=$2; shift 2
-  "$@" >"$t/out" 2>"$t/err"; local rc=$?
-  if [ "$rc" -ne "$code" ]; then bad "$* -> exit $rc, want $code: $(cat "$t/err")"; return; fi
-  if ! grep -q -- "$needle" "$t/err"; then bad "$* -> stderr lacks '$needle': $(cat "$t/err")"; return; fi
-  if [ "$(wc -l <"$t/err")" -ne 1 ]; then bad "$* -> error is not one line: $(cat "$t/err")"; return; fi
-  ok
-}
 
 common=(--model synth:tiny --threads 1 --membw-bytes 64m --no-progress --batch 1,2 --context 32 --steps 4 --warmup 1)
 
