@@ -62,6 +62,14 @@ for phase in "$@"; do
     bench)
       timeout 300 $B/bench_latency --with-ref > "$OUT/bench_latency.txt" 2>&1; note "bench_latency rc=$?"
       tail -25 "$OUT/bench_latency.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
+    ab)
+      # issue 8, one process: the table against the variant words in $BENCH_AB (";"-separated, default
+      # PDL off, the wide GEMMs on v6 with and without PDL), ctx 1024 and 128; per-op eager tables in ops*.txt
+      ab=${BENCH_AB:-"table;no_pdl;v6_cp_n8;v6_cp_n8,no_pdl"}
+      timeout 240 $B/bench_latency --steps 30 --variants "$ab" --ops "$OUT/ops.txt" > "$OUT/bench_ab.txt" 2>&1; note "bench ab rc=$?"
+      grep -E "^GEMM choice|^ +[0-9]+ " "$OUT/bench_ab.txt" | tee -a "$summary" "$FINAL/summary.txt"
+      timeout 150 $B/bench_latency --ctx 128 --steps 30 --variants "$ab" --ops "$OUT/ops128.txt" > "$OUT/bench_ab128.txt" 2>&1; note "bench ab ctx128 rc=$?"
+      grep -E "^GEMM choice|^ +1 " "$OUT/bench_ab128.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
     sweep-small)
       timeout 300 $V sweep --model synth:small --paths cuda-ref,latency --batch 1,8,64 --context 1k,8k --steps 30 --no-progress \
         --json "$OUT/sweep_small.json" > "$OUT/sweep_small.txt" 2>&1; note "sweep small rc=$?"; tail -20 "$OUT/sweep_small.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;

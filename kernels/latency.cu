@@ -19,6 +19,7 @@
 #include "reference/cuda/cuda_common.h"
 #include "reference/cuda/cuda_ref.h"
 #include "reference/cuda/cuda_ref_kernels.h"
+#include "reference/cuda/cuda_pdl.h"
 #include "kernels/latency.h"
 #include "kernels/latency_kernels.h"
 #include "kernels/latency_tp.h"
@@ -48,6 +49,9 @@ extern "C" {
 static bool table_prefers_gemm(int T, int max_keys) {
   return T >= GEMM_ATTN_MIN_ROWS && max_keys > ATTN_MMA_MAX_KEYS_MANY_ROWS;
 }
+
+/* The GEMM table's columns (g_gemm_table, kind_of). */
+enum { KIND_DENSE, KIND_WIDE, KIND_MOE, KIND_HEADS, N_KINDS };
 
 /* Device weights and cache of one decoder layer (bf16 unless noted). */
 typedef struct {
@@ -87,7 +91,7 @@ typedef struct {
   vtrace *trace;
   int64_t steps;
   bool last_whole;                          /* the last forward() ran as one in-envelope step (n_act covers it) */
-  char info[320];
+  char info[384];
   /* delegate: unsupported config -> cuda-ref does everything */
   void *ref;                                /* cuda-ref state, or NULL */
   char ref_reason[160];
@@ -97,7 +101,11 @@ typedef struct {
   int sms;
   /* choices */
   bool use_graphs;
+  bool pdl;                                 /* kernels launched with programmatic dependent launch (default;
+                                               variant word no_pdl turns it off; reference/cuda/cuda_pdl.h) */
+  bool pdl_hw;                              /* the device has it (sm_90 and newer) */
   int force_variant;                        /* 0: table */
+  int force_kind[N_KINDS];                  /* per table column (KIND_*): 0 table, else the variant */
   int tp_mode;                              /* LAT_TP_*: how block outputs are reduced under TP (AUTO: per step) */
   int attn_mode;                            /* 0: table (v3_mma where supported, else v2_gemm from
                                                GEMM_ATTN_MIN_ROWS rows), 1: v1_split, 2: v2_gemm, 3: v3_mma */
@@ -236,43 +244,55 @@ static const char *bucket_name(int T) {
 
 /* GEMM variant per batch bucket: `dense` for the dense GEMMs, `wide` for the large dense ones
  * without a SwiGLU epilogue (N >= 4096 and N*K >= 32M: o_proj, the dense down_proj, lm_head),
- * `moe` for the grouped expert GEMMs (MoE mode never runs cuBLAS).
+ * `moe` for the grouped expert GEMMs (MoE mode never runs cuBLAS), `heads` for the per-head
+ * batched ones. Variant words dense=, wide=, moe=, heads= override a column.
  * Based on H200 per-op timings at batch 1, 8 and 64 (k2-slice, docs/perf-notes.md, "v2"):
  *   1-2, 3-8: v6 beat v1 on the narrow dense GEMMs (q_a 59 vs 65 us, q_b 52 vs 56); cuBLAS won
  *             the wide ones (lm_head 529 vs 574 us with v6, 805 with v1; o_proj, down); experts:
  *             v6 at batch 1 (414 vs 479 us with v1; v9 419), v9 at batch 8 (2248 vs 2303 v6, 2710 v1).
  *   33-64:    cuBLAS won every dense GEMM but q_a (lm_head 582 vs 2622 us with v4) and won the sum;
  *             experts v9 (6619 vs 8868 us with v4).
- *   9-16, 17-32 were not measured: interpolated (v7 / cuBLAS dense, v9 experts). */
+ *   9-16, 17-32 were not measured: interpolated (v7 / cuBLAS dense, v9 experts).
+ *   fourth session (PDL, graph replay, k2-slice ctx 1k): o_proj on v6 at batch 1 ran 131 vs 197 us
+ *             in the eager per-op profile but the graph step was 1.609 vs 1.593 ms with cuBLAS
+ *             (the eager profile charges cuBLAS its host-side launch): wide stays cuBLAS.
+ *   heads (fourth session): the per-head batched GEMMs of the MLA absorption (W_UK: K 128, W_UV:
+ *             K 512): v10 (a warp per 16 rows) at 1-8: step 1.606 vs 1.616 ms at batch 1, 3.591
+ *             vs 3.620 at batch 8 with v6, which left 6 of its 8 warps without a chunk at K 128. */
+static const char *const g_kind_names[N_KINDS] = {"dense", "wide", "moe", "heads"};
 static const struct {
-  int lo, hi, dense, wide, moe;
+  int lo, hi, v[N_KINDS]; /* by KIND_* */
 } g_gemm_table[] = {
-    {1, 2, LAT_V6_CP_N8, LAT_V5_CUBLAS, LAT_V6_CP_N8},    {3, 8, LAT_V6_CP_N8, LAT_V5_CUBLAS, LAT_V9_CP_N64},
-    {9, 16, LAT_V7_CP_N16, LAT_V5_CUBLAS, LAT_V9_CP_N64}, {17, 32, LAT_V5_CUBLAS, LAT_V5_CUBLAS, LAT_V9_CP_N64},
-    {33, 64, LAT_V5_CUBLAS, LAT_V5_CUBLAS, LAT_V9_CP_N64},
+    {1, 2, {LAT_V6_CP_N8, LAT_V5_CUBLAS, LAT_V6_CP_N8, LAT_V10_CP_W8}},
+    {3, 8, {LAT_V6_CP_N8, LAT_V5_CUBLAS, LAT_V9_CP_N64, LAT_V10_CP_W8}},
+    {9, 16, {LAT_V7_CP_N16, LAT_V5_CUBLAS, LAT_V9_CP_N64, LAT_V7_CP_N16}},
+    {17, 32, {LAT_V5_CUBLAS, LAT_V5_CUBLAS, LAT_V9_CP_N64, LAT_V5_CUBLAS}},
+    {33, 64, {LAT_V5_CUBLAS, LAT_V5_CUBLAS, LAT_V9_CP_N64, LAT_V5_CUBLAS}},
 };
 
-/* kind: 0 dense, 1 wide dense, 2 grouped experts */
 static int table_variant(int T, int kind) {
   for (size_t i = 0; i < sizeof g_gemm_table / sizeof g_gemm_table[0]; i++)
-    if (T >= g_gemm_table[i].lo && T <= g_gemm_table[i].hi)
-      return kind == 2 ? g_gemm_table[i].moe : kind == 1 ? g_gemm_table[i].wide : g_gemm_table[i].dense;
+    if (T >= g_gemm_table[i].lo && T <= g_gemm_table[i].hi) return g_gemm_table[i].v[kind];
   return LAT_V5_CUBLAS;
 }
 
-/* The table's column: 2 grouped experts, 1 "wide" (no SwiGLU epilogue, N >= 4096 and N*K >= 32M:
- * o_proj, dense down, lm_head), 0 the other dense GEMMs. */
-static int kind_of(bool grouped, int ep, int N, int K) {
-  if (grouped) return 2;
-  return ep != LAT_EP_SWIGLU && N >= 4096 && (long long)N * K >= (32LL << 20) ? 1 : 0;
+/* The table's column (KIND_*): grouped experts; per-head batched (Z > 1: the MLA absorptions);
+ * "wide" (no SwiGLU epilogue, N >= 4096 and N*K >= 32M: o_proj, dense down, lm_head); the
+ * other dense GEMMs. */
+static int kind_of(bool grouped, int Z, int ep, int N, int K) {
+  if (grouped) return KIND_MOE;
+  if (Z > 1) return KIND_HEADS;
+  return ep != LAT_EP_SWIGLU && N >= 4096 && (long long)N * K >= (32LL << 20) ? KIND_WIDE : KIND_DENSE;
 }
 
-static int gemm_kind(const lat_gemm_args *a) { return kind_of(a->wptr != NULL, a->ep, a->N, a->K); }
+static int gemm_kind(const lat_gemm_args *a) { return kind_of(a->wptr != NULL, a->Z, a->ep, a->N, a->K); }
 
+/* A forced variant (all GEMMs, then per column) where it takes T rows, else the table's. MoE mode
+ * never takes cuBLAS. */
 static int pick_variant(const lstate *S, int T, int kind) {
-  if (S->force_variant && lat_gemm_variant_max_tokens(S->force_variant) >= T &&
-      !(kind == 2 && S->force_variant == LAT_V5_CUBLAS))
-    return S->force_variant;
+  const int f[2] = {S->force_variant, S->force_kind[kind]};
+  for (int i = 0; i < 2; i++)
+    if (f[i] && lat_gemm_variant_max_tokens(f[i]) >= T && !(kind == KIND_MOE && f[i] == LAT_V5_CUBLAS)) return f[i];
   return table_variant(T, kind);
 }
 
@@ -511,7 +531,7 @@ static vstatus tp_logits(lstate *S, int R) {
 }
 
 /* Enqueues a whole step for T rows already in d_tok/d_slot/d_pos, logits for R rows d_rows. */
-static vstatus enqueue_step(lstate *S, int T, int R, int S_att, bool forced, int ncap) {
+static vstatus enqueue_step_body(lstate *S, int T, int R, int S_att, bool forced, int ncap) {
   const int nl = S->c.num_hidden_layers;
   if (S->prof) {
     CUDA_CHECK(cudaEventRecord(S->oev[0], S->st));
@@ -566,6 +586,14 @@ static vstatus enqueue_step(lstate *S, int T, int R, int S_att, bool forced, int
   }
   VTRY(mark(S, LAT_PH_LMHEAD));
   return V_OK;
+}
+
+/* enqueue_step_body with this thread's launches carrying PDL while it runs (when on). */
+static vstatus enqueue_step(lstate *S, int T, int R, int S_att, bool forced, int ncap) {
+  const bool was = pdl_set(S->pdl && S->pdl_hw);
+  const vstatus s = enqueue_step_body(S, T, R, S_att, forced, ncap);
+  pdl_set(was);
+  return s;
 }
 
 /* ---- graphs ---- */
@@ -1231,6 +1259,8 @@ static void config_reason(const lstate *S, char *why, size_t n) {
   if (S->D % 8 || (S->ql > 0 && S->ql % 8) || S->kl % 8 || S->nope % 8 || (S->H * S->v) % 8)
     snprintf(why, n, "sizes not multiples of 8 (hidden %d, q_lora %d, kv_lora %d, nope %d, H*v %d)", S->D, S->ql, S->kl,
              S->nope, S->H * S->v);
+  else if (S->D > LAT_ROW_MAX)
+    snprintf(why, n, "hidden size %d above the row kernels' %d", S->D, LAT_ROW_MAX);
   else if (!lat_mla_supported(S->kl, S->rope))
     snprintf(why, n, "latent %d + rope %d outside the MLA kernel (kv_lora <= 512, kv_lora+rope <= 768, multiples of 8)",
              S->kl, S->rope);
@@ -1280,9 +1310,11 @@ static vstatus tp_in_alloc(lstate *S) {
  * docs/tensor-parallel.md). Words not given return to the table. */
 static vstatus parse_variant(lstate *S, const char *variant) {
   S->force_variant = 0;
+  memset(S->force_kind, 0, sizeof S->force_kind);
   S->attn_mode = 0;
   S->tp_mode = LAT_TP_AUTO;
   S->tp_rep_in = true;
+  S->pdl = true;
   if (!variant || !variant[0]) return V_OK;
   char buf[128];
   snprintf(buf, sizeof buf, "%s", variant);
@@ -1293,6 +1325,10 @@ static vstatus parse_variant(lstate *S, const char *variant) {
       continue;
     }
     if (strcmp(tok, "table") == 0) continue;
+    if (strcmp(tok, "pdl") == 0 || strcmp(tok, "no_pdl") == 0) {
+      S->pdl = tok[0] == 'p';
+      continue;
+    }
     if (strcmp(tok, "attn_split") == 0 || strcmp(tok, "attn_gemm") == 0 || strcmp(tok, "attn_mma") == 0) {
       S->attn_mode = tok[5] == 's' ? 1 : tok[6] == 'e' ? 2 : 3;
       continue;
@@ -1309,10 +1345,25 @@ static vstatus parse_variant(lstate *S, const char *variant) {
       S->tp_mode = m;
       continue;
     }
+    const char *eq = strchr(tok, '=');
+    if (eq) { /* column=variant */
+      int k = 0;
+      while (k < N_KINDS && (strncmp(tok, g_kind_names[k], (size_t)(eq - tok)) || g_kind_names[k][eq - tok])) k++;
+      const int v = lat_gemm_variant_from_name(eq + 1);
+      if (k == N_KINDS || !v)
+        return VERR(PATH_NAME
+                    ": variant '%s': want COLUMN=GEMM with COLUMN dense, wide, moe or heads and GEMM a "
+                    "variant name (v1_mma_n8 .. v10_cp_w8, v5_cublas)",
+                    tok);
+      S->force_kind[k] = v;
+      continue;
+    }
     const int v = lat_gemm_variant_from_name(tok);
     if (!v)
-      return VERR(PATH_NAME ": variant '%s' unknown (eager, table, v1_mma_n8, v2_mma_n16, v3_mma_n32, v4_mma_n64, "
-                  "v5_cublas, v6_cp_n8, v7_cp_n16, v8_cp_n32, v9_cp_n64)",
+      return VERR(PATH_NAME
+                  ": variant '%s' unknown (eager, table, pdl, no_pdl, v1_mma_n8, "
+                  "v2_mma_n16, v3_mma_n32, v4_mma_n64, "
+                  "v5_cublas, v6_cp_n8, v7_cp_n16, v8_cp_n32, v9_cp_n64, v10_cp_w8)",
                   tok);
     S->force_variant = v;
   }
@@ -1406,6 +1457,7 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
   cudaDeviceProp prop;
   CUDA_CHECK(cudaGetDeviceProperties(&prop, o->device));
   S->sms = prop.multiProcessorCount;
+  S->pdl_hw = prop.major >= 9;
   CUDA_CHECK(cudaStreamCreateWithFlags(&S->st, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&S->st2, cudaStreamNonBlocking));
   CUBLAS_CHECK(cublasCreate(&S->blas));
@@ -1486,10 +1538,13 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
   CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
   snprintf(S->info, sizeof S->info,
            "device %d: %.200s (sm_%d%d, %d SMs), %.1f GiB used after open, GEMM table 1-2/3-8:%s 9-16:%s 17-32:%s "
-           "33-64:%s%s",
+           "33-64:%s, %s%s",
            o->device, prop.name, prop.major, prop.minor, S->sms, (double)(tot - fr) / 1073741824.0,
            lat_gemm_variant_name(pick_variant(S, 1, 0)), lat_gemm_variant_name(pick_variant(S, 16, 0)),
            lat_gemm_variant_name(pick_variant(S, 32, 0)), lat_gemm_variant_name(pick_variant(S, 64, 0)),
+           S->pdl && S->pdl_hw ? "programmatic dependent launch"
+           : S->pdl            ? "no PDL (before sm_90)"
+                               : "no PDL (no_pdl)",
            S->use_graphs ? "" : ", eager (no graphs)");
   if (S->trace) vtrace_note(S->trace, PATH_NAME, S->info);
   return V_OK;
@@ -1553,11 +1608,11 @@ extern "C" const char *latency_table_attention(int T, int max_keys, int H, int k
 }
 
 extern "C" int latency_table_gemm(int T, int N, int K, int ep, bool grouped) {
-  return table_variant(T, kind_of(grouped, ep, N, K));
+  return table_variant(T, kind_of(grouped, 1, ep, N, K));
 }
 
 extern "C" const char *latency_table_variant(int T, bool grouped) {
-  return lat_gemm_variant_name(table_variant(T, grouped ? 2 : 0));
+  return lat_gemm_variant_name(table_variant(T, grouped ? KIND_MOE : KIND_DENSE));
 }
 
 extern "C" int latency_profile_ops(void *state, const char **labels, double *ms, int max) {

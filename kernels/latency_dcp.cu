@@ -17,6 +17,7 @@
 #include "kernels/latency_device.h"
 #include "kernels/latency_kernels.h"
 #include "reference/cuda/cuda_common.h"
+#include "reference/cuda/cuda_pdl.h"
 
 #define DCP_THREADS 128
 
@@ -27,6 +28,8 @@ static unsigned grid_for(long long n) {
 }
 
 static __global__ void dcp_lpos_kernel(int32_t *lpos, const int32_t *pos, int T, int N, int rank) {
+  pdl_wait();
+  pdl_trigger();
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= T) return;
   const int n = pos[t] + 1; /* positions [0, pos] are visible */
@@ -36,13 +39,14 @@ static __global__ void dcp_lpos_kernel(int32_t *lpos, const int32_t *pos, int T,
 extern "C" vstatus lat_dcp_lpos(int32_t *lpos, const int32_t *pos, int T, int N, int rank, cudaStream_t stream) {
   if (T <= 0) return V_OK;
   if (N < 1 || rank < 0 || rank >= N) return VERR("lat_dcp_lpos: rank %d of %d", rank, N);
-  dcp_lpos_kernel<<<(T + 127) / 128, 128, 0, stream>>>(lpos, pos, T, N, rank);
-  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(pdl_launch(dcp_lpos_kernel, (T + 127) / 128, 128, 0, stream, lpos, pos, T, N, rank));
   return V_OK;
 }
 
 static __global__ void dcp_pack_q_kernel(float *send, const float *qlat, const uint16_t *q, int q_ld, int q_hstride,
                                          int q_rot_off, int T, int H, int kl, int r) {
+  pdl_wait();
+  pdl_trigger();
   const int w = kl + r;
   const long long total = (long long)T * H * w;
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
@@ -58,14 +62,15 @@ extern "C" vstatus lat_dcp_pack_q(float *send, const float *qlat, const uint16_t
                                   int q_rot_off, int T, int H, int kl, int r, cudaStream_t stream) {
   if (T <= 0) return V_OK;
   if (H < 1 || kl < 1 || r < 0) return VERR("lat_dcp_pack_q: heads %d, latent %d, rope %d", H, kl, r);
-  dcp_pack_q_kernel<<<grid_for((long long)T * H * (kl + r)), 256, 0, stream>>>(send, qlat, q, q_ld, q_hstride,
-                                                                               q_rot_off, T, H, kl, r);
-  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(pdl_launch(dcp_pack_q_kernel, grid_for((long long)T * H * (kl + r)), 256, 0, stream, send, qlat, q, q_ld,
+                        q_hstride, q_rot_off, T, H, kl, r));
   return V_OK;
 }
 
 static __global__ void dcp_place_q_kernel(float *qlat_all, uint16_t *qrot_all, const float *gathered, int N, int T,
                                           int H, int kl, int r) {
+  pdl_wait();
+  pdl_trigger();
   const int w = kl + r, Ha = N * H;
   const long long total = (long long)N * T * H * w;
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
@@ -86,9 +91,8 @@ extern "C" vstatus lat_dcp_place_q(float *qlat_all, uint16_t *qrot_all, const fl
                                    int kl, int r, cudaStream_t stream) {
   if (T <= 0) return V_OK;
   if (N < 1 || H < 1 || kl < 1 || r < 0) return VERR("lat_dcp_place_q: ranks %d, heads %d, latent %d, rope %d", N, H, kl, r);
-  dcp_place_q_kernel<<<grid_for((long long)N * T * H * (kl + r)), 256, 0, stream>>>(qlat_all, qrot_all, gathered, N,
-                                                                                    T, H, kl, r);
-  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(pdl_launch(dcp_place_q_kernel, grid_for((long long)N * T * H * (kl + r)), 256, 0, stream, qlat_all,
+                        qrot_all, gathered, N, T, H, kl, r));
   return V_OK;
 }
 
@@ -99,6 +103,8 @@ static __global__ void __launch_bounds__(DCP_THREADS) dcp_merge_local_kernel(flo
                                                                              int kl, int S) {
   __shared__ float e_s[LAT_MLA_MAX_SPLITS], l_s[LAT_MLA_MAX_SPLITS];
   __shared__ float stat[2]; /* M, L */
+  pdl_wait();
+  pdl_trigger();
   const long long row = blockIdx.x;
   if (threadIdx.x < S) {
     e_s[threadIdx.x] = pm[row * S + threadIdx.x];
@@ -138,8 +144,7 @@ extern "C" vstatus lat_dcp_merge_local(float *part, const float *pm, const float
   if (T <= 0) return V_OK;
   if (S < 1 || S > LAT_MLA_MAX_SPLITS) return VERR("lat_dcp_merge_local: %d splits outside 1..%d", S, LAT_MLA_MAX_SPLITS);
   if (H < 1 || kl < 1) return VERR("lat_dcp_merge_local: heads %d, latent %d", H, kl);
-  dcp_merge_local_kernel<<<(unsigned)(T * H), DCP_THREADS, 0, stream>>>(part, pm, pl, pacc, kl, S);
-  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(pdl_launch(dcp_merge_local_kernel, (unsigned)(T * H), DCP_THREADS, 0, stream, part, pm, pl, pacc, kl, S));
   return V_OK;
 }
 
@@ -148,6 +153,8 @@ static __global__ void __launch_bounds__(DCP_THREADS) dcp_combine_kernel(uint16_
                                                                          int T, int Ha, int H, int h0, int kl) {
   __shared__ float w_s[LAT_DCP_MAX_RANKS];
   __shared__ float inv_s;
+  pdl_wait();
+  pdl_trigger();
   const int t = blockIdx.x / H, hl = blockIdx.x % H;
   const long long rs = (long long)T * Ha * (kl + 1); /* one rank's [T, Ha, kl + 1] */
   const float *p0 = parts + ((long long)t * Ha + h0 + hl) * (kl + 1);
@@ -184,7 +191,7 @@ extern "C" vstatus lat_dcp_combine(uint16_t *olat, const float *parts, int N, in
   if (N < 1 || N > LAT_DCP_MAX_RANKS || H < 1 || h0 < 0 || h0 + H > Ha || kl < 1)
     return VERR("lat_dcp_combine: ranks %d (at most %d), heads [%d, %d) of %d, latent %d", N, LAT_DCP_MAX_RANKS, h0,
                 h0 + H, Ha, kl);
-  dcp_combine_kernel<<<(unsigned)(T * H), DCP_THREADS, 0, stream>>>(olat, parts, N, T, Ha, H, h0, kl);
-  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(
+      pdl_launch(dcp_combine_kernel, (unsigned)(T * H), DCP_THREADS, 0, stream, olat, parts, N, T, Ha, H, h0, kl));
   return V_OK;
 }

@@ -1,5 +1,6 @@
 /* Device primitives of the latency path's hand-written kernels (static: each translation unit
  * gets its own copy): bf16 tensor-core MMA, shared-memory matrix loads, asynchronous copies.
+ * Also 8-wide vector loads and stores of bf16 / fp32 rows.
  * Fragment layouts are PTX's for mma.sync.m16n8k16 (lane = 4 g + c):
  *   A 16x16 row-major  a0 (row g, cols 2c..2c+1)  a1 (row g+8, same)  a2 (row g, cols 2c+8..)  a3 (row g+8, ..)
  *   B 16x8  "col"      b0 (rows 2c..2c+1, col g)  b1 (rows 2c+8..2c+9, col g)
@@ -64,6 +65,29 @@ static __device__ __forceinline__ void cp_wait() {
 /* Two floats as one 32-bit register of two bf16 (lo = first, round to nearest). */
 static __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
   return (unsigned)f2bf(lo) | ((unsigned)f2bf(hi) << 16);
+}
+
+/* Eight consecutive values (16-byte aligned) as fp32, and back. */
+static __device__ __forceinline__ void ld_bf16x8(float (&v)[8], const uint16_t *p) {
+  const uint4 u = *(const uint4 *)p;
+  const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    v[2 * i] = __uint_as_float(w[i] << 16);
+    v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+static __device__ __forceinline__ void st_bf16x8(uint16_t *p, const float (&v)[8]) {
+  *(uint4 *)p =
+      make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]), pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
+}
+static __device__ __forceinline__ void ld_f32x8(float (&v)[8], const float *p) {
+  const float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+static __device__ __forceinline__ void st_f32x8(float *p, const float (&v)[8]) {
+  ((float4 *)p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+  ((float4 *)p)[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 
 #endif

@@ -13,10 +13,13 @@
  * the result does not depend on scheduling.
  * Variants: v1 (MT 1, NT 1, U 4), v2 (2, 2, 2), v3 (2, 4, 2), v4 (2, 8, 2), v5 cuBLAS;
  * v6..v9 (gemm_cp_kernel, weights through a 4-stage cp.async ring per warp): v6 (1, 1, 2),
- * v7 (1, 2, 2), v8 (2, 4, 1), v9 (2, 8, 1). */
+ * v7 (1, 2, 2), v8 (2, 4, 1), v9 (2, 8, 1); v10 (1, 1, 1) with 8 row groups: each warp owns 16 rows
+ * over the whole k range, for small K (the per-head MLA absorptions: K 128 left 6 of v6's 8 warps
+ * without a chunk). */
 #include "kernels/latency_kernels.h"
 #include "kernels/latency_device.h"
 #include "reference/cuda/cuda_common.h"
+#include "reference/cuda/cuda_pdl.h"
 
 #define GW 8 /* warps per CTA */
 
@@ -52,9 +55,25 @@ static __device__ __forceinline__ void store_out(const lat_gemm_args &p, long lo
   if (n0 + 8 < p.N) o[n0 + 8] = f2bf(v1);
 }
 
+/* The token row lane group g reads in each 8-token tile nt (xv false past T): row off + n of x, or
+ * through the row map. */
+template <int NT>
+static __device__ __forceinline__ void token_rows(const uint16_t *(&xr)[NT], bool (&xv)[NT], const lat_gemm_args &p,
+                                                  const uint16_t *x, int off, int T, int g) {
+#pragma unroll
+  for (int nt = 0; nt < NT; nt++) {
+    const int n = nt * 8 + g;
+    xv[nt] = n < T;
+    const int row = xv[nt] ? (p.xmap ? p.xmap[off + n] : off + n) : 0;
+    xr[nt] = x + (long long)row * p.ldx;
+  }
+}
+
 template <int MT, int NT, int U>
 static __global__ void __launch_bounds__(GW * 32) gemm_mma_kernel(lat_gemm_args p, int S) {
   extern __shared__ float red[]; /* [GW][MT*NT*4][32] */
+  pdl_wait();
+  pdl_trigger();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const int z = blockIdx.z, split = blockIdx.y;
   const uint16_t *W;
@@ -87,13 +106,7 @@ static __global__ void __launch_bounds__(GW * 32) gemm_mma_kernel(lat_gemm_args 
     }
   const uint16_t *xr[NT];
   bool xv[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; nt++) {
-    const int n = nt * 8 + g;
-    xv[nt] = n < T;
-    const int row = xv[nt] ? (p.xmap ? p.xmap[off + n] : off + n) : 0;
-    xr[nt] = x + (long long)row * p.ldx;
-  }
+  token_rows<NT>(xr, xv, p, x, off, T, g);
 
   float acc[MT][NT][4];
 #pragma unroll
@@ -178,8 +191,10 @@ static __global__ void __launch_bounds__(GW * 32) gemm_mma_kernel(lat_gemm_args 
  * bytes in flight no longer fall with the accumulator count (v4 at 162 registers ran one
  * 8-warp CTA per SM with 16 KB in flight). Each lane reads back only the 16-byte pieces it
  * copied itself, so a lane's cp.async.wait_group is the only synchronization the ring needs. */
-template <int MT, int NT, int U, int ST>
+template <int MT, int NT, int U, int ST, int WR>
 static __global__ void __launch_bounds__(GW * 32) gemm_cp_kernel(lat_gemm_args p, int S) {
+  constexpr int KW = GW / WR; /* warps per row group: they split the k chunks */
+  static_assert(GW % WR == 0, "row groups must divide the warps");
   extern __shared__ __align__(16) unsigned char cp_raw[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const int z = blockIdx.z, split = blockIdx.y;
@@ -187,7 +202,13 @@ static __global__ void __launch_bounds__(GW * 32) gemm_cp_kernel(lat_gemm_args p
   const uint16_t *x = p.x;
   long long obase = 0;
   int T = p.T, off = 0;
-  if (p.wptr) {
+  /* PDL: the grouped mode learns its expert from the previous kernels, so it waits first; the
+   * dense mode fills its ring with weights (constant) before it waits, overlapping the weight
+   * stream with the previous kernel's tail */
+  const bool grouped = p.wptr != nullptr;
+  if (grouped) {
+    pdl_wait();
+    pdl_trigger();
     if (z >= *p.n_act) return;
     W = p.wptr[p.act_e[z]];
     T = p.act_cnt[z];
@@ -197,9 +218,13 @@ static __global__ void __launch_bounds__(GW * 32) gemm_cp_kernel(lat_gemm_args p
     x += (long long)z * p.x_bstride;
     obase = (long long)z * p.o_bstride;
   }
-  if (T <= 0) return;
+  if (T <= 0) {
+    pdl_wait();
+    return;
+  }
   if (T > NT * 8) T = NT * 8; /* the launcher never asks for more */
-  const int r0 = blockIdx.x * 16 * MT;
+  const int rg = warp / KW, kw = warp % KW;
+  const int r0 = (blockIdx.x * WR + rg) * 16 * MT;
   /* ring: [GW][ST][U][MT][2][32] uint4 */
   uint4 *ring = (uint4 *)cp_raw + (size_t)warp * ST * U * MT * 2 * 32;
 
@@ -213,16 +238,6 @@ static __global__ void __launch_bounds__(GW * 32) gemm_cp_kernel(lat_gemm_args p
       wv[mt][h] = row < p.N;
       wr[mt][h] = W + (long long)(wv[mt][h] ? row : 0) * p.K;
     }
-  const uint16_t *xr[NT];
-  bool xv[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; nt++) {
-    const int n = nt * 8 + g;
-    xv[nt] = n < T;
-    const int row = xv[nt] ? (p.xmap ? p.xmap[off + n] : off + n) : 0;
-    xr[nt] = x + (long long)row * p.ldx;
-  }
-
   float acc[MT][NT][4];
 #pragma unroll
   for (int mt = 0; mt < MT; mt++)
@@ -234,8 +249,8 @@ static __global__ void __launch_bounds__(GW * 32) gemm_cp_kernel(lat_gemm_args p
   const int nck = (p.K + 31) / 32;
   const int cps = (nck + S - 1) / S;
   const int cb = split * cps, ce = min(nck, cb + cps);
-  const int step = GW * U;
-  const int first = cb + warp * U;
+  const int step = KW * U;
+  const int first = cb + kw * U;
   const int nit = first < ce ? (ce - first + step - 1) / step : 0;
 
   /* issue chunk group i (chunks first + i*step + u) into stage i % ST; always commits a group */
@@ -260,6 +275,14 @@ static __global__ void __launch_bounds__(GW * 32) gemm_cp_kernel(lat_gemm_args p
   };
 #pragma unroll
   for (int i = 0; i < ST - 1; i++) issue(i);
+  if (!grouped) {
+    pdl_wait();
+    pdl_trigger();
+  }
+  /* the token rows (their map and values come from the previous kernels) */
+  const uint16_t *xr[NT];
+  bool xv[NT];
+  token_rows<NT>(xr, xv, p, x, off, T, g);
   const uint4 zero = make_uint4(0, 0, 0, 0);
   for (int i = 0; i < nit; i++) {
     issue(i + ST - 1);
@@ -302,19 +325,20 @@ static __global__ void __launch_bounds__(GW * 32) gemm_cp_kernel(lat_gemm_args p
       for (int i = 0; i < 4; i++) my[((mt * NT + nt) * 4 + i) * 32 + lane] = acc[mt][nt][i];
   __syncthreads();
   constexpr int NP = MT * NT * 2 * 32;
-  for (int e = threadIdx.x; e < NP; e += GW * 32) {
-    const int ln = e & 31, rp = (e >> 5) & 1, mn = e >> 6;
+  for (int e = threadIdx.x; e < NP * WR; e += GW * 32) {
+    const int g_ = e / NP, f = e % NP; /* row group g_, its element f */
+    const int ln = f & 31, rp = (f >> 5) & 1, mn = f >> 6;
     const int mt = mn / NT, nt = mn % NT;
     const int tok = nt * 8 + (ln & 3) * 2 + rp;
     if (tok >= T) continue;
     float v0 = 0.0f, v1 = 0.0f;
 #pragma unroll
-    for (int w = 0; w < GW; w++) {
+    for (int w = g_ * KW; w < g_ * KW + KW; w++) {
       v0 += red[w * SZ + (mn * 4 + rp) * 32 + ln];
       v1 += red[w * SZ + (mn * 4 + rp + 2) * 32 + ln];
     }
     const int gg = ln >> 2;
-    const int tile = r0 + mt * 16;
+    const int tile = (blockIdx.x * WR + g_) * 16 * MT + mt * 16;
     const int n0 = tile + gg;
     if (S > 1) {
       float *ws = p.ws + (((long long)z * S + split) * p.T + tok) * (long long)p.N;
@@ -329,6 +353,8 @@ static __global__ void __launch_bounds__(GW * 32) gemm_cp_kernel(lat_gemm_args p
 
 /* Sums the S partials of split-K in split order and applies the epilogue (dense mode). */
 static __global__ void gemm_reduce_kernel(lat_gemm_args p, int S) {
+  pdl_wait();
+  pdl_trigger();
   const int z = blockIdx.y;
   const int ncol = p.ep == LAT_EP_SWIGLU ? p.N / 2 : p.N;
   const long long total = (long long)p.T * ncol;
@@ -355,12 +381,16 @@ static __global__ void gemm_reduce_kernel(lat_gemm_args p, int S) {
 
 /* cuBLAS helpers: gather mapped rows; SwiGLU from an interleaved [T, N] bf16 buffer. */
 static __global__ void gather_rows_kernel(uint16_t *dst, const uint16_t *src, int ldx, const int32_t *map, int K) {
+  pdl_wait();
+  pdl_trigger();
   const int j = blockIdx.x;
   const uint16_t *s = src + (long long)map[j] * ldx;
   for (int i = threadIdx.x; i < K; i += blockDim.x) dst[(long long)j * K + i] = s[i];
 }
 
 static __global__ void swiglu_rows_kernel(lat_gemm_args p, const uint16_t *tmp) {
+  pdl_wait();
+  pdl_trigger();
   const int t = blockIdx.x, z = blockIdx.y;
   const int ncol = p.N / 2;
   const int orow = p.omap ? p.omap[t] : t;
@@ -373,6 +403,8 @@ static __global__ void swiglu_rows_kernel(lat_gemm_args p, const uint16_t *tmp) 
 }
 
 static __global__ void scatter_rows_kernel(lat_gemm_args p, const void *tmp) {
+  pdl_wait();
+  pdl_trigger();
   const int t = blockIdx.x, z = blockIdx.y;
   const int orow = p.omap[t];
   const size_t es = p.ep == LAT_EP_F32 ? 4 : 2;
@@ -385,7 +417,7 @@ static __global__ void scatter_rows_kernel(lat_gemm_args p, const void *tmp) {
 }
 
 extern "C" int lat_gemm_variant_from_name(const char *name) {
-  for (int v = LAT_V1_MMA_N8; v <= LAT_V9_CP_N64; v++)
+  for (int v = LAT_V1_MMA_N8; v <= LAT_V10_CP_W8; v++)
     if (strcmp(name, lat_gemm_variant_name(v)) == 0) return v;
   return 0;
 }
@@ -401,6 +433,7 @@ extern "C" const char *lat_gemm_variant_name(int v) {
     case LAT_V7_CP_N16: return "v7_cp_n16";
     case LAT_V8_CP_N32: return "v8_cp_n32";
     case LAT_V9_CP_N64: return "v9_cp_n64";
+    case LAT_V10_CP_W8: return "v10_cp_w8";
     default: return "unknown";
   }
 }
@@ -416,37 +449,40 @@ extern "C" int lat_gemm_variant_max_tokens(int v) {
     case LAT_V7_CP_N16: return 16;
     case LAT_V8_CP_N32: return 32;
     case LAT_V9_CP_N64: return 64;
+    case LAT_V10_CP_W8: return 8;
     default: return 0;
   }
 }
 
-template <int MT, int NT, int U, int ST>
+template <int MT, int NT, int U, int ST, int WR>
 static size_t gemm_smem() {
   const size_t red = (size_t)GW * MT * NT * 4 * 32 * sizeof(float);
   const size_t ring = (size_t)GW * ST * U * MT * 2 * 32 * 16;
   return ring > red ? ring : red;
 }
 
-template <int MT, int NT, int U, int ST>
+template <int MT, int NT, int U, int ST, int WR>
 static cudaError_t gemm_set_smem() {
   if constexpr (ST == 0)
     return cudaFuncSetAttribute(gemm_mma_kernel<MT, NT, U>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)gemm_smem<MT, NT, U, ST>());
+                                (int)gemm_smem<MT, NT, U, ST, WR>());
   else
-    return cudaFuncSetAttribute(gemm_cp_kernel<MT, NT, U, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)gemm_smem<MT, NT, U, ST>());
+    return cudaFuncSetAttribute(gemm_cp_kernel<MT, NT, U, ST, WR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)gemm_smem<MT, NT, U, ST, WR>());
 }
 
-/* Tile shapes of the variants: <MT (16-row tiles per CTA), NT (8-token tiles), U (chunks per
- * warp step), ST (cp.async ring stages; 0: plain register loads)>. */
-#define V1_SHAPE 1, 1, 4, 0
-#define V2_SHAPE 2, 2, 2, 0
-#define V3_SHAPE 2, 4, 2, 0
-#define V4_SHAPE 2, 8, 2, 0
-#define V6_SHAPE 1, 1, 2, 4
-#define V7_SHAPE 1, 2, 2, 4
-#define V8_SHAPE 2, 4, 1, 4
-#define V9_SHAPE 2, 8, 1, 4
+/* Tile shapes of the variants: <MT (16-row tiles per row group), NT (8-token tiles), U (chunks per
+ * warp step), ST (cp.async ring stages; 0: plain register loads), WR (row groups per CTA: the
+ * warps split into WR groups, each with its own 16*MT rows, the group's warps splitting k)>. */
+#define V1_SHAPE 1, 1, 4, 0, 1
+#define V2_SHAPE 2, 2, 2, 0, 1
+#define V3_SHAPE 2, 4, 2, 0, 1
+#define V4_SHAPE 2, 8, 2, 0, 1
+#define V6_SHAPE 1, 1, 2, 4, 1
+#define V7_SHAPE 1, 2, 2, 4, 1
+#define V8_SHAPE 2, 4, 1, 4, 1
+#define V9_SHAPE 2, 8, 1, 4, 1
+#define V10_SHAPE 1, 1, 1, 4, 8
 
 extern "C" vstatus lat_kernels_init(void) {
   CUDA_CHECK(gemm_set_smem<V1_SHAPE>());
@@ -457,12 +493,13 @@ extern "C" vstatus lat_kernels_init(void) {
   CUDA_CHECK(gemm_set_smem<V7_SHAPE>());
   CUDA_CHECK(gemm_set_smem<V8_SHAPE>());
   CUDA_CHECK(gemm_set_smem<V9_SHAPE>());
+  CUDA_CHECK(gemm_set_smem<V10_SHAPE>());
   return V_OK;
 }
 
-template <int MT, int NT, int U, int ST>
+template <int MT, int NT, int U, int ST, int WR>
 static vstatus launch_mma(const lat_gemm_args *a, int num_sms, cudaStream_t stream, int *splits_out) {
-  const int rows_per_cta = 16 * MT;
+  const int rows_per_cta = 16 * MT * WR;
   const int tiles = (a->N + rows_per_cta - 1) / rows_per_cta;
   const int nck = (a->K + 31) / 32;
   int S = 1;
@@ -470,7 +507,7 @@ static vstatus launch_mma(const lat_gemm_args *a, int num_sms, cudaStream_t stre
     const long long ctas = (long long)tiles * a->Z;
     const long long target = 2LL * (num_sms > 0 ? num_sms : 132);
     if (ctas < target) S = (int)((target + ctas - 1) / ctas);
-    int smax = nck / (GW * U); /* every warp gets at least one chunk group */
+    int smax = nck / (GW / WR * U); /* every warp gets at least one chunk group */
     if (smax < 1) smax = 1;
     if (S > smax) S = smax;
     if (S > 64) S = 64;
@@ -478,18 +515,17 @@ static vstatus launch_mma(const lat_gemm_args *a, int num_sms, cudaStream_t stre
     if (S > 1 && !a->ws) S = 1;
   }
   dim3 grid((unsigned)tiles, (unsigned)S, (unsigned)a->Z);
+  const size_t smem = gemm_smem<MT, NT, U, ST, WR>();
   if constexpr (ST == 0)
-    gemm_mma_kernel<MT, NT, U><<<grid, GW * 32, gemm_smem<MT, NT, U, ST>(), stream>>>(*a, S);
+    CUDA_CHECK(pdl_launch(gemm_mma_kernel<MT, NT, U>, grid, GW * 32, smem, stream, *a, S));
   else
-    gemm_cp_kernel<MT, NT, U, ST><<<grid, GW * 32, gemm_smem<MT, NT, U, ST>(), stream>>>(*a, S);
-  CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(pdl_launch(gemm_cp_kernel<MT, NT, U, ST, WR>, grid, GW * 32, smem, stream, *a, S));
   if (S > 1) {
     const int ncol = a->ep == LAT_EP_SWIGLU ? a->N / 2 : a->N;
     long long total = (long long)a->T * ncol;
     unsigned b = (unsigned)((total + 255) / 256);
     if (b > 4096) b = 4096;
-    gemm_reduce_kernel<<<dim3(b, (unsigned)a->Z), 256, 0, stream>>>(*a, S);
-    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(pdl_launch(gemm_reduce_kernel, dim3(b, (unsigned)a->Z), 256, 0, stream, *a, S));
   }
   if (splits_out) *splits_out = S;
   return V_OK;
@@ -508,8 +544,7 @@ static vstatus launch_cublas(const lat_gemm_args *a, cublasHandle_t blas, cudaSt
     if (a->Z != 1) return VERR("lat_gemm: v5_cublas with a row map needs Z = 1");
     const size_t need = (size_t)a->T * a->K * 2;
     if (need > a->ws_bytes) return VERR("lat_gemm: scratch of %zu bytes too small for gathered rows", a->ws_bytes);
-    gather_rows_kernel<<<a->T, 256, 0, stream>>>((uint16_t *)wsb, a->x, a->ldx, a->xmap, a->K);
-    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(pdl_launch(gather_rows_kernel, a->T, 256, 0, stream, (uint16_t *)wsb, a->x, a->ldx, a->xmap, a->K));
     x = (const uint16_t *)wsb;
     ldx = a->K;
     xbs = 0;
@@ -532,11 +567,10 @@ static vstatus launch_cublas(const lat_gemm_args *a, cublasHandle_t blas, cudaSt
                                           a->K, a->w_bstride, x, CUDA_R_16BF, ldx, xbs, &beta, out, ot, ldo, obs,
                                           a->Z, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   if (a->ep == LAT_EP_SWIGLU) {
-    swiglu_rows_kernel<<<dim3((unsigned)a->T, (unsigned)a->Z), 256, 0, stream>>>(*a, (const uint16_t *)out);
-    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(pdl_launch(swiglu_rows_kernel, dim3((unsigned)a->T, (unsigned)a->Z), 256, 0, stream, *a,
+                          (const uint16_t *)out));
   } else if (a->omap) {
-    scatter_rows_kernel<<<dim3((unsigned)a->T, (unsigned)a->Z), 256, 0, stream>>>(*a, out);
-    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(pdl_launch(scatter_rows_kernel, dim3((unsigned)a->T, (unsigned)a->Z), 256, 0, stream, *a, out));
   }
   return V_OK;
 }
@@ -548,8 +582,8 @@ extern "C" vstatus lat_gemm(const lat_gemm_args *a, int variant, int num_sms, cu
   if (a->ep == LAT_EP_SWIGLU && a->N % 16) return VERR("lat_gemm: SwiGLU needs N %% 16 == 0 (N %d)", a->N);
   if (a->wptr && variant == LAT_V5_CUBLAS) variant = 0; /* grouped experts: pick an mma variant below */
   if (a->T > 64 && variant != LAT_V5_CUBLAS) return VERR("lat_gemm: %d token rows exceed the mma variants' 64", a->T);
-  if (variant != LAT_V5_CUBLAS && (variant < LAT_V1_MMA_N8 || variant > LAT_V9_CP_N64 ||
-                                   lat_gemm_variant_max_tokens(variant) < a->T)) {
+  if (variant != LAT_V5_CUBLAS &&
+      (variant < LAT_V1_MMA_N8 || variant > LAT_V10_CP_W8 || lat_gemm_variant_max_tokens(variant) < a->T)) {
     const bool cp = variant >= LAT_V6_CP_N8; /* keep the family: register loads or the cp.async ring */
     if (cp)
       variant = a->T <= 8 ? LAT_V6_CP_N8 : a->T <= 16 ? LAT_V7_CP_N16 : a->T <= 32 ? LAT_V8_CP_N32 : LAT_V9_CP_N64;
@@ -567,6 +601,7 @@ extern "C" vstatus lat_gemm(const lat_gemm_args *a, int variant, int num_sms, cu
     case LAT_V7_CP_N16: return launch_mma<V7_SHAPE>(a, num_sms, stream, splits_out);
     case LAT_V8_CP_N32: return launch_mma<V8_SHAPE>(a, num_sms, stream, splits_out);
     case LAT_V9_CP_N64: return launch_mma<V9_SHAPE>(a, num_sms, stream, splits_out);
+    case LAT_V10_CP_W8: return launch_mma<V10_SHAPE>(a, num_sms, stream, splits_out);
     case LAT_V5_CUBLAS: return launch_cublas(a, blas, stream);
     default: return VERR("lat_gemm: unknown variant %d", variant);
   }

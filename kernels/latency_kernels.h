@@ -48,7 +48,8 @@ enum {
   LAT_V6_CP_N8 = 6,
   LAT_V7_CP_N16 = 7,
   LAT_V8_CP_N32 = 8,
-  LAT_V9_CP_N64 = 9
+  LAT_V9_CP_N64 = 9,
+  LAT_V10_CP_W8 = 10 /* v6's ring, but each of the 8 warps owns its 16 rows over all of k: small K */
 };
 /* Epilogues. SWIGLU: W rows come in blocks of 16 = 8 gate rows then the 8 matching up rows;
  * output column 8*i + g (i = block, g < 8) = bf16(silu(bf16(gate)) * bf16(up)), N/2 columns. */
@@ -136,6 +137,8 @@ vstatus lat_gemm(const lat_gemm_args *a, int variant, int num_sms, cublasHandle_
 vstatus lat_kernels_init(void);
 
 /* x[t] = float(emb[tok[t]]); xn[t] = bf16(w * x * rsqrt(mean x^2 + eps)), t < T, D columns. */
+/* Longest row (hidden size) of the row kernels: lat_embed_norm, lat_add_rmsnorm, lat_moe_combine_*. */
+#define LAT_ROW_MAX 16384
 vstatus lat_embed_norm(float *x, uint16_t *xn, const int32_t *tok, const uint16_t *emb, const uint16_t *w, int T,
                        int D, float eps, cudaStream_t stream);
 /* x[t] += float(y[t]); xn[t] = rmsnorm(x[t]) * w. */

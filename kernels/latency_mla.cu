@@ -12,6 +12,7 @@
  *   lat_transpose_wuk  W_UK^T per head for the absorbed query GEMM (at open). */
 #include "kernels/latency_kernels.h"
 #include "reference/cuda/cuda_common.h"
+#include "reference/cuda/cuda_pdl.h"
 #include "kernels/latency_device.h"
 
 #define FULL_MASK 0xffffffffu
@@ -31,9 +32,13 @@ static __global__ void mla_prep_kernel(const uint16_t *src, int src_ld, int q_of
                                        int dcp_n, int dcp_rank) {
   __shared__ float red[32];
   extern __shared__ float rope_sm[]; /* [r] */
+  pdl_wait();
+  pdl_trigger();
   const long long t = blockIdx.x;
   const uint16_t *row = src + t * src_ld;
-  if (q_off >= 0) {
+  /* blockIdx.y 0: the q norm, 1: the latent; two blocks per row, so the two chains run side by side */
+  if (blockIdx.y == 0) {
+    if (q_off < 0) return;
     const uint16_t *qa = row + q_off;
     float ss = 0.0f;
     for (int i = threadIdx.x; i < ql; i += blockDim.x) {
@@ -43,6 +48,7 @@ static __global__ void mla_prep_kernel(const uint16_t *src, int src_ld, int q_of
     ss = block_sum(ss, red);
     const float inv = 1.0f / sqrtf(ss / (float)ql + eps);
     for (int i = threadIdx.x; i < ql; i += blockDim.x) qan[t * ql + i] = f2bf(bf2f(qnw[i]) * (bf2f(qa[i]) * inv));
+    return;
   }
   const int W = kl + r;
   /* DCP: only the owner (pos % dcp_n == dcp_rank) stores, at its local index pos / dcp_n; the
@@ -90,10 +96,9 @@ extern "C" vstatus lat_mla_prep_dcp(const uint16_t *src, int src_ld, int q_off, 
   if (r % 2) return VERR("lat_mla_prep: rope dim %d must be even", r);
   if (dcp_n < 1 || dcp_rank < 0 || dcp_rank >= dcp_n)
     return VERR("lat_mla_prep: dcp rank %d of %d outside [0, %d)", dcp_rank, dcp_n, dcp_n);
-  mla_prep_kernel<<<T, 256, (size_t)(r > 0 ? r : 1) * sizeof(float), stream>>>(
-      src, src_ld, q_off, ql, qnw, qan, kv_off, kl, r, kvnw, cache, slot, pos, cache_ctx, inv_freq, attn_factor,
-      interleave, eps, dcp_n, dcp_rank);
-  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(pdl_launch(mla_prep_kernel, dim3((unsigned)T, 2), 256, (size_t)(r > 0 ? r : 1) * sizeof(float), stream,
+                        src, src_ld, q_off, ql, qnw, qan, kv_off, kl, r, kvnw, cache, slot, pos, cache_ctx, inv_freq,
+                        attn_factor, interleave, eps, dcp_n, dcp_rank));
   return V_OK;
 }
 
@@ -138,6 +143,8 @@ static __global__ void __launch_bounds__(AT_WARPS * 32) mla_attn_kernel(
     float scale) {
   extern __shared__ __align__(16) unsigned char asm_raw[];
   const int W = kl + r, nch = W / 8, nlat = kl / 8;
+  pdl_wait();
+  pdl_trigger();
   float *qs = (float *)asm_raw;                                   /* [HG][W] */
   uint16_t *tile = (uint16_t *)(qs + HG * W);                     /* [2][AT_KEYS][W] */
   const size_t tile_bytes = (size_t)2 * AT_KEYS * W * sizeof(uint16_t) > (size_t)AT_WARPS * kl * sizeof(float)
@@ -297,19 +304,18 @@ extern "C" vstatus lat_mla_attn(float *pm, float *pl, float *pacc, const float *
   dim3 grid((unsigned)S, (unsigned)(H / HG), (unsigned)T);
   switch (HG) {
     case 4:
-      mla_attn_kernel<4><<<grid, AT_WARPS * 32, sm, stream>>>(pm, pl, pacc, qlat, q, q_ld, q_hstride, q_rot_off,
-                                                               cache, slot, pos, H, kl, r, max_ctx, S, scale);
+      CUDA_CHECK(pdl_launch(mla_attn_kernel<4>, grid, AT_WARPS * 32, sm, stream, pm, pl, pacc, qlat, q, q_ld, q_hstride,
+                            q_rot_off, cache, slot, pos, H, kl, r, max_ctx, S, scale));
       break;
     case 2:
-      mla_attn_kernel<2><<<grid, AT_WARPS * 32, sm, stream>>>(pm, pl, pacc, qlat, q, q_ld, q_hstride, q_rot_off,
-                                                               cache, slot, pos, H, kl, r, max_ctx, S, scale);
+      CUDA_CHECK(pdl_launch(mla_attn_kernel<2>, grid, AT_WARPS * 32, sm, stream, pm, pl, pacc, qlat, q, q_ld, q_hstride,
+                            q_rot_off, cache, slot, pos, H, kl, r, max_ctx, S, scale));
       break;
     default:
-      mla_attn_kernel<1><<<grid, AT_WARPS * 32, sm, stream>>>(pm, pl, pacc, qlat, q, q_ld, q_hstride, q_rot_off,
-                                                               cache, slot, pos, H, kl, r, max_ctx, S, scale);
+      CUDA_CHECK(pdl_launch(mla_attn_kernel<1>, grid, AT_WARPS * 32, sm, stream, pm, pl, pacc, qlat, q, q_ld, q_hstride,
+                            q_rot_off, cache, slot, pos, H, kl, r, max_ctx, S, scale));
       break;
   }
-  CUDA_CHECK_LAUNCH();
   return V_OK;
 }
 
@@ -325,13 +331,15 @@ extern "C" vstatus lat_mla_init(int kl, int r) {
   return V_OK;
 }
 
-/* Block (t*H + h, column slice of 64): warp 0 weighs the splits (lane s takes s, s + 32),
- * e^(m_s - M) / L, then each thread sums its column over the splits (independent loads, unrolled). */
-#define CB_COLS 64
+/* Block t*H + h (one head row): warp 0 weighs the splits (lane s takes s, s + 32), e^(m_s - M) / L,
+ * then each thread sums 8 consecutive columns over the splits (two 16-byte loads per split, the
+ * splits unrolled so the loads are in flight together). Threads: kl / 8, at least one warp. */
 static __global__ void mla_combine_kernel(uint16_t *o, const float *pm, const float *pl, const float *pacc, int kl,
                                           int S) {
   __shared__ float wsc[LAT_MLA_MAX_SPLITS];
   const long long th = blockIdx.x; /* t*H + h */
+  pdl_wait();
+  pdl_trigger();
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
     float M = -INFINITY;
@@ -348,22 +356,27 @@ static __global__ void mla_combine_kernel(uint16_t *o, const float *pm, const fl
     for (int s = lane; s < S; s += 32) wsc[s] = L > 0.0f ? wsc[s] / L : 0.0f;
   }
   __syncthreads();
-  const int c = blockIdx.y * CB_COLS + threadIdx.x;
+  const int c = threadIdx.x * 8;
   if (c >= kl) return;
   const float *src = pacc + th * S * kl + c;
-  float v = 0.0f;
+  float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll 8
-  for (int s = 0; s < S; s++) v += wsc[s] * src[(long long)s * kl];
-  o[th * kl + c] = f2bf(v);
+  for (int s = 0; s < S; s++) {
+    float a[8];
+    ld_f32x8(a, src + (long long)s * kl);
+#pragma unroll
+    for (int e = 0; e < 8; e++) v[e] += wsc[s] * a[e];
+  }
+  st_bf16x8(o + th * kl + c, v);
 }
 
 extern "C" vstatus lat_mla_combine(uint16_t *o, const float *pm, const float *pl, const float *pacc, int T, int H,
                                    int kl, int S, cudaStream_t stream) {
   if (T <= 0) return V_OK;
   if (S < 1 || S > LAT_MLA_MAX_SPLITS) return VERR("lat_mla_combine: %d splits outside 1..%d", S, LAT_MLA_MAX_SPLITS);
-  mla_combine_kernel<<<dim3((unsigned)(T * H), (unsigned)((kl + CB_COLS - 1) / CB_COLS)), CB_COLS, 0, stream>>>(
-      o, pm, pl, pacc, kl, S);
-  CUDA_CHECK_LAUNCH();
+  if (kl % 8) return VERR("lat_mla_combine: latent width %d not a multiple of 8", kl);
+  const int threads = ((kl / 8 + 31) / 32) * 32;
+  CUDA_CHECK(pdl_launch(mla_combine_kernel, (unsigned)(T * H), threads, 0, stream, o, pm, pl, pacc, kl, S));
   return V_OK;
 }
 

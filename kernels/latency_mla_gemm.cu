@@ -16,6 +16,7 @@
  * with 2H columns reads K once). P is bf16 (FlashAttention's choice), accumulation fp32. */
 #include "kernels/latency_kernels.h"
 #include "reference/cuda/cuda_common.h"
+#include "reference/cuda/cuda_pdl.h"
 #include "reference/cuda/cuda_device.h"
 
 #define SM_THREADS 256
@@ -31,6 +32,8 @@ extern "C" int lat_mla_gemm_ncap(int max_keys, int max_ctx) {
  * q_rot = q[t*q_ld + h*q_hstride + q_rot_off + (0:r)] is bf16 already. */
 static __global__ void q_pack_kernel(uint16_t *qb, const float *qlat, const uint16_t *q, int q_ld, int q_hstride,
                                      int q_rot_off, int H, int kl, int r) {
+  pdl_wait();
+  pdl_trigger();
   const int h = blockIdx.x, t = blockIdx.y, W = kl + r;
   uint16_t *hi = qb + ((size_t)t * 2 * H + h) * W, *lo = hi + (size_t)H * W;
   const float *ql = qlat + ((size_t)t * H + h) * kl;
@@ -51,6 +54,8 @@ static __global__ void q_pack_kernel(uint16_t *qb, const float *qlat, const uint
 static __global__ void ptrs_kernel(const void **kp, const void **qp, void **sp, const void **pp, void **op,
                                    const uint16_t *cache, const int32_t *slot, const uint16_t *qb, float *scores,
                                    uint16_t *P, uint16_t *olat, int T, int H, int W, int kl, int max_ctx, int ncap) {
+  pdl_wait();
+  pdl_trigger();
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= T) return;
   kp[t] = cache + (size_t)slot[t] * max_ctx * W;
@@ -65,6 +70,8 @@ static __global__ void ptrs_kernel(const void **kp, const void **qp, void **sp, 
 static __global__ void __launch_bounds__(SM_THREADS)
     mla_softmax_kernel(uint16_t *P, const float *S, const int32_t *pos, int H, int ncap) {
   __shared__ float red[32];
+  pdl_wait();
+  pdl_trigger();
   const int h = blockIdx.x, t = blockIdx.y;
   const int n = min(pos[t] + 1, ncap);
   const float *s = S + ((size_t)t * 2 * H + h) * ncap, *s2 = s + (size_t)H * ncap;
@@ -93,20 +100,18 @@ extern "C" vstatus lat_mla_attn_gemm(const lat_mla_gemm_ws *ws, uint16_t *olat, 
   if (T > ws->rows || (size_t)T * 2 * H * ncap > ws->score_elems || ncap > max_ctx)
     return VERR("lat_mla_attn_gemm: %d rows x %d heads x %d keys exceed the workspace (%d rows, %zu scores)", T, H,
                 ncap, ws->rows, ws->score_elems);
-  q_pack_kernel<<<dim3((unsigned)H, (unsigned)T), 128, 0, stream>>>(ws->qb, qlat, q, q_ld, q_hstride, q_rot_off, H,
-                                                                    kl, r);
-  CUDA_CHECK_LAUNCH();
-  ptrs_kernel<<<(T + 63) / 64, 64, 0, stream>>>(ws->kp, ws->qp, ws->sp, ws->pp, ws->op, cache, slot, ws->qb,
-                                                ws->scores, ws->P, olat, T, H, W, kl, max_ctx, ncap);
-  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(pdl_launch(q_pack_kernel, dim3((unsigned)H, (unsigned)T), 128, 0, stream, ws->qb, qlat, q, q_ld, q_hstride,
+                        q_rot_off, H, kl, r));
+  CUDA_CHECK(pdl_launch(ptrs_kernel, (T + 63) / 64, 64, 0, stream, ws->kp, ws->qp, ws->sp, ws->pp, ws->op, cache, slot,
+                        ws->qb, ws->scores, ws->P, olat, T, H, W, kl, max_ctx, ncap));
   CUBLAS_CHECK(cublasSetStream(blas, stream));
   const float alpha = scale, beta = 0.0f, one = 1.0f;
   /* S^T (col-major ncap x 2H) = K (col-major W x ncap)^T . Q (col-major W x 2H) */
   CUBLAS_CHECK(cublasGemmBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, ncap, 2 * H, W, &alpha, ws->kp, CUDA_R_16BF, W,
                                    ws->qp, CUDA_R_16BF, W, &beta, ws->sp, CUDA_R_32F, ncap, T, CUBLAS_COMPUTE_32F,
                                    CUBLAS_GEMM_DEFAULT));
-  mla_softmax_kernel<<<dim3((unsigned)H, (unsigned)T), SM_THREADS, 0, stream>>>(ws->P, ws->scores, pos, H, ncap);
-  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(pdl_launch(mla_softmax_kernel, dim3((unsigned)H, (unsigned)T), SM_THREADS, 0, stream, ws->P, ws->scores,
+                        pos, H, ncap));
   /* O^T (col-major kl x H) = V (first kl rows of col-major W x ncap) . P^T (col-major ncap x H) */
   CUBLAS_CHECK(cublasGemmBatchedEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, kl, H, ncap, &one, ws->kp, CUDA_R_16BF, W,
                                    (const void *const *)ws->pp, CUDA_R_16BF, ncap, &beta, ws->op, CUDA_R_16BF, kl, T,

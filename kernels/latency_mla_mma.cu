@@ -22,6 +22,7 @@
 #include "kernels/latency_device.h"
 #include "kernels/latency_kernels.h"
 #include "reference/cuda/cuda_common.h"
+#include "reference/cuda/cuda_pdl.h"
 
 #ifndef MM_WARPS
 #define MM_WARPS 16  /* 16 warps: 4 per scheduler to hide the MMA / ldmatrix / shuffle latencies */
@@ -54,12 +55,16 @@ extern "C" int lat_mla_mma_supported(int H, int kl, int r) {
   return mm_nt(H, kl) <= MM_MAXNT && (W / 16 + KR - 1) / KR <= MM_QKS;
 }
 
+/* Fewest key tiles per split: a block's fixed costs (the query into registers, the partials out)
+ * are paid once per split. One tile per split (66 blocks at batch 1, 1k keys, instead of 34)
+ * measured no faster in the attention and slower in the combine (H200, fourth session). */
+#define MM_MIN_TILES 2
 extern "C" int lat_mla_mma_splits(int T, int H, int max_keys, int num_sms) {
   const int blocks = T * ((H + 16 * mm_tiles(H) - 1) / (16 * mm_tiles(H)));
   /* one block per SM (shared memory and registers allow no second): round down, a partial
    * second wave would double the step */
   int S = (num_sms > 0 ? num_sms : 132) / blocks;
-  const int by_len = (max_keys + 2 * MM_NK - 1) / (2 * MM_NK); /* at least two tiles per split */
+  const int by_len = (max_keys + MM_MIN_TILES * MM_NK - 1) / (MM_MIN_TILES * MM_NK);
   if (S > by_len) S = by_len;
   if (S > LAT_MLA_MAX_SPLITS) S = LAT_MLA_MAX_SPLITS;
   return S < 1 ? 1 : S;
@@ -88,6 +93,8 @@ static __global__ void __launch_bounds__(MM_WARPS * 32, 1)
   const int hb = blockIdx.x, s = blockIdx.y, t = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3;
   const int h0 = hb * HB;
+  pdl_wait();
+  pdl_trigger();
 
   /* query hi / lo rows into the (not yet used) key tiles, then into registers */
   uint16_t *qhi = tile, *qlo = tile + MM_NK * WP;
@@ -255,13 +262,13 @@ static vstatus launch(int nt, dim3 grid, size_t sm, cudaStream_t st, float *pm, 
                       const float *qlat, const uint16_t *q, int q_ld, int q_hstride, int q_rot_off,
                       const uint16_t *cache, const int32_t *slot, const int32_t *pos, int H, int kl, int r, int max_ctx,
                       int S, float scale, bool init) {
-#define MM_CASE(N)                                                                                                  \
-  case N:                                                                                                           \
-    if (init)                                                                                                       \
+#define MM_CASE(N)                                                                                                   \
+  case N:                                                                                                            \
+    if (init)                                                                                                        \
       CUDA_CHECK(cudaFuncSetAttribute(mla_mma_kernel<MT, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)); \
-    else                                                                                                            \
-      mla_mma_kernel<MT, N><<<grid, MM_WARPS * 32, sm, st>>>(pm, pl, pacc, qlat, q, q_ld, q_hstride, q_rot_off,     \
-                                                             cache, slot, pos, H, kl, r, max_ctx, S, scale);        \
+    else                                                                                                             \
+      CUDA_CHECK(pdl_launch(mla_mma_kernel<MT, N>, grid, MM_WARPS * 32, sm, st, pm, pl, pacc, qlat, q, q_ld,         \
+                            q_hstride, q_rot_off, cache, slot, pos, H, kl, r, max_ctx, S, scale));                   \
     break;
   switch (nt) {
     MM_CASE(1)
@@ -274,7 +281,6 @@ static vstatus launch(int nt, dim3 grid, size_t sm, cudaStream_t st, float *pm, 
     default: return VERR("lat_mla_attn_mma: %d column tiles per warp not instantiated", nt);
   }
 #undef MM_CASE
-  if (!init) CUDA_CHECK_LAUNCH();
   return V_OK;
 }
 

@@ -6,115 +6,233 @@
 #include "kernels/latency_kernels.h"
 #include "reference/cuda/cuda_common.h"
 #include "reference/cuda/cuda_device.h"
+#include "kernels/latency_device.h"
+#include "reference/cuda/cuda_pdl.h"
+#include "model/router_rule.h"
 
 #define FULL_MASK 0xffffffffu
-#define NORM_THREADS 256
 
+/* ---- row kernels: one block per token row of D (D % 8 == 0) ----
+ * Thread i owns the 8-element vectors i, i + blockDim.x, ... (at most NV of them) and issues every
+ * load of its vectors before it stores anything: a decode row is a few KB, so these kernels are
+ * bound by memory latency, not bandwidth, and a loop that loads, stores, and loads again pays one
+ * DRAM round trip per iteration (the first version: 25 us for one row of 7168 at batch 1, now one
+ * or two round trips). The norm weights are constant, so they are read before the PDL wait. */
+#define RV_MAX_THREADS 512 /* __launch_bounds__: 128 registers per thread */
+#define RV_MAXV 4          /* vectors per thread: D up to 16384 (LAT_ROW_MAX) */
 
+/* Vectors per thread and threads for a row of D: the fewest vectors per thread that fit in
+ * RV_MAX_THREADS threads, then as few threads as cover the row (a multiple of 32). */
+static int rv_vectors(int D) { return (D / 8 + RV_MAX_THREADS - 1) / RV_MAX_THREADS; }
+static int rv_threads(int D) {
+  const int nv = rv_vectors(D), per = (D / 8 + nv - 1) / nv;
+  return ((per + 31) / 32) * 32;
+}
 
-/* xn[i] = bf16(w[i] * (x[i] * inv)) over the fp32 row x (already updated by this thread). */
-static __device__ void norm_row(uint16_t *xn, const float *x, const uint16_t *w, int D, float ss, float eps,
-                                float *red) {
+/* The norm weights of this thread's vectors (constant: may be read before pdl_wait). */
+template <int NV>
+static __device__ __forceinline__ void rv_load_w(float (&wv)[NV][8], const uint16_t *w, int nvec) {
+#pragma unroll
+  for (int j = 0; j < NV; j++) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < nvec) ld_bf16x8(wv[j], w + 8 * i);
+  }
+}
+
+/* The row a (fp32, this thread's vectors) to x, and xn = bf16(w * (a * inv)) with inv the row's
+ * reciprocal RMS; ss is this thread's sum of squares. */
+template <int NV>
+static __device__ __forceinline__ void rv_store_norm(float *x, uint16_t *xn, const float (&a)[NV][8],
+                                                     const float (&wv)[NV][8], float ss, int D, float eps, float *red) {
+  const int nvec = D / 8;
   ss = block_sum(ss, red);
   const float inv = 1.0f / sqrtf(ss / (float)D + eps);
-  for (int i = threadIdx.x; i < D; i += blockDim.x) xn[i] = f2bf(bf2f(w[i]) * (x[i] * inv));
+#pragma unroll
+  for (int j = 0; j < NV; j++) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i >= nvec) continue;
+    float o[8];
+#pragma unroll
+    for (int e = 0; e < 8; e++) o[e] = wv[j][e] * (a[j][e] * inv);
+    st_f32x8(x + 8 * i, a[j]);
+    st_bf16x8(xn + 8 * i, o);
+  }
 }
 
-static __global__ void embed_norm_kernel(float *x, uint16_t *xn, const int32_t *tok, const uint16_t *emb,
-                                         const uint16_t *w, int D, float eps) {
+template <int NV>
+static __device__ __forceinline__ float rv_sumsq(const float (&a)[NV][8], int nvec) {
+  float ss = 0.0f;
+#pragma unroll
+  for (int j = 0; j < NV; j++)
+    if (threadIdx.x + j * blockDim.x < nvec)
+#pragma unroll
+      for (int e = 0; e < 8; e++) ss += a[j][e] * a[j][e];
+  return ss;
+}
+
+/* x[t] = emb[tok[t]] (fp32), xn[t] = rmsnorm(x[t]) * w. */
+template <int NV>
+static __global__ void __launch_bounds__(RV_MAX_THREADS)
+    embed_norm_kernel(float *x, uint16_t *xn, const int32_t *tok, const uint16_t *emb, const uint16_t *w, int D,
+                      float eps) {
   __shared__ float red[32];
+  const int nvec = D / 8;
+  float wv[NV][8], a[NV][8];
+  rv_load_w<NV>(wv, w, nvec);
+  pdl_wait();
+  pdl_trigger();
   const long long t = blockIdx.x;
   const uint16_t *e = emb + (long long)tok[t] * D;
-  float *xr = x + t * D;
-  float ss = 0.0f;
-  for (int i = threadIdx.x; i < D; i += blockDim.x) {
-    const float v = bf2f(e[i]);
-    xr[i] = v;
-    ss += v * v;
+#pragma unroll
+  for (int j = 0; j < NV; j++) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < nvec) ld_bf16x8(a[j], e + 8 * i);
   }
-  norm_row(xn + t * D, xr, w, D, ss, eps, red);
+  rv_store_norm<NV>(x + t * D, xn + t * D, a, wv, rv_sumsq<NV>(a, nvec), D, eps, red);
 }
+
+/* x[t] += y[t] (bf16), xn[t] = rmsnorm(x[t]) * w. */
+template <int NV>
+static __global__ void __launch_bounds__(RV_MAX_THREADS)
+    add_rmsnorm_kernel(float *x, uint16_t *xn, const uint16_t *y, const uint16_t *w, int D, float eps) {
+  __shared__ float red[32];
+  const int nvec = D / 8;
+  float wv[NV][8], a[NV][8], b[NV][8];
+  rv_load_w<NV>(wv, w, nvec);
+  pdl_wait();
+  pdl_trigger();
+  const long long t = blockIdx.x;
+#pragma unroll
+  for (int j = 0; j < NV; j++) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < nvec) {
+      ld_f32x8(a[j], x + t * D + 8 * i);
+      ld_bf16x8(b[j], y + t * D + 8 * i);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NV; j++)
+#pragma unroll
+    for (int e = 0; e < 8; e++) a[j][e] += b[j][e];
+  rv_store_norm<NV>(x + t * D, xn + t * D, a, wv, rv_sumsq<NV>(a, nvec), D, eps, red);
+}
+
+/* a = x (fp32) or 0, then a += sum_k wk[k] Y[t*K+k] (bf16, k in order), then a += ysh[t] when given. */
+template <int NV>
+static __device__ __forceinline__ void rv_combine(float (&a)[NV][8], const float *xr, const uint16_t *Y,
+                                                  const uint16_t *ysh, int K, int D, int nvec, const float *wk) {
+  const long long t = blockIdx.x;
+#pragma unroll
+  for (int j = 0; j < NV; j++) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i >= nvec) continue;
+    if (xr) {
+      ld_f32x8(a[j], xr + 8 * i);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; e++) a[j][e] = 0.0f;
+    }
+    /* the K expert rows in flight together: loads in batches of 8, adds in k order */
+    for (int k0 = 0; k0 < K; k0 += 8) {
+      float yk[8][8];
+#pragma unroll
+      for (int k = 0; k < 8; k++)
+        if (k0 + k < K) ld_bf16x8(yk[k], Y + ((t * K + k0 + k) * D) + 8 * i);
+#pragma unroll
+      for (int k = 0; k < 8; k++)
+        if (k0 + k < K)
+#pragma unroll
+          for (int e = 0; e < 8; e++) a[j][e] += wk[k0 + k] * yk[k][e];
+    }
+    if (ysh) {
+      float sh[8];
+      ld_bf16x8(sh, ysh + t * D + 8 * i);
+#pragma unroll
+      for (int e = 0; e < 8; e++) a[j][e] += sh[e];
+    }
+  }
+}
+
+/* x[t] += sum_k wt[t,k] Y[t*K+k] + ysh[t]; xn[t] = rmsnorm(x[t]) * w. */
+template <int NV>
+static __global__ void __launch_bounds__(RV_MAX_THREADS)
+    moe_combine_norm_kernel(float *x, uint16_t *xn, const uint16_t *Y, const float *wt, const uint16_t *ysh,
+                            const uint16_t *w, int K, int D, float eps) {
+  __shared__ float red[32];
+  __shared__ float wk[64];
+  const int nvec = D / 8;
+  float wv[NV][8], a[NV][8];
+  rv_load_w<NV>(wv, w, nvec);
+  pdl_wait();
+  pdl_trigger();
+  const long long t = blockIdx.x;
+  for (int k = threadIdx.x; k < K; k += blockDim.x) wk[k] = wt[t * K + k];
+  __syncthreads();
+  rv_combine<NV>(a, x + t * D, Y, ysh, K, D, nvec, wk);
+  rv_store_norm<NV>(x + t * D, xn + t * D, a, wv, rv_sumsq<NV>(a, nvec), D, eps, red);
+}
+
+/* TP: out[t] = sum_k wt[t,k] Y[t,k] + ysh[t] in fp32, no residual (this rank's partial sum). */
+template <int NV>
+static __global__ void __launch_bounds__(RV_MAX_THREADS)
+    moe_combine_partial_kernel(float *out, const uint16_t *Y, const float *wt, const uint16_t *ysh, int K, int D) {
+  __shared__ float wk[64];
+  const int nvec = D / 8;
+  float a[NV][8];
+  pdl_wait();
+  pdl_trigger();
+  const long long t = blockIdx.x;
+  for (int k = threadIdx.x; k < K; k += blockDim.x) wk[k] = wt[t * K + k];
+  __syncthreads();
+  rv_combine<NV>(a, NULL, Y, ysh, K, D, nvec, wk);
+#pragma unroll
+  for (int j = 0; j < NV; j++) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < nvec) st_f32x8(out + t * D + 8 * i, a[j]);
+  }
+}
+
+/* Launches kernel<NV> for a row of D with NV from rv_vectors (1, 2 or 4). */
+#define RV_LAUNCH(kernel, T, D, stream, ...)                                                            \
+  do {                                                                                                  \
+    if ((D) % 8 || (D) > 8 * RV_MAXV * RV_MAX_THREADS)                                                  \
+      return VERR(#kernel ": row of %d (a multiple of 8 up to %d)", (D), 8 * RV_MAXV * RV_MAX_THREADS); \
+    const int nv_ = rv_vectors(D), th_ = rv_threads(D);                                                 \
+    if (nv_ == 1)                                                                                       \
+      CUDA_CHECK(pdl_launch(kernel<1>, (T), th_, 0, (stream), __VA_ARGS__));                            \
+    else if (nv_ == 2)                                                                                  \
+      CUDA_CHECK(pdl_launch(kernel<2>, (T), th_, 0, (stream), __VA_ARGS__));                            \
+    else                                                                                                \
+      CUDA_CHECK(pdl_launch(kernel<4>, (T), th_, 0, (stream), __VA_ARGS__));                            \
+  } while (0)
 
 extern "C" vstatus lat_embed_norm(float *x, uint16_t *xn, const int32_t *tok, const uint16_t *emb, const uint16_t *w,
                                   int T, int D, float eps, cudaStream_t stream) {
   if (T <= 0) return V_OK;
-  embed_norm_kernel<<<T, NORM_THREADS, 0, stream>>>(x, xn, tok, emb, w, D, eps);
-  CUDA_CHECK_LAUNCH();
+  RV_LAUNCH(embed_norm_kernel, T, D, stream, x, xn, tok, emb, w, D, eps);
   return V_OK;
-}
-
-static __global__ void add_rmsnorm_kernel(float *x, uint16_t *xn, const uint16_t *y, const uint16_t *w, int D,
-                                          float eps) {
-  __shared__ float red[32];
-  const long long t = blockIdx.x;
-  float *xr = x + t * D;
-  const uint16_t *yr = y + t * D;
-  float ss = 0.0f;
-  for (int i = threadIdx.x; i < D; i += blockDim.x) {
-    const float v = xr[i] + bf2f(yr[i]);
-    xr[i] = v;
-    ss += v * v;
-  }
-  norm_row(xn + t * D, xr, w, D, ss, eps, red);
 }
 
 extern "C" vstatus lat_add_rmsnorm(float *x, uint16_t *xn, const uint16_t *y, const uint16_t *w, int T, int D,
                                    float eps, cudaStream_t stream) {
   if (T <= 0) return V_OK;
-  add_rmsnorm_kernel<<<T, NORM_THREADS, 0, stream>>>(x, xn, y, w, D, eps);
-  CUDA_CHECK_LAUNCH();
+  RV_LAUNCH(add_rmsnorm_kernel, T, D, stream, x, xn, y, w, D, eps);
   return V_OK;
-}
-
-static __global__ void moe_combine_norm_kernel(float *x, uint16_t *xn, const uint16_t *Y, const float *wt,
-                                               const uint16_t *ysh, const uint16_t *w, int K, int D, float eps) {
-  __shared__ float red[32];
-  __shared__ float wk[64];
-  const long long t = blockIdx.x;
-  for (int k = threadIdx.x; k < K; k += blockDim.x) wk[k] = wt[t * K + k];
-  __syncthreads();
-  float *xr = x + t * D;
-  float ss = 0.0f;
-  for (int i = threadIdx.x; i < D; i += blockDim.x) {
-    float v = xr[i];
-    for (int k = 0; k < K; k++) v += wk[k] * bf2f(Y[(t * K + k) * D + i]);
-    if (ysh) v += bf2f(ysh[t * D + i]);
-    xr[i] = v;
-    ss += v * v;
-  }
-  norm_row(xn + t * D, xr, w, D, ss, eps, red);
 }
 
 extern "C" vstatus lat_moe_combine_norm(float *x, uint16_t *xn, const uint16_t *Y, const float *wt, const uint16_t *ysh,
                                         const uint16_t *w, int T, int K, int D, float eps, cudaStream_t stream) {
   if (T <= 0) return V_OK;
   if (K > 64) return VERR("lat_moe_combine_norm: top-k %d > 64", K);
-  moe_combine_norm_kernel<<<T, NORM_THREADS, 0, stream>>>(x, xn, Y, wt, ysh, w, K, D, eps);
-  CUDA_CHECK_LAUNCH();
+  RV_LAUNCH(moe_combine_norm_kernel, T, D, stream, x, xn, Y, wt, ysh, w, K, D, eps);
   return V_OK;
-}
-
-/* TP: out[t] = sum_k wt[t,k] Y[t,k] + ysh[t] in fp32, no residual (this rank's partial sum). */
-static __global__ void moe_combine_partial_kernel(float *out, const uint16_t *Y, const float *wt, const uint16_t *ysh,
-                                                  int K, int D) {
-  __shared__ float wk[64];
-  const long long t = blockIdx.x;
-  for (int k = threadIdx.x; k < K; k += blockDim.x) wk[k] = wt[t * K + k];
-  __syncthreads();
-  for (int i = threadIdx.x; i < D; i += blockDim.x) {
-    float v = 0.0f;
-    for (int k = 0; k < K; k++) v += wk[k] * bf2f(Y[(t * K + k) * D + i]);
-    if (ysh) v += bf2f(ysh[t * D + i]);
-    out[t * D + i] = v;
-  }
 }
 
 extern "C" vstatus lat_moe_combine_partial(float *out, const uint16_t *Y, const float *wt, const uint16_t *ysh, int T,
                                            int K, int D, cudaStream_t stream) {
   if (T <= 0) return V_OK;
   if (K > 64) return VERR("lat_moe_combine_partial: top-k %d > 64", K);
-  moe_combine_partial_kernel<<<T, NORM_THREADS, 0, stream>>>(out, Y, wt, ysh, K, D);
-  CUDA_CHECK_LAUNCH();
+  RV_LAUNCH(moe_combine_partial_kernel, T, D, stream, out, Y, wt, ysh, K, D);
   return V_OK;
 }
 
@@ -126,6 +244,8 @@ extern "C" vstatus lat_moe_combine_partial(float *out, const uint16_t *Y, const 
 static __global__ void router_topk_kernel(int32_t *idx, float *wt, const float *logits, const float *bias,
                                           const int32_t *forced, int T, int E, int K, int G, int TG, int norm,
                                           float rsf) {
+  pdl_wait();
+  pdl_trigger();
   extern __shared__ float rsm[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int t = blockIdx.x * RT_WARPS + warp;
@@ -140,102 +260,84 @@ static __global__ void router_topk_kernel(int32_t *idx, float *wt, const float *
   __syncwarp();
   int32_t *ir = idx + (long long)t * K;
   float *wr = wt + (long long)t * K;
+  /* the k-th chosen weight lives in lane k % 32 (w0 for k < 32, w1 above): the normalization and the
+   * stores then take one step, not K dependent round trips to global memory */
+  float w0 = 0.0f, w1 = 0.0f, sum = 0.0f;
   if (forced) {
-    if (lane == 0) {
-      float sum = 0.0f;
-      for (int k = 0; k < K; k++) {
-        int e = forced[(long long)t * K + k];
-        e = e < 0 ? 0 : e >= E ? E - 1 : e; /* the host validated the ids */
-        ir[k] = e;
-        wr[k] = sc[e];
-        sum += wr[k];
+    int e0 = lane < K ? forced[(long long)t * K + lane] : 0;
+    int e1 = lane + 32 < K ? forced[(long long)t * K + lane + 32] : 0;
+    e0 = e0 < 0 ? 0 : e0 >= E ? E - 1 : e0; /* the host validated the ids */
+    e1 = e1 < 0 ? 0 : e1 >= E ? E - 1 : e1;
+    w0 = sc[e0];
+    w1 = sc[e1];
+    if (lane < K) ir[lane] = e0;
+    if (lane + 32 < K) ir[lane + 32] = e1;
+    for (int k = 0; k < K; k++) sum += __shfl_sync(FULL_MASK, k < 32 ? w0 : w1, k & 31); /* in k order */
+  } else {
+    if (TG < G) {
+      const int gs = E / G;
+      float gsc = -INFINITY;
+      if (lane < G) gsc = router_group_score(ch + lane * gs, gs);
+      unsigned keep = 0;
+      /* TG rounds of warp argmax over the group scores (ties: lower group first) */
+      bool taken = false;
+      for (int k = 0; k < TG; k++) {
+        float bv = (lane < G && !taken) ? gsc : -INFINITY;
+        int bi = (lane < G && !taken) ? lane : 1 << 30;
+        for (int o = 16; o > 0; o >>= 1) {
+          const float ov = __shfl_xor_sync(FULL_MASK, bv, o);
+          const int oi = __shfl_xor_sync(FULL_MASK, bi, o);
+          if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+        }
+        if (lane == bi) taken = true;
+        keep |= 1u << bi;
       }
-      if (norm) {
-        const float den = sum + 1e-20f;
-        for (int k = 0; k < K; k++) wr[k] /= den;
+      for (int e = lane; e < G * gs; e += 32)
+        if (!((keep >> (e / gs)) & 1u)) ch[e] = 0.0f; /* HF masked_fill(..., 0.0) */
+      __syncwarp();
+    }
+    for (int k = 0; k < K; k++) {
+      float bv = -INFINITY;
+      int bi = 1 << 30;
+      for (int e = lane; e < E; e += 32) {
+        const float v = ch[e];
+        if (v > bv || (v == bv && e < bi)) bv = v, bi = e;
       }
-      for (int k = 0; k < K; k++) wr[k] *= rsf;
-    }
-    return;
-  }
-  if (TG < G) {
-    const int gs = E / G;
-    float gsc = -INFINITY;
-    if (lane < G) {
-      const float *cg = ch + lane * gs;
-      int b1 = 0;
-      for (int i = 1; i < gs; i++)
-        if (cg[i] > cg[b1]) b1 = i;
-      int b2 = -1;
-      for (int i = 0; i < gs; i++)
-        if (i != b1 && (b2 < 0 || cg[i] > cg[b2])) b2 = i;
-      gsc = b2 >= 0 ? cg[b1] + cg[b2] : cg[b1];
-    }
-    unsigned keep = 0;
-    /* TG rounds of warp argmax over the group scores (ties: lower group first) */
-    bool taken = false;
-    for (int k = 0; k < TG; k++) {
-      float bv = (lane < G && !taken) ? gsc : -INFINITY;
-      int bi = (lane < G && !taken) ? lane : 1 << 30;
       for (int o = 16; o > 0; o >>= 1) {
         const float ov = __shfl_xor_sync(FULL_MASK, bv, o);
         const int oi = __shfl_xor_sync(FULL_MASK, bi, o);
         if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
       }
-      if (lane == bi) taken = true;
-      keep |= 1u << bi;
+      if (bi >= E) bi = 0; /* only with NaN scores */
+      const float s = sc[bi];
+      sum += s;
+      if (lane == (k & 31)) (k < 32 ? w0 : w1) = s;
+      __syncwarp();
+      if (lane == 0) {
+        ir[k] = bi;
+        ch[bi] = -INFINITY; /* taken */
+      }
+      __syncwarp();
     }
-    for (int e = lane; e < G * gs; e += 32)
-      if (!((keep >> (e / gs)) & 1u)) ch[e] = 0.0f; /* HF masked_fill(..., 0.0) */
-    __syncwarp();
   }
-  float sum = 0.0f;
-  for (int k = 0; k < K; k++) {
-    float bv = -INFINITY;
-    int bi = 1 << 30;
-    for (int e = lane; e < E; e += 32) {
-      const float v = ch[e];
-      if (v > bv || (v == bv && e < bi)) bv = v, bi = e;
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(FULL_MASK, bv, o);
-      const int oi = __shfl_xor_sync(FULL_MASK, bi, o);
-      if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
-    }
-    if (bi >= E) bi = 0; /* only with NaN scores */
-    const float s = sc[bi];
-    sum += s;
-    __syncwarp();
-    if (lane == 0) {
-      ir[k] = bi;
-      wr[k] = s;
-      ch[bi] = -INFINITY; /* taken */
-    }
-    __syncwarp();
-  }
-  if (lane == 0) {
-    if (norm) {
-      const float den = sum + 1e-20f;
-      for (int k = 0; k < K; k++) wr[k] /= den;
-    }
-    for (int k = 0; k < K; k++) wr[k] *= rsf;
-  }
+  const float den = sum + 1e-20f;
+  if (lane < K) wr[lane] = (norm ? w0 / den : w0) * rsf;
+  if (lane + 32 < K) wr[lane + 32] = (norm ? w1 / den : w1) * rsf;
 }
 
 extern "C" vstatus lat_router_topk(int32_t *idx, float *wt, const float *logits, const float *bias,
                                    const int32_t *forced, int T, int E, int K, int n_group, int topk_group,
                                    int norm_topk_prob, float rsf, cudaStream_t stream) {
   if (T <= 0) return V_OK;
-  if (E <= 0 || K <= 0 || K > E) return VERR("lat_router_topk: top-k %d of %d experts", K, E);
+  if (E <= 0 || K <= 0 || K > E || K > 64) return VERR("lat_router_topk: top-k %d of %d experts (at most 64)", K, E);
   const int G = n_group > 0 && n_group <= E ? n_group : 1;
   const int TG = topk_group > 0 && topk_group <= G ? topk_group : G;
   if (E % G) return VERR("lat_router_topk: %d experts not divisible into %d groups", E, G);
   if (G > 32) return VERR("lat_router_topk: %d expert groups (at most 32)", G);
   const size_t sm = (size_t)RT_WARPS * 2 * E * sizeof(float);
   if (sm > 48 * 1024) return VERR("lat_router_topk: %d experts need too much shared memory", E);
-  router_topk_kernel<<<(T + RT_WARPS - 1) / RT_WARPS, RT_WARPS * 32, sm, stream>>>(
-      idx, wt, logits, bias, forced, T, E, K, G, TG, norm_topk_prob, rsf);
-  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(pdl_launch(router_topk_kernel, (T + RT_WARPS - 1) / RT_WARPS, RT_WARPS * 32, sm, stream, idx, wt, logits,
+                        bias, forced, T, E, K, G, TG, norm_topk_prob, rsf));
   return V_OK;
 }
 
@@ -247,6 +349,8 @@ extern "C" vstatus lat_router_topk(int32_t *idx, float *wt, const float *logits,
 static __global__ void moe_bucket_kernel(const int32_t *idx, int P, int K, int E, int32_t *n_act, int32_t *act_e,
                                          int32_t *act_off, int32_t *act_cnt, int32_t *perm_tok,
                                          int32_t *perm_pair) {
+  pdl_wait();
+  pdl_trigger();
   extern __shared__ int bsm[];
   int *sidx = bsm, *cnt = sidx + P, *off = cnt + E;
   for (int p = threadIdx.x; p < P; p += blockDim.x) sidx[p] = idx[p];
@@ -299,8 +403,7 @@ extern "C" vstatus lat_moe_bucket(const int32_t *idx, int T, int K, int E, int32
   if (P <= 0) return V_OK;
   const size_t sm = (size_t)(P + 2 * E) * sizeof(int);
   if (sm > 48 * 1024) return VERR("lat_moe_bucket: %d pairs and %d experts need too much shared memory", P, E);
-  moe_bucket_kernel<<<1, BK_THREADS, sm, stream>>>(idx, P, K, E, n_act, act_e, act_off, act_cnt, perm_tok,
-                                                   perm_pair);
-  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(pdl_launch(moe_bucket_kernel, 1, BK_THREADS, sm, stream, idx, P, K, E, n_act, act_e, act_off, act_cnt,
+                        perm_tok, perm_pair));
   return V_OK;
 }

@@ -12,7 +12,7 @@
  * past either end of a temporary is an error of the run). Batch 1..64 (the path's envelope).
  *
  * What each variant maps to:
- *   linear       v1_mma_n8 .. v4_mma_n64, v5_cublas, v6_cp_n8 .. v9_cp_n64: lat_gemm with that
+ *   linear       v1_mma_n8 .. v4_mma_n64, v5_cublas, v6_cp_n8 .. v10_cp_w8: lat_gemm with that
  *                variant, bf16(x), fp32 epilogue (LAT_EP_F32) straight into y; a variant whose
  *                token tile is smaller than the batch is "not supported" (lat_gemm would run
  *                another one). in_features not a multiple of 8 (the kernels' 16-byte loads):
@@ -134,6 +134,19 @@ static vstatus batch_ok(const vop_case *c) {
   return V_OK;
 }
 
+/* The row kernels (embed, add + norm, MoE combine) read 16-byte vectors: rows of a multiple of 8 up
+ * to LAT_ROW_MAX, which the path's envelope requires of the hidden size (other configs run cuda-ref). */
+static vstatus row_ok(const vop_case *c, int D, const char *op) {
+  VTRY(batch_ok(c));
+  if (D < 8 || D % 8 || D > LAT_ROW_MAX)
+    return VUNSUPPORTED("%s: row of %d: the latency row kernels take multiples of 8 up to %d (the path's envelope)", op,
+                        D, LAT_ROW_MAX);
+  return V_OK;
+}
+static vstatus add_rmsnorm_supports(const vop_case *c) { return row_ok(c, c->d[0], "add_rmsnorm"); }
+static vstatus rmsnorm_supports(const vop_case *c) { return row_ok(c, c->d[0], "rmsnorm"); }
+static vstatus embed_supports(const vop_case *c) { return row_ok(c, c->d[1], "embed"); }
+
 /* A bf16 temporary filled with v (0x3F80: 1.0, 0: zero, 0xFFFF: NaN). */
 static vstatus const_bf16(arena *A, uint16_t **dst, int64_t n, uint16_t v, const char *name) {
   VTRY(tmp_alloc(A, (void **)dst, (size_t)n * 2, name));
@@ -232,6 +245,7 @@ LINEAR_VARIANT(6, "v6_cp_n8")
 LINEAR_VARIANT(7, "v7_cp_n16")
 LINEAR_VARIANT(8, "v8_cp_n32")
 LINEAR_VARIANT(9, "v9_cp_n64")
+LINEAR_VARIANT(10, "v10_cp_w8")
 
 static vstatus linear_table_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
   const int Ip = (c->d[1] + 7) / 8 * 8;
@@ -318,7 +332,7 @@ VARIANT(router_body, "v1")
 /* ---------------- moe_combine: y, w, shared, resid -> out ---------------- */
 
 static vstatus moe_combine_supports(const vop_case *c) {
-  VTRY(batch_ok(c));
+  VTRY(row_ok(c, c->d[0], "moe_combine"));
   if (c->d[1] < 1 || c->d[1] > 64) return VUNSUPPORTED("moe_combine: top-k %d outside 1..64", c->d[1]);
   return V_OK;
 }
@@ -524,6 +538,11 @@ static vstatus lse_combine_supports(const vop_case *c) {
   if (c->d[0] < 1 || c->d[1] < 1) return VUNSUPPORTED("lse_combine: heads %d, v dim %d", c->d[0], c->d[1]);
   if (c->d[2] < 1 || c->d[2] > LAT_MLA_MAX_SPLITS)
     return VUNSUPPORTED("lse_combine: %d splits outside lat_mla_combine's 1..%d", c->d[2], LAT_MLA_MAX_SPLITS);
+  if (c->d[1] % 8)
+    return VUNSUPPORTED(
+        "lse_combine: v dim %d: lat_mla_combine reads 8 columns per thread (the path's latent width "
+        "is a multiple of 8)",
+        c->d[1]);
   return V_OK;
 }
 static vstatus lse_combine_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
@@ -556,13 +575,14 @@ static const entry k_entries[] = {
     LINEAR_ENTRY(7, "v7_cp_n16", "cp.async weight ring, tokens 1..16"),
     LINEAR_ENTRY(8, "v8_cp_n32", "cp.async weight ring, tokens 1..32"),
     LINEAR_ENTRY(9, "v9_cp_n64", "cp.async weight ring, tokens 1..64"),
+    LINEAR_ENTRY(10, "v10_cp_w8", "cp.async weight ring, a warp per 16 rows over all of k, tokens 1..8"),
     {"linear", "table", "lat_gemm with the variant the path's per-bucket table picks for this batch and shape",
      linear_shape_ok, linear_table_body_run},
-    {"add_rmsnorm", "v1", "lat_add_rmsnorm: fp32 residual (= res) += bf16(x), bf16 norm",
-     batch_ok, add_rmsnorm_body_run},
-    {"rmsnorm", "v1_add_rmsnorm", "lat_add_rmsnorm with a zero addend: norm of the fp32 stream, bf16 out", batch_ok,
-     rmsnorm_body_run},
-    {"embed", "v1_embed_norm", "lat_embed_norm: fp32 embedding rows (its fused norm to a temporary)", batch_ok,
+    {"add_rmsnorm", "v1", "lat_add_rmsnorm: fp32 residual (= res) += bf16(x), bf16 norm", add_rmsnorm_supports,
+     add_rmsnorm_body_run},
+    {"rmsnorm", "v1_add_rmsnorm", "lat_add_rmsnorm with a zero addend: norm of the fp32 stream, bf16 out",
+     rmsnorm_supports, rmsnorm_body_run},
+    {"embed", "v1_embed_norm", "lat_embed_norm: fp32 embedding rows (its fused norm to a temporary)", embed_supports,
      embed_body_run},
     {"router", "v1", "lat_router_topk on fp32 logits: sigmoid, bias, group-limited top-k, normalize, scale",
      router_supports, router_body_run},
@@ -577,8 +597,8 @@ static const entry k_entries[] = {
     {"mla_absorbed", "v3_mma",
      "W_UK lat_gemm, lat_mla_attn_mma (heads as the M side of mma.sync, hi/lo query), lat_mla_combine, W_UV",
      mla_absorbed_mma_supports, mla_absorbed_mma_body_run},
-    {"lse_combine", "v1", "lat_mla_combine with pm = lse, pl = 1 (log-sum-exp merge), bf16 out",
-     lse_combine_supports, lse_combine_body_run},
+    {"lse_combine", "v1", "lat_mla_combine with pm = lse, pl = 1 (log-sum-exp merge), bf16 out", lse_combine_supports,
+     lse_combine_body_run},
 };
 
 #define N_ENTRIES (sizeof k_entries / sizeof k_entries[0])

@@ -5,6 +5,8 @@
  * rows with OpenMP when the work is large enough to pay for the fork. */
 #include "reference/cpu/ops.h"
 
+#include "model/router_rule.h"
+
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -201,14 +203,7 @@ static void router_impl(const float *logits, const float *bias, const ds_config 
   if (TG < G) {
     /* group score = sum of the group's top-2 choice values */
     for (int g = 0; g < G; g++) {
-      const float *cg = choice + (int64_t)g * gs;
-      int b1 = 0;
-      for (int i = 1; i < gs; i++)
-        if (cg[i] > cg[b1]) b1 = i;
-      int b2 = -1;
-      for (int i = 0; i < gs; i++)
-        if (i != b1 && (b2 < 0 || cg[i] > cg[b2])) b2 = i;
-      gsc[g] = b2 >= 0 ? cg[b1] + cg[b2] : cg[b1];
+      gsc[g] = router_group_score(choice + (int64_t)g * gs, gs);
       gkeep[g] = 0;
       taken[g] = 0;
     }

@@ -6,6 +6,8 @@
 #include "reference/cuda/cuda_common.h"
 #include "reference/cuda/cuda_ref_kernels.h"
 #include "reference/cuda/cuda_device.h"
+#include "reference/cuda/cuda_pdl.h"
+#include "model/router_rule.h"
 
 #define FULL_MASK 0xffffffffu
 
@@ -105,6 +107,8 @@ extern "C" vstatus curef_linear(cublasHandle_t h, void *y, int y_f32, const uint
 static __global__ void rope_kernel(uint16_t *x, int heads, int row_stride, int head_stride, int offset, int dim,
                                    const int32_t *pos, const float *inv_freq, float attn_factor, int interleave) {
   extern __shared__ float rope_sm[]; /* [dim] de-interleaved input */
+  pdl_wait();                        /* the latency path launches it with PDL (reference/cuda/cuda_pdl.h) */
+  pdl_trigger();
   const int r = blockIdx.x / heads, h = blockIdx.x % heads, hd = dim / 2;
   uint16_t *v = x + (size_t)r * (size_t)row_stride + (size_t)h * (size_t)head_stride + offset;
   for (int i = threadIdx.x; i < hd; i += blockDim.x) {
@@ -133,9 +137,8 @@ extern "C" vstatus curef_rope(uint16_t *x, int rows, int heads, int row_stride, 
                               cudaStream_t stream) {
   if (rows <= 0 || heads <= 0 || dim <= 0) return V_OK;
   if (dim % 2) return VERR("curef_rope: dim %d must be even", dim);
-  rope_kernel<<<(unsigned)rows * (unsigned)heads, 64, (size_t)dim * sizeof(float), stream>>>(
-      x, heads, row_stride, head_stride, offset, dim, pos, inv_freq, attn_factor, interleave);
-  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(pdl_launch(rope_kernel, (unsigned)rows * (unsigned)heads, 64, (size_t)dim * sizeof(float), stream, x,
+                        heads, row_stride, head_stride, offset, dim, pos, inv_freq, attn_factor, interleave));
   return V_OK;
 }
 
@@ -294,14 +297,7 @@ static __global__ void router_kernel(int32_t *idx, float *wt, const uint16_t *x,
   const int gs = E / G;
   if (TG < G) {
     for (int g = 0; g < G; g++) {
-      const float *cg = choice + g * gs;
-      int b1 = 0;
-      for (int i = 1; i < gs; i++)
-        if (cg[i] > cg[b1]) b1 = i;
-      int b2 = -1;
-      for (int i = 0; i < gs; i++)
-        if (i != b1 && (b2 < 0 || cg[i] > cg[b2])) b2 = i;
-      gsc[g] = b2 >= 0 ? cg[b1] + cg[b2] : cg[b1];
+      gsc[g] = router_group_score(choice + g * gs, gs);
       gkeep[g] = 0;
       taken[g] = 0;
     }
