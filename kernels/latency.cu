@@ -258,13 +258,15 @@ static const char *bucket_name(int T) {
  *             (the eager profile charges cuBLAS its host-side launch): wide stays cuBLAS.
  *   heads (fourth session): the per-head batched GEMMs of the MLA absorption (W_UK: K 128, W_UV:
  *             K 512): v10 (a warp per 16 rows) at 1-8: step 1.606 vs 1.616 ms at batch 1, 3.591
- *             vs 3.620 at batch 8 with v6, which left 6 of its 8 warps without a chunk at K 128. */
+ *             vs 3.620 at batch 8 with v6, which left 6 of its 8 warps without a chunk at K 128.
+ *   moe 1-8 (fourth session): v11 (32 rows per CTA, 3 stages): step 1.570 vs 1.580 ms at batch 1
+ *             (v6), 3.409 vs 3.570 at batch 8 (v9; the grouped down GEMM 750 vs 854 us). */
 static const char *const g_kind_names[N_KINDS] = {"dense", "wide", "moe", "heads"};
 static const struct {
   int lo, hi, v[N_KINDS]; /* by KIND_* */
 } g_gemm_table[] = {
-    {1, 2, {LAT_V6_CP_N8, LAT_V5_CUBLAS, LAT_V6_CP_N8, LAT_V10_CP_W8}},
-    {3, 8, {LAT_V6_CP_N8, LAT_V5_CUBLAS, LAT_V9_CP_N64, LAT_V10_CP_W8}},
+    {1, 2, {LAT_V6_CP_N8, LAT_V5_CUBLAS, LAT_V11_CP_M2, LAT_V10_CP_W8}},
+    {3, 8, {LAT_V6_CP_N8, LAT_V5_CUBLAS, LAT_V11_CP_M2, LAT_V10_CP_W8}},
     {9, 16, {LAT_V7_CP_N16, LAT_V5_CUBLAS, LAT_V9_CP_N64, LAT_V7_CP_N16}},
     {17, 32, {LAT_V5_CUBLAS, LAT_V5_CUBLAS, LAT_V9_CP_N64, LAT_V5_CUBLAS}},
     {33, 64, {LAT_V5_CUBLAS, LAT_V5_CUBLAS, LAT_V9_CP_N64, LAT_V5_CUBLAS}},
@@ -357,8 +359,8 @@ static vstatus dcp_attention(lstate *S, llayer *d, int T, int S_att, bool mma, c
   tr(S, "allgather", S->comm->name, "dcp=%d absorbed q|q_rot fp32 [%d x %d heads x %d] per rank -> all %d heads", N,
      T, H, w, Ha);
   if (mma) {
-    VTRY(lat_mla_attn_mma(S->pm, S->pl, S->pacc, S->qlat_all, S->qrot_all, Ha * r, r, 0, d->cache, S->d_slot,
-                          S->d_lpos, T, Ha, kl, r, S->lctx, S_att, S->scale, S->st));
+    VTRY(lat_mla_attn_mma(S->pm, S->pl, S->pacc, S->qlat_all, S->qrot_all, Ha * r, r, 0, d->cache, S->d_slot, S->d_lpos,
+                          T, Ha, kl, r, S->lctx, S_att, S->scale, NULL, S->st));
   } else {
     VTRY(lat_mla_attn(S->pm, S->pl, S->pacc, S->qlat_all, S->qrot_all, Ha * r, r, 0, d->cache, S->d_slot, S->d_lpos,
                       T, Ha, kl, r, S->lctx, S_att, S->scale, S->st));
@@ -405,8 +407,13 @@ static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
     qsrc = S->q;
     q_ld = H * dk;
   }
-  VTRY(curef_rope((uint16_t *)qsrc, T, H, q_ld, dk, n, r, S->d_pos, S->inv_freq, S->attn_factor, il, S->st));
-  tr(S, "rope", "ref", "q dim=%d heads=%d rows=%d interleave=%d", r, H, T, il);
+  /* v3_mma rotates q's rope part as it loads it (one launch less per layer); the others read it rotated */
+  const bool rope_on_load = ncap == ATTN_MMA && !S->dcp;
+  const lat_qrope rq = {S->inv_freq, S->attn_factor, il};
+  if (!rope_on_load) {
+    VTRY(curef_rope((uint16_t *)qsrc, T, H, q_ld, dk, n, r, S->d_pos, S->inv_freq, S->attn_factor, il, S->st));
+    tr(S, "rope", "ref", "q dim=%d heads=%d rows=%d interleave=%d", r, H, T, il);
+  }
   /* q_lat[t][h] = W_UK_h^T q_nope[t][h] (fp32) */
   a = lat_dense_args(d->wukt, qsrc, q_ld, S->qlat, H * kl, kl, n, T, LAT_EP_F32);
   a.Z = H;
@@ -421,10 +428,11 @@ static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
                            S->opt.max_ctx, ncap, S->scale, S->blas, S->st));
     tr(S, "mla_decode", "v2_gemm", "latent %d+%d H=%d keys<=%d rows=%d: cuBLAS QK^T, softmax, PV", kl, r, H, ncap, T);
   } else if (ncap == ATTN_MMA) {
-    VTRY(lat_mla_attn_mma(S->pm, S->pl, S->pacc, S->qlat, qsrc, q_ld, dk, n, d->cache, S->d_slot, S->d_pos, T, H, kl,
-                          r, S->opt.max_ctx, S_att, S->scale, S->st));
-    tr(S, "mla_decode", "v3_mma", "latent %d+%d H=%d splits=%d rows=%d: heads as the M side of mma.sync", kl, r, H,
-       S_att, T);
+    VTRY(lat_mla_attn_mma(S->pm, S->pl, S->pacc, S->qlat, qsrc, q_ld, dk, n, d->cache, S->d_slot, S->d_pos, T, H, kl, r,
+                          S->opt.max_ctx, S_att, S->scale, &rq, S->st));
+    tr(S, "mla_decode", "v3_mma",
+       "latent %d+%d H=%d splits=%d rows=%d: heads as the M side of mma.sync, rope(q) dim=%d interleave=%d on load", kl,
+       r, H, S_att, T, r, il);
   } else {
     VTRY(lat_mla_attn(S->pm, S->pl, S->pacc, S->qlat, qsrc, q_ld, dk, n, d->cache, S->d_slot, S->d_pos, T, H, kl, r,
                       S->opt.max_ctx, S_att, S->scale, S->st));
@@ -483,13 +491,14 @@ static vstatus moe(lstate *S, llayer *d, int T, bool forced, const uint16_t *nex
     VTRY(gemm(S, &a, false, S->comm && S->comm->size > 1 ? "router logits (replicated)" : "router logits"));
   }
   const int32_t *fx = forced ? S->d_forced + (size_t)d->moe_index * T * K : NULL;
-  VTRY(lat_router_topk(S->idx, S->wt, S->rl, d->router_bias, fx, T, E, K, S->G, S->TG, S->c.norm_topk_prob ? 1 : 0,
-                       (float)S->c.routed_scaling_factor, S->st));
-  tr(S, "router_topk", forced ? "v1_forced" : "v1", "sigmoid+bias group-limited E=%d k=%d groups=%d/%d rows=%d", E, K,
-     S->TG, S->G, T);
   int32_t *nact = S->n_act + d->moe_index;
-  VTRY(lat_moe_bucket(S->idx, T, K, E, nact, S->act_e, S->act_off, S->act_cnt, S->perm_tok, S->perm_pair, S->st));
-  tr(S, "moe_bucket", "v1", "device buckets pairs=%d E=%d", T * K, E);
+  bool fused = false;
+  VTRY(lat_router_bucket(S->idx, S->wt, S->rl, d->router_bias, fx, T, E, K, S->G, S->TG, S->c.norm_topk_prob ? 1 : 0,
+                         (float)S->c.routed_scaling_factor, nact, S->act_e, S->act_off, S->act_cnt, S->perm_tok,
+                         S->perm_pair, S->st, &fused));
+  tr(S, "router_topk", forced ? "v1_forced" : "v1", "sigmoid+bias group-limited E=%d k=%d groups=%d/%d rows=%d%s", E, K,
+     S->TG, S->G, T, fused ? " (one kernel with the buckets)" : "");
+  tr(S, "moe_bucket", fused ? "v1_fused" : "v1", "device buckets pairs=%d E=%d", T * K, E);
   const int zmax = E < T * K ? E : T * K;
   a = lat_grouped_args(d->d_egu, S->xn, S->D, S->hbuf, S->F, 2 * S->F, S->D, T, LAT_EP_SWIGLU, zmax, nact, S->act_e,
                        S->act_off, S->act_cnt);
@@ -1353,7 +1362,7 @@ static vstatus parse_variant(lstate *S, const char *variant) {
       if (k == N_KINDS || !v)
         return VERR(PATH_NAME
                     ": variant '%s': want COLUMN=GEMM with COLUMN dense, wide, moe or heads and GEMM a "
-                    "variant name (v1_mma_n8 .. v10_cp_w8, v5_cublas)",
+                    "variant name (v1_mma_n8 .. v11_cp_m2, v5_cublas)",
                     tok);
       S->force_kind[k] = v;
       continue;
@@ -1363,7 +1372,7 @@ static vstatus parse_variant(lstate *S, const char *variant) {
       return VERR(PATH_NAME
                   ": variant '%s' unknown (eager, table, pdl, no_pdl, v1_mma_n8, "
                   "v2_mma_n16, v3_mma_n32, v4_mma_n64, "
-                  "v5_cublas, v6_cp_n8, v7_cp_n16, v8_cp_n32, v9_cp_n64, v10_cp_w8)",
+                  "v5_cublas, v6_cp_n8, v7_cp_n16, v8_cp_n32, v9_cp_n64, v10_cp_w8, v11_cp_m2)",
                   tok);
     S->force_variant = v;
   }

@@ -15,7 +15,7 @@
  * v6..v9 (gemm_cp_kernel, weights through a 4-stage cp.async ring per warp): v6 (1, 1, 2),
  * v7 (1, 2, 2), v8 (2, 4, 1), v9 (2, 8, 1); v10 (1, 1, 1) with 8 row groups: each warp owns 16 rows
  * over the whole k range, for small K (the per-head MLA absorptions: K 128 left 6 of v6's 8 warps
- * without a chunk). */
+ * without a chunk); v11 (2, 1, 2) with 3 stages: 32 rows per CTA, 2 CTAs per SM. */
 #include "kernels/latency_kernels.h"
 #include "kernels/latency_device.h"
 #include "reference/cuda/cuda_common.h"
@@ -417,7 +417,7 @@ static __global__ void scatter_rows_kernel(lat_gemm_args p, const void *tmp) {
 }
 
 extern "C" int lat_gemm_variant_from_name(const char *name) {
-  for (int v = LAT_V1_MMA_N8; v <= LAT_V10_CP_W8; v++)
+  for (int v = LAT_V1_MMA_N8; v <= LAT_V11_CP_M2; v++)
     if (strcmp(name, lat_gemm_variant_name(v)) == 0) return v;
   return 0;
 }
@@ -434,6 +434,7 @@ extern "C" const char *lat_gemm_variant_name(int v) {
     case LAT_V8_CP_N32: return "v8_cp_n32";
     case LAT_V9_CP_N64: return "v9_cp_n64";
     case LAT_V10_CP_W8: return "v10_cp_w8";
+    case LAT_V11_CP_M2: return "v11_cp_m2";
     default: return "unknown";
   }
 }
@@ -450,6 +451,7 @@ extern "C" int lat_gemm_variant_max_tokens(int v) {
     case LAT_V8_CP_N32: return 32;
     case LAT_V9_CP_N64: return 64;
     case LAT_V10_CP_W8: return 8;
+    case LAT_V11_CP_M2: return 8;
     default: return 0;
   }
 }
@@ -483,6 +485,7 @@ static cudaError_t gemm_set_smem() {
 #define V8_SHAPE 2, 4, 1, 4, 1
 #define V9_SHAPE 2, 8, 1, 4, 1
 #define V10_SHAPE 1, 1, 1, 4, 8
+#define V11_SHAPE 2, 1, 2, 3, 1
 
 extern "C" vstatus lat_kernels_init(void) {
   CUDA_CHECK(gemm_set_smem<V1_SHAPE>());
@@ -494,6 +497,7 @@ extern "C" vstatus lat_kernels_init(void) {
   CUDA_CHECK(gemm_set_smem<V8_SHAPE>());
   CUDA_CHECK(gemm_set_smem<V9_SHAPE>());
   CUDA_CHECK(gemm_set_smem<V10_SHAPE>());
+  CUDA_CHECK(gemm_set_smem<V11_SHAPE>());
   return V_OK;
 }
 
@@ -583,7 +587,7 @@ extern "C" vstatus lat_gemm(const lat_gemm_args *a, int variant, int num_sms, cu
   if (a->wptr && variant == LAT_V5_CUBLAS) variant = 0; /* grouped experts: pick an mma variant below */
   if (a->T > 64 && variant != LAT_V5_CUBLAS) return VERR("lat_gemm: %d token rows exceed the mma variants' 64", a->T);
   if (variant != LAT_V5_CUBLAS &&
-      (variant < LAT_V1_MMA_N8 || variant > LAT_V10_CP_W8 || lat_gemm_variant_max_tokens(variant) < a->T)) {
+      (variant < LAT_V1_MMA_N8 || variant > LAT_V11_CP_M2 || lat_gemm_variant_max_tokens(variant) < a->T)) {
     const bool cp = variant >= LAT_V6_CP_N8; /* keep the family: register loads or the cp.async ring */
     if (cp)
       variant = a->T <= 8 ? LAT_V6_CP_N8 : a->T <= 16 ? LAT_V7_CP_N16 : a->T <= 32 ? LAT_V8_CP_N32 : LAT_V9_CP_N64;
@@ -602,6 +606,7 @@ extern "C" vstatus lat_gemm(const lat_gemm_args *a, int variant, int num_sms, cu
     case LAT_V8_CP_N32: return launch_mma<V8_SHAPE>(a, num_sms, stream, splits_out);
     case LAT_V9_CP_N64: return launch_mma<V9_SHAPE>(a, num_sms, stream, splits_out);
     case LAT_V10_CP_W8: return launch_mma<V10_SHAPE>(a, num_sms, stream, splits_out);
+    case LAT_V11_CP_M2: return launch_mma<V11_SHAPE>(a, num_sms, stream, splits_out);
     case LAT_V5_CUBLAS: return launch_cublas(a, blas, stream);
     default: return VERR("lat_gemm: unknown variant %d", variant);
   }

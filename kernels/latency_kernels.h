@@ -25,6 +25,7 @@
 #ifndef VOUCH_KERNELS_LATENCY_KERNELS_H
 #define VOUCH_KERNELS_LATENCY_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -49,7 +50,8 @@ enum {
   LAT_V7_CP_N16 = 7,
   LAT_V8_CP_N32 = 8,
   LAT_V9_CP_N64 = 9,
-  LAT_V10_CP_W8 = 10 /* v6's ring, but each of the 8 warps owns its 16 rows over all of k: small K */
+  LAT_V10_CP_W8 = 10, /* v6's ring, but each of the 8 warps owns its 16 rows over all of k: small K */
+  LAT_V11_CP_M2 = 11  /* v6 with 32 rows per CTA and 3 ring stages */
 };
 /* Epilogues. SWIGLU: W rows come in blocks of 16 = 8 gate rows then the 8 matching up rows;
  * output column 8*i + g (i = block, g < 8) = bf16(silu(bf16(gate)) * bf16(up)), N/2 columns. */
@@ -186,9 +188,18 @@ int lat_mla_mma_supported(int H, int kl, int r);
 int lat_mla_mma_splits(int T, int H, int max_keys, int num_sms);
 /* Raises the kernel's dynamic shared-memory limit for these dimensions (once, before capture). */
 vstatus lat_mla_mma_init(int H, int kl, int r);
+/* RoPE of the query's rope part as v3_mma loads it (instead of curef_rope over q beforehand;
+ * the same bf16 values): positions are the step's pos, angles inv_freq [r/2] * attn_factor. */
+typedef struct {
+  const float *inv_freq; /* [r/2] on the device */
+  float attn_factor;
+  int interleave; /* rope_interleave: pairs (2i, 2i+1) */
+} lat_qrope;
+/* rope_q NULL: the rope part of q is already rotated. */
 vstatus lat_mla_attn_mma(float *pm, float *pl, float *pacc, const float *qlat, const uint16_t *q, int q_ld,
                          int q_hstride, int q_rot_off, const uint16_t *cache, const int32_t *slot, const int32_t *pos,
-                         int T, int H, int kl, int r, int max_ctx, int S, float scale, cudaStream_t stream);
+                         int T, int H, int kl, int r, int max_ctx, int S, float scale, const lat_qrope *rope_q,
+                         cudaStream_t stream);
 #define LAT_MLA_MAX_SPLITS 64 /* most splits lat_mla_combine merges */
 /* o[t][h][c] = bf16(sum_s e^(pm_s - M) pacc_s[c] / sum_s e^(pm_s - M) pl_s), o [T, H, kl], S <= LAT_MLA_MAX_SPLITS. */
 vstatus lat_mla_combine(uint16_t *o, const float *pm, const float *pl, const float *pacc, int T, int H, int kl,
@@ -228,6 +239,12 @@ vstatus lat_router_topk(int32_t *idx, float *wt, const float *logits, const floa
  * = t*K + k, pairs of one expert in ascending pair order. One block; no host sync. */
 vstatus lat_moe_bucket(const int32_t *idx, int T, int K, int E, int32_t *n_act, int32_t *act_e, int32_t *act_off,
                        int32_t *act_cnt, int32_t *perm_tok, int32_t *perm_pair, cudaStream_t stream);
+/* lat_router_topk then lat_moe_bucket; for T <= 4 token rows as one kernel (one block routes, then
+ * buckets: a launch and a dependency less per MoE layer at batch 1). *fused says which ran. */
+vstatus lat_router_bucket(int32_t *idx, float *wt, const float *logits, const float *bias, const int32_t *forced, int T,
+                          int E, int K, int n_group, int topk_group, int norm_topk_prob, float rsf, int32_t *n_act,
+                          int32_t *act_e, int32_t *act_off, int32_t *act_cnt, int32_t *perm_tok, int32_t *perm_pair,
+                          cudaStream_t stream, bool *fused);
 
 /* ---- Decode context parallelism over the latent cache (kernels/latency_dcp.cu) ----
  * Rank r of N holds the positions p with p % N == r at local index p / N: a slot's cache rows are

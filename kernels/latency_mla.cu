@@ -78,12 +78,10 @@ static __global__ void mla_prep_kernel(const uint16_t *src, int src_ld, int q_of
   __syncthreads();
   const float p = (float)pos[t];
   for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-    const float f = __fmul_rn(p, inv_freq[i]);
-    const float c = __fmul_rn((float)cos((double)f), attn_factor);
-    const float s = __fmul_rn((float)sin((double)f), attn_factor);
-    const float x1 = rope_sm[i], x2 = rope_sm[hd + i];
-    crow[kl + i] = f2bf(x1 * c - x2 * s);
-    crow[kl + hd + i] = f2bf(x2 * c + x1 * s);
+    float o1, o2;
+    rope_pair(rope_sm[i], rope_sm[hd + i], p, inv_freq[i], attn_factor, &o1, &o2);
+    crow[kl + i] = f2bf(o1);
+    crow[kl + hd + i] = f2bf(o2);
   }
 }
 

@@ -28,7 +28,9 @@
 #define MM_WARPS 16  /* 16 warps: 4 per scheduler to hide the MMA / ldmatrix / shuffle latencies */
 #endif
 #define MM_NK 32     /* keys per tile: one key per lane in phase 2 */
-#define MM_NS 2      /* key-tile stages in shared memory (4 measured no faster on the H200) */
+#ifndef MM_NS
+#define MM_NS 2 /* key-tile stages in shared memory (4 measured no faster on the H200) */
+#endif
 #define MM_QKS (MM_WARPS == 8 ? 9 : 5) /* most k-steps of the query a warp holds: 576 columns at MT 2 */
 #define MM_MAXNT (MM_WARPS == 8 ? 16 : 8) /* most column tiles per warp (16 at 16 warps spills) */
 #define MM_PAD 8     /* bf16 elements of padding per shared row: rows start 16 bytes apart mod 128 */
@@ -81,8 +83,8 @@ static size_t mm_smem(int H, int kl, int r) {
 template <int MT, int NT>
 static __global__ void __launch_bounds__(MM_WARPS * 32, 1)
     mla_mma_kernel(float *pm, float *pl, float *pacc, const float *qlat, const uint16_t *q, int q_ld, int q_hstride,
-                   int q_rot_off, const uint16_t *cache, const int32_t *slot, const int32_t *pos, int H, int kl,
-                   int r, int max_ctx, int S, float scale) {
+                   int q_rot_off, const uint16_t *cache, const int32_t *slot, const int32_t *pos, int H, int kl, int r,
+                   int max_ctx, int S, float scale, lat_qrope rq) {
   constexpr int HB = 16 * MT, KR = MM_WARPS / MT, PS = MM_NK + MM_PAD, RPW = HB / MM_WARPS; /* rows per warp */
   extern __shared__ __align__(16) unsigned char mm_raw[];
   const int W = kl + r, WP = W + MM_PAD, nch = W / 8, KS = W / 16, ksw = (KS + KR - 1) / KR;
@@ -98,12 +100,25 @@ static __global__ void __launch_bounds__(MM_WARPS * 32, 1)
 
   /* query hi / lo rows into the (not yet used) key tiles, then into registers */
   uint16_t *qhi = tile, *qlo = tile + MM_NK * WP;
+  const float qp = (float)pos[t];
   for (int i = threadIdx.x; i < HB * W; i += blockDim.x) {
     const int hh = i / W, c = i % W, h = h0 + hh;
     float v = 0.0f;
-    if (h < H)
-      v = c < kl ? qlat[((long long)t * H + h) * kl + c]
-                 : bf2f(q[(long long)t * q_ld + (long long)h * q_hstride + q_rot_off + (c - kl)]);
+    if (h < H && c < kl) {
+      v = qlat[((long long)t * H + h) * kl + c];
+    } else if (h < H) {
+      const uint16_t *qr = q + (long long)t * q_ld + (long long)h * q_hstride + q_rot_off;
+      const int j = c - kl, hd = r / 2, pi = j < hd ? j : j - hd; /* pair index */
+      if (!rq.inv_freq) {
+        v = bf2f(qr[j]);
+      } else { /* RoPE here instead of curef_rope over q: the bf16 rounding it would store */
+        const float x1 = bf2f(rq.interleave ? qr[2 * pi] : qr[pi]);
+        const float x2 = bf2f(rq.interleave ? qr[2 * pi + 1] : qr[hd + pi]);
+        float o1, o2;
+        rope_pair(x1, x2, qp, rq.inv_freq[pi], rq.attn_factor, &o1, &o2);
+        v = bf2f(f2bf(j < hd ? o1 : o2));
+      }
+    }
     const uint16_t hi = f2bf(v);
     qhi[hh * WP + c] = hi;
     qlo[hh * WP + c] = f2bf(v - bf2f(hi));
@@ -261,14 +276,14 @@ template <int MT>
 static vstatus launch(int nt, dim3 grid, size_t sm, cudaStream_t st, float *pm, float *pl, float *pacc,
                       const float *qlat, const uint16_t *q, int q_ld, int q_hstride, int q_rot_off,
                       const uint16_t *cache, const int32_t *slot, const int32_t *pos, int H, int kl, int r, int max_ctx,
-                      int S, float scale, bool init) {
+                      int S, float scale, lat_qrope rq, bool init) {
 #define MM_CASE(N)                                                                                                   \
   case N:                                                                                                            \
     if (init)                                                                                                        \
       CUDA_CHECK(cudaFuncSetAttribute(mla_mma_kernel<MT, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)); \
     else                                                                                                             \
       CUDA_CHECK(pdl_launch(mla_mma_kernel<MT, N>, grid, MM_WARPS * 32, sm, st, pm, pl, pacc, qlat, q, q_ld,         \
-                            q_hstride, q_rot_off, cache, slot, pos, H, kl, r, max_ctx, S, scale));                   \
+                            q_hstride, q_rot_off, cache, slot, pos, H, kl, r, max_ctx, S, scale, rq));               \
     break;
   switch (nt) {
     MM_CASE(1)
@@ -286,7 +301,8 @@ static vstatus launch(int nt, dim3 grid, size_t sm, cudaStream_t st, float *pm, 
 
 static vstatus dispatch(int T, int H, int kl, int r, int S, bool init, cudaStream_t st, float *pm, float *pl,
                         float *pacc, const float *qlat, const uint16_t *q, int q_ld, int q_hstride, int q_rot_off,
-                        const uint16_t *cache, const int32_t *slot, const int32_t *pos, int max_ctx, float scale) {
+                        const uint16_t *cache, const int32_t *slot, const int32_t *pos, int max_ctx, float scale,
+                        lat_qrope rq) {
   if (!lat_mla_mma_supported(H, kl, r))
     return VERR("lat_mla_attn_mma: %d heads, latent %d + rope %d not supported (kv_lora a multiple of 8 up to 512 at 32 "
                 "heads per block, kv_lora + rope a multiple of 16, at most 576 at 32 heads per block)", H, kl, r);
@@ -295,21 +311,24 @@ static vstatus dispatch(int T, int H, int kl, int r, int S, bool init, cudaStrea
   const dim3 grid((unsigned)((H + 16 * MT - 1) / (16 * MT)), (unsigned)S, (unsigned)T);
   if (MT == 2)
     return launch<2>(nt, grid, sm, st, pm, pl, pacc, qlat, q, q_ld, q_hstride, q_rot_off, cache, slot, pos, H, kl, r,
-                     max_ctx, S, scale, init);
+                     max_ctx, S, scale, rq, init);
   return launch<1>(nt, grid, sm, st, pm, pl, pacc, qlat, q, q_ld, q_hstride, q_rot_off, cache, slot, pos, H, kl, r,
-                   max_ctx, S, scale, init);
+                   max_ctx, S, scale, rq, init);
 }
 
 extern "C" vstatus lat_mla_mma_init(int H, int kl, int r) {
-  return dispatch(1, H, kl, r, 1, true, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0.0f);
+  return dispatch(1, H, kl, r, 1, true, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0.0f,
+                  lat_qrope{});
 }
 
 extern "C" vstatus lat_mla_attn_mma(float *pm, float *pl, float *pacc, const float *qlat, const uint16_t *q, int q_ld,
                                     int q_hstride, int q_rot_off, const uint16_t *cache, const int32_t *slot,
                                     const int32_t *pos, int T, int H, int kl, int r, int max_ctx, int S, float scale,
-                                    cudaStream_t stream) {
+                                    const lat_qrope *rope_q, cudaStream_t stream) {
   if (T <= 0) return V_OK;
   if (S < 1 || S > LAT_MLA_MAX_SPLITS) return VERR("lat_mla_attn_mma: %d splits outside 1..%d", S, LAT_MLA_MAX_SPLITS);
+  if (rope_q && (!rope_q->inv_freq || r % 2))
+    return VERR("lat_mla_attn_mma: RoPE of q needs inv_freq and an even rope dim (%d)", r);
   return dispatch(T, H, kl, r, S, false, stream, pm, pl, pacc, qlat, q, q_ld, q_hstride, q_rot_off, cache, slot, pos,
-                  max_ctx, scale);
+                  max_ctx, scale, rope_q ? *rope_q : lat_qrope{});
 }

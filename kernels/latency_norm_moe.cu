@@ -240,17 +240,11 @@ extern "C" vstatus lat_moe_combine_partial(float *out, const uint16_t *Y, const 
 
 #define RT_WARPS 4
 
-/* One warp per token. Shared: scores [RT_WARPS][E], choice [RT_WARPS][E]. */
-static __global__ void router_topk_kernel(int32_t *idx, float *wt, const float *logits, const float *bias,
-                                          const int32_t *forced, int T, int E, int K, int G, int TG, int norm,
-                                          float rsf) {
-  pdl_wait();
-  pdl_trigger();
-  extern __shared__ float rsm[];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int t = blockIdx.x * RT_WARPS + warp;
-  if (t >= T) return;
-  float *sc = rsm + warp * 2 * E, *ch = sc + E;
+/* Routes token t with the calling warp (lane = its lane): sc, ch are the warp's shared [E] scores
+ * and choice values. */
+static __device__ void route_token(int t, int lane, float *sc, float *ch, int32_t *idx, float *wt, const float *logits,
+                                   const float *bias, const int32_t *forced, int E, int K, int G, int TG, int norm,
+                                   float rsf) {
   const float *lr = logits + (long long)t * E;
   for (int e = lane; e < E; e += 32) {
     const float s = 1.0f / (1.0f + expf(-lr[e]));
@@ -325,33 +319,14 @@ static __global__ void router_topk_kernel(int32_t *idx, float *wt, const float *
   if (lane + 32 < K) wr[lane + 32] = (norm ? w1 / den : w1) * rsf;
 }
 
-extern "C" vstatus lat_router_topk(int32_t *idx, float *wt, const float *logits, const float *bias,
-                                   const int32_t *forced, int T, int E, int K, int n_group, int topk_group,
-                                   int norm_topk_prob, float rsf, cudaStream_t stream) {
-  if (T <= 0) return V_OK;
-  if (E <= 0 || K <= 0 || K > E || K > 64) return VERR("lat_router_topk: top-k %d of %d experts (at most 64)", K, E);
-  const int G = n_group > 0 && n_group <= E ? n_group : 1;
-  const int TG = topk_group > 0 && topk_group <= G ? topk_group : G;
-  if (E % G) return VERR("lat_router_topk: %d experts not divisible into %d groups", E, G);
-  if (G > 32) return VERR("lat_router_topk: %d expert groups (at most 32)", G);
-  const size_t sm = (size_t)RT_WARPS * 2 * E * sizeof(float);
-  if (sm > 48 * 1024) return VERR("lat_router_topk: %d experts need too much shared memory", E);
-  CUDA_CHECK(pdl_launch(router_topk_kernel, (T + RT_WARPS - 1) / RT_WARPS, RT_WARPS * 32, sm, stream, idx, wt, logits,
-                        bias, forced, T, E, K, G, TG, norm_topk_prob, rsf));
-  return V_OK;
-}
+/* The device buckets (lat_moe_bucket's outputs). */
+typedef struct {
+  int32_t *n_act, *act_e, *act_off, *act_cnt, *perm_tok, *perm_pair;
+} bucket_out;
 
-/* ---- token -> expert buckets ---- */
-
-#define BK_THREADS 1024
-
-/* Shared: sidx [P], cnt [E], off [E]. P = T*K <= 4096, E <= 4096. */
-static __global__ void moe_bucket_kernel(const int32_t *idx, int P, int K, int E, int32_t *n_act, int32_t *act_e,
-                                         int32_t *act_off, int32_t *act_cnt, int32_t *perm_tok,
-                                         int32_t *perm_pair) {
-  pdl_wait();
-  pdl_trigger();
-  extern __shared__ int bsm[];
+/* Buckets the P = T*K pairs of idx with the whole block. bsm: shared sidx [P], cnt [E], off [E];
+ * P <= 4096, E <= 4096. Starts with the block reading idx: the caller makes it visible. */
+static __device__ void bucket_block(const int32_t *idx, int P, int K, int E, bucket_out b, int *bsm) {
   int *sidx = bsm, *cnt = sidx + P, *off = cnt + E;
   for (int p = threadIdx.x; p < P; p += blockDim.x) sidx[p] = idx[p];
   for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
@@ -375,15 +350,15 @@ static __global__ void moe_bucket_kernel(const int32_t *idx, int P, int K, int E
         off[e] = carry_rows + sc - c;
         if (f) {
           const int a = carry_act + sf - 1;
-          act_e[a] = e;
-          act_off[a] = carry_rows + sc - c;
-          act_cnt[a] = c;
+          b.act_e[a] = e;
+          b.act_off[a] = carry_rows + sc - c;
+          b.act_cnt[a] = c;
         }
       }
       carry_rows += __shfl_sync(FULL_MASK, sc, 31);
       carry_act += __shfl_sync(FULL_MASK, sf, 31);
     }
-    if (lane == 0) *n_act = carry_act;
+    if (lane == 0) *b.n_act = carry_act;
   }
   __syncthreads();
   for (int p = threadIdx.x; p < P; p += blockDim.x) {
@@ -391,19 +366,94 @@ static __global__ void moe_bucket_kernel(const int32_t *idx, int P, int K, int E
     int rank = 0;
     for (int q = 0; q < p; q++) rank += sidx[q] == e;
     const int row = off[e] + rank;
-    perm_tok[row] = p / K;
-    perm_pair[row] = p;
+    b.perm_tok[row] = p / K;
+    b.perm_pair[row] = p;
   }
 }
+
+/* Shared: bucket_block's. */
+static __global__ void moe_bucket_kernel(const int32_t *idx, int P, int K, int E, bucket_out b) {
+  pdl_wait();
+  pdl_trigger();
+  extern __shared__ int bsm[];
+  bucket_block(idx, P, K, E, b, bsm);
+}
+
+/* One warp per token. Shared: scores [RT_WARPS][E], choice [RT_WARPS][E]; with the buckets fused
+ * (b.n_act set, one block: T <= RT_WARPS), bucket_block's after them. */
+static __global__ void router_topk_kernel(int32_t *idx, float *wt, const float *logits, const float *bias,
+                                          const int32_t *forced, int T, int E, int K, int G, int TG, int norm,
+                                          float rsf, bucket_out b) {
+  pdl_wait();
+  pdl_trigger();
+  extern __shared__ float rsm[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int t = blockIdx.x * RT_WARPS + warp;
+  if (t < T)
+    route_token(t, lane, rsm + warp * 2 * E, rsm + warp * 2 * E + E, idx, wt, logits, bias, forced, E, K, G, TG, norm,
+                rsf);
+  if (!b.n_act) return;
+  __syncthreads(); /* the block's idx stores are visible to the block */
+  bucket_block(idx, T * K, K, E, b, (int *)(rsm + RT_WARPS * 2 * E));
+}
+
+/* Checks the router shape; *G, *TG the groups used. */
+static vstatus router_shape(int E, int K, int n_group, int topk_group, int *G, int *TG) {
+  if (E <= 0 || K <= 0 || K > E || K > 64) return VERR("lat_router_topk: top-k %d of %d experts (at most 64)", K, E);
+  *G = n_group > 0 && n_group <= E ? n_group : 1;
+  *TG = topk_group > 0 && topk_group <= *G ? topk_group : *G;
+  if (E % *G) return VERR("lat_router_topk: %d experts not divisible into %d groups", E, *G);
+  if (*G > 32) return VERR("lat_router_topk: %d expert groups (at most 32)", *G);
+  return V_OK;
+}
+
+#define RT_SMEM(E) ((size_t)RT_WARPS * 2 * (E) * sizeof(float))
+#define BK_SMEM(P, E) ((size_t)((P) + 2 * (E)) * sizeof(int))
+#define BK_THREADS 1024
+
+extern "C" vstatus lat_router_topk(int32_t *idx, float *wt, const float *logits, const float *bias,
+                                   const int32_t *forced, int T, int E, int K, int n_group, int topk_group,
+                                   int norm_topk_prob, float rsf, cudaStream_t stream) {
+  if (T <= 0) return V_OK;
+  int G, TG;
+  VTRY(router_shape(E, K, n_group, topk_group, &G, &TG));
+  if (RT_SMEM(E) > 48 * 1024) return VERR("lat_router_topk: %d experts need too much shared memory", E);
+  CUDA_CHECK(pdl_launch(router_topk_kernel, (T + RT_WARPS - 1) / RT_WARPS, RT_WARPS * 32, RT_SMEM(E), stream, idx, wt,
+                        logits, bias, forced, T, E, K, G, TG, norm_topk_prob, rsf, bucket_out{}));
+  return V_OK;
+}
+
+/* ---- token -> expert buckets ---- */
 
 extern "C" vstatus lat_moe_bucket(const int32_t *idx, int T, int K, int E, int32_t *n_act, int32_t *act_e,
                                   int32_t *act_off, int32_t *act_cnt, int32_t *perm_tok, int32_t *perm_pair,
                                   cudaStream_t stream) {
   const int P = T * K;
   if (P <= 0) return V_OK;
-  const size_t sm = (size_t)(P + 2 * E) * sizeof(int);
-  if (sm > 48 * 1024) return VERR("lat_moe_bucket: %d pairs and %d experts need too much shared memory", P, E);
-  CUDA_CHECK(pdl_launch(moe_bucket_kernel, 1, BK_THREADS, sm, stream, idx, P, K, E, n_act, act_e, act_off, act_cnt,
-                        perm_tok, perm_pair));
+  if (BK_SMEM(P, E) > 48 * 1024)
+    return VERR("lat_moe_bucket: %d pairs and %d experts need too much shared memory", P, E);
+  const bucket_out b = {n_act, act_e, act_off, act_cnt, perm_tok, perm_pair};
+  CUDA_CHECK(pdl_launch(moe_bucket_kernel, 1, BK_THREADS, BK_SMEM(P, E), stream, idx, P, K, E, b));
+  return V_OK;
+}
+
+extern "C" vstatus lat_router_bucket(int32_t *idx, float *wt, const float *logits, const float *bias,
+                                     const int32_t *forced, int T, int E, int K, int n_group, int topk_group,
+                                     int norm_topk_prob, float rsf, int32_t *n_act, int32_t *act_e, int32_t *act_off,
+                                     int32_t *act_cnt, int32_t *perm_tok, int32_t *perm_pair, cudaStream_t stream,
+                                     bool *fused) {
+  *fused = false;
+  if (T <= 0) return V_OK;
+  int G, TG;
+  VTRY(router_shape(E, K, n_group, topk_group, &G, &TG));
+  const size_t sm = RT_SMEM(E) + BK_SMEM(T * K, E);
+  if (T > RT_WARPS || sm > 48 * 1024) {
+    VTRY(lat_router_topk(idx, wt, logits, bias, forced, T, E, K, n_group, topk_group, norm_topk_prob, rsf, stream));
+    return lat_moe_bucket(idx, T, K, E, n_act, act_e, act_off, act_cnt, perm_tok, perm_pair, stream);
+  }
+  const bucket_out b = {n_act, act_e, act_off, act_cnt, perm_tok, perm_pair};
+  CUDA_CHECK(pdl_launch(router_topk_kernel, 1, RT_WARPS * 32, sm, stream, idx, wt, logits, bias, forced, T, E, K, G, TG,
+                        norm_topk_prob, rsf, b));
+  *fused = true;
   return V_OK;
 }

@@ -246,6 +246,7 @@ LINEAR_VARIANT(7, "v7_cp_n16")
 LINEAR_VARIANT(8, "v8_cp_n32")
 LINEAR_VARIANT(9, "v9_cp_n64")
 LINEAR_VARIANT(10, "v10_cp_w8")
+LINEAR_VARIANT(11, "v11_cp_m2")
 
 static vstatus linear_table_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
   const int Ip = (c->d[1] + 7) / 8 * 8;
@@ -499,7 +500,7 @@ static vstatus mla_absorbed_seq(const vop_case *c, const vop_layout *l, void *co
   if (mma) {
     VTRY(lat_mla_mma_init(H, kl, r));
     VTRY(lat_mla_attn_mma(pm, pl, pacc, qlat, q, H * dk, dk, n, cache, sp, sp + B, B, H, kl, r, L, S, (float)c->f[0],
-                          0));
+                          NULL, 0));
   } else {
     VTRY(lat_mla_init(kl, r));
     VTRY(lat_mla_attn(pm, pl, pacc, qlat, q, H * dk, dk, n, cache, sp, sp + B, B, H, kl, r, L, S, (float)c->f[0], 0));
@@ -576,6 +577,7 @@ static const entry k_entries[] = {
     LINEAR_ENTRY(8, "v8_cp_n32", "cp.async weight ring, tokens 1..32"),
     LINEAR_ENTRY(9, "v9_cp_n64", "cp.async weight ring, tokens 1..64"),
     LINEAR_ENTRY(10, "v10_cp_w8", "cp.async weight ring, a warp per 16 rows over all of k, tokens 1..8"),
+    LINEAR_ENTRY(11, "v11_cp_m2", "cp.async weight ring, 32 rows per CTA, 3 stages, tokens 1..8"),
     {"linear", "table", "lat_gemm with the variant the path's per-bucket table picks for this batch and shape",
      linear_shape_ok, linear_table_body_run},
     {"add_rmsnorm", "v1", "lat_add_rmsnorm: fp32 residual (= res) += bf16(x), bf16 norm", add_rmsnorm_supports,

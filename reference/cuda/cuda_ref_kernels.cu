@@ -123,12 +123,10 @@ static __global__ void rope_kernel(uint16_t *x, int heads, int row_stride, int h
   __syncthreads();
   const float p = (float)pos[r];
   for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-    const float f = __fmul_rn(p, inv_freq[i]); /* float32 angle, as HF's inv_freq @ position_ids */
-    const float c = __fmul_rn((float)cos((double)f), attn_factor);
-    const float s = __fmul_rn((float)sin((double)f), attn_factor);
-    const float x1 = rope_sm[i], x2 = rope_sm[hd + i];
-    v[i] = f2bf(x1 * c - x2 * s);
-    v[hd + i] = f2bf(x2 * c + x1 * s);
+    float o1, o2;
+    rope_pair(rope_sm[i], rope_sm[hd + i], p, inv_freq[i], attn_factor, &o1, &o2);
+    v[i] = f2bf(o1);
+    v[hd + i] = f2bf(o2);
   }
 }
 

@@ -342,7 +342,8 @@ static void test_model(const char *spec) {
               {"v7_cp_n16", "linear", "v7_cp_n16", 16},    {"v8_cp_n32", "linear", "v8_cp_n32", 24},
               {"v9_cp_n64", "linear", "v9_cp_n64", 64},    {"v4_mma_n64", "linear", "v4_mma_n64", 40},
               {"attn_split", "mla_decode", "v1_split", 8}, {"attn_gemm", "mla_decode", "v2_gemm", 16},
-              {"attn_mma", "mla_decode", "v3_mma", 3},     {"v10_cp_w8", "linear", "v10_cp_w8", 5}};
+              {"attn_mma", "mla_decode", "v3_mma", 3},     {"v10_cp_w8", "linear", "v10_cp_w8", 5},
+              {"v11_cp_m2", "linear", "v11_cp_m2", 7}};
     for (size_t i = 0; i < sizeof fv / sizeof fv[0]; i++) {
       vpath_opts ov = ol;
       ov.variant = fv[i].name;

@@ -205,7 +205,8 @@ static void reference(fixture *F) {
   up(ps, g_pos, sizeof g_pos);
   cudaMemset(o, 0xff, sizeof(uint16_t) * T * Ha * KL);
   CHECK_OK(lat_mla_mma_init(Ha, KL, RP));
-  CHECK_OK(lat_mla_attn_mma(pm, pl, pacc, qlat, qrot, Ha * RP, RP, 0, cache, sl, ps, T, Ha, KL, RP, CTX, S, g_scale, 0));
+  CHECK_OK(lat_mla_attn_mma(pm, pl, pacc, qlat, qrot, Ha * RP, RP, 0, cache, sl, ps, T, Ha, KL, RP, CTX, S, g_scale,
+                            NULL, 0));
   CHECK_OK(lat_mla_combine(o, pm, pl, pacc, T, Ha, KL, S, 0));
   CHECK(down(ho, o, sizeof(uint16_t) * T * Ha * KL), "reference: copy back");
   for (size_t i = 0; i < (size_t)T * Ha * KL; i++) F->ref[i] = bf16_to_f32(ho[i]);
@@ -282,7 +283,7 @@ static void run_dcp(const fixture *F, int N, bool mma, int S_force) {
     cudaMemset(part, 0xff, sizeof(float) * part_n);
     if (mma)
       CHECK_OK(lat_mla_attn_mma(pm, pl, pacc, qlat_all, qrot_all, Ha * RP, RP, 0, lc, sl, lp, T, Ha, KL, RP, lctx, S,
-                                g_scale, 0));
+                                g_scale, NULL, 0));
     else
       CHECK_OK(lat_mla_attn(pm, pl, pacc, qlat_all, qrot_all, Ha * RP, RP, 0, lc, sl, lp, T, Ha, KL, RP, lctx, S,
                             g_scale, 0));
