@@ -42,6 +42,7 @@ extern "C" {
  * key is read once per token row and head block, scores stay on chip. In the step functions
  * the attention choice travels as `ncap` (part of the graph key): ATTN_MMA selects it. */
 #define ATTN_MMA (-1)
+#define ATTN_MMA16 (-2) /* v3_mma with 16-head blocks (lat_mla_mma_heads) */
 /* ... except from GEMM_ATTN_MIN_ROWS rows at more than this many keys, where v2_gemm measured
  * faster (H200, k2-slice 2 layers: batch 8 at 128k 5.4 vs 8.7 ms, batch 64 23.7 vs 31.7 ms). */
 #define ATTN_MMA_MAX_KEYS_MANY_ROWS 65536
@@ -351,7 +352,7 @@ static vstatus tp_split_gemm(lstate *S, const uint16_t *W, int r0, int n, int bl
  * split-KV attention of all Ha heads over this rank's positions (local keys [0, d_lpos[t]]), the
  * local merge to (o | lse), all-gather of the merged partials, the log-sum-exp combine of this
  * rank's H heads into olat. mma: v3_mma, else v1_split (v2_gemm has no partials to combine). */
-static vstatus dcp_attention(lstate *S, llayer *d, int T, int S_att, bool mma, const uint16_t *qsrc, int q_ld) {
+static vstatus dcp_attention(lstate *S, llayer *d, int T, int S_att, bool mma, int hb, const uint16_t *qsrc, int q_ld) {
   const int N = S->dcp_n, H = S->H, Ha = S->Ha, kl = S->kl, r = S->rope, w = kl + r;
   VTRY(lat_dcp_pack_q(S->dq_loc, S->qlat, qsrc, q_ld, S->dk, S->nope, T, H, kl, r, S->st));
   VTRY(S->comm->allgather(S->comm, S->dq_loc, S->dq_all, (int64_t)T * H * w, DT_F32, S->st));
@@ -360,7 +361,7 @@ static vstatus dcp_attention(lstate *S, llayer *d, int T, int S_att, bool mma, c
      T, H, w, Ha);
   if (mma) {
     VTRY(lat_mla_attn_mma(S->pm, S->pl, S->pacc, S->qlat_all, S->qrot_all, Ha * r, r, 0, d->cache, S->d_slot, S->d_lpos,
-                          T, Ha, kl, r, S->lctx, S_att, S->scale, NULL, S->st));
+                          T, Ha, kl, r, S->lctx, S_att, hb, S->scale, NULL, S->st));
   } else {
     VTRY(lat_mla_attn(S->pm, S->pl, S->pacc, S->qlat_all, S->qrot_all, Ha * r, r, 0, d->cache, S->d_slot, S->d_lpos,
                       T, Ha, kl, r, S->lctx, S_att, S->scale, S->st));
@@ -408,7 +409,9 @@ static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
     q_ld = H * dk;
   }
   /* v3_mma rotates q's rope part as it loads it (one launch less per layer); the others read it rotated */
-  const bool rope_on_load = ncap == ATTN_MMA && !S->dcp;
+  const bool mma = ncap == ATTN_MMA || ncap == ATTN_MMA16;
+  const int hb = ncap == ATTN_MMA16 ? 16 : 32;
+  const bool rope_on_load = mma && !S->dcp;
   const lat_qrope rq = {S->inv_freq, S->attn_factor, il};
   if (!rope_on_load) {
     VTRY(curef_rope((uint16_t *)qsrc, T, H, q_ld, dk, n, r, S->d_pos, S->inv_freq, S->attn_factor, il, S->st));
@@ -422,17 +425,18 @@ static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
   a.o_bstride = kl;
   VTRY(gemm(S, &a, false, "mla_absorb_q W_UK"));
   if (S->dcp) {
-    VTRY(dcp_attention(S, d, T, S_att, ncap == ATTN_MMA, qsrc, q_ld));
+    VTRY(dcp_attention(S, d, T, S_att, mma, hb, qsrc, q_ld));
   } else if (ncap > 0) { /* ncap: > 0 v2_gemm over ncap keys, ATTN_MMA v3_mma, 0 v1_split */
     VTRY(lat_mla_attn_gemm(&S->ag, S->olat, S->qlat, qsrc, q_ld, dk, n, d->cache, S->d_slot, S->d_pos, T, H, kl, r,
                            S->opt.max_ctx, ncap, S->scale, S->blas, S->st));
     tr(S, "mla_decode", "v2_gemm", "latent %d+%d H=%d keys<=%d rows=%d: cuBLAS QK^T, softmax, PV", kl, r, H, ncap, T);
-  } else if (ncap == ATTN_MMA) {
+  } else if (mma) {
     VTRY(lat_mla_attn_mma(S->pm, S->pl, S->pacc, S->qlat, qsrc, q_ld, dk, n, d->cache, S->d_slot, S->d_pos, T, H, kl, r,
-                          S->opt.max_ctx, S_att, S->scale, &rq, S->st));
+                          S->opt.max_ctx, S_att, hb, S->scale, &rq, S->st));
     tr(S, "mla_decode", "v3_mma",
-       "latent %d+%d H=%d splits=%d rows=%d: heads as the M side of mma.sync, rope(q) dim=%d interleave=%d on load", kl,
-       r, H, S_att, T, r, il);
+       "latent %d+%d H=%d splits=%d rows=%d: heads as the M side of mma.sync, %d per block, rope(q) dim=%d "
+       "interleave=%d on load",
+       kl, r, H, S_att, T, H > 16 ? hb : 16, r, il);
   } else {
     VTRY(lat_mla_attn(S->pm, S->pl, S->pacc, S->qlat, qsrc, q_ld, dk, n, d->cache, S->d_slot, S->d_pos, T, H, kl, r,
                       S->opt.max_ctx, S_att, S->scale, S->st));
@@ -671,9 +675,11 @@ static vstatus run_core(lstate *S, int T, int R, int max_keys, bool forced, bool
   const bool gemm_long = table_prefers_gemm(T, max_keys) && S->ag.rows >= T;
   const bool mma = S->dcp ? S->attn_mode == 3 || (S->attn_mode != 1 && S->mma_ok)
                           : S->attn_mode == 3 || (S->attn_mode == 0 && S->mma_ok && !gemm_long);
-  int S_att = mma ? lat_mla_mma_splits(T, S->Ha, keys, S->sms) : lat_mla_splits(T, S->Ha, keys, S->sms);
+  const int hb = mma ? lat_mla_mma_heads(T, S->Ha, keys, S->sms) : 32;
+  int S_att = mma ? lat_mla_mma_splits(T, S->Ha, keys, S->sms, hb) : lat_mla_splits(T, S->Ha, keys, S->sms);
   while (S_att > 1 && T * S_att > S->PR) S_att--;
-  int ncap = mma ? ATTN_MMA : 0; /* > 0: v2_gemm attention over ncap keys, ATTN_MMA: v3_mma, 0: v1_split */
+  /* > 0: v2_gemm attention over ncap keys, ATTN_MMA / ATTN_MMA16: v3_mma, 0: v1_split */
+  int ncap = !mma ? 0 : hb == 16 && S->Ha > 16 ? ATTN_MMA16 : ATTN_MMA;
   if (!mma && !S->dcp && S->ag.rows >= T && S->attn_mode != 1 && (S->attn_mode == 2 || T >= GEMM_ATTN_MIN_ROWS)) {
     ncap = lat_mla_gemm_ncap(max_keys, S->opt.max_ctx);
     if ((size_t)T * 2 * S->H * ncap > S->ag.score_elems) ncap = 0;
@@ -1154,7 +1160,7 @@ static vstatus alloc_workspace(lstate *S) {
   const size_t n = TC, H = (size_t)S->H, Ha = (size_t)S->Ha, kl = (size_t)S->kl;
   int pr = 0;
   for (int T = 1; T <= TC; T++) {
-    const int a = lat_mla_splits(T, S->Ha, S->lctx, S->sms), b = lat_mla_mma_splits(T, S->Ha, S->lctx, S->sms);
+    const int a = lat_mla_splits(T, S->Ha, S->lctx, S->sms), b = lat_mla_mma_splits(T, S->Ha, S->lctx, S->sms, 32);
     const int v = T * (a > b ? a : b);
     if (v > pr) pr = v;
   }

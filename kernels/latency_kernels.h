@@ -183,9 +183,12 @@ vstatus lat_mla_attn(float *pm, float *pl, float *pacc, const float *qlat, const
  * partials as lat_mla_attn (same arguments), with the heads of a token as the M side of mma.sync
  * (16 or 32 heads per block), the query as bf16 hi + lo, P rounded to bf16 before P V. */
 int lat_mla_mma_supported(int H, int kl, int r);
-/* Split count: at most one wave of blocks (one per SM) over T rows and the head blocks, at least two
- * key tiles per split, at most LAT_MLA_MAX_SPLITS. */
-int lat_mla_mma_splits(int T, int H, int max_keys, int num_sms);
+/* Split count: at most one wave of blocks (one per SM) over T rows and the head blocks of hb heads
+ * (16 or 32; 32 means 16 when H <= 16), at least two key tiles per split, at most LAT_MLA_MAX_SPLITS. */
+int lat_mla_mma_splits(int T, int H, int max_keys, int num_sms, int hb);
+/* Heads per block for T rows over max_keys: 16 where 32-head blocks would leave more than half the
+ * SMs idle (batch 1 at short contexts), else 32. */
+int lat_mla_mma_heads(int T, int H, int max_keys, int num_sms);
 /* Raises the kernel's dynamic shared-memory limit for these dimensions (once, before capture). */
 vstatus lat_mla_mma_init(int H, int kl, int r);
 /* RoPE of the query's rope part as v3_mma loads it (instead of curef_rope over q beforehand;
@@ -195,10 +198,10 @@ typedef struct {
   float attn_factor;
   int interleave; /* rope_interleave: pairs (2i, 2i+1) */
 } lat_qrope;
-/* rope_q NULL: the rope part of q is already rotated. */
+/* hb: heads per block as given to lat_mla_mma_splits. rope_q NULL: the rope part of q is already rotated. */
 vstatus lat_mla_attn_mma(float *pm, float *pl, float *pacc, const float *qlat, const uint16_t *q, int q_ld,
                          int q_hstride, int q_rot_off, const uint16_t *cache, const int32_t *slot, const int32_t *pos,
-                         int T, int H, int kl, int r, int max_ctx, int S, float scale, const lat_qrope *rope_q,
+                         int T, int H, int kl, int r, int max_ctx, int S, int hb, float scale, const lat_qrope *rope_q,
                          cudaStream_t stream);
 #define LAT_MLA_MAX_SPLITS 64 /* most splits lat_mla_combine merges */
 /* o[t][h][c] = bf16(sum_s e^(pm_s - M) pacc_s[c] / sum_s e^(pm_s - M) pl_s), o [T, H, kl], S <= LAT_MLA_MAX_SPLITS. */

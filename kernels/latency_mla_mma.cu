@@ -40,29 +40,34 @@
 static_assert(2 * 32 <= MM_NS * MM_NK, "query staging must fit the key-tile stages");
 static_assert(16 % MM_WARPS == 0, "phase 2: every warp owns whole head rows of a 16-head tile");
 
-/* Heads per block: 32 (two m16 tiles) when there are more than 16 heads, else 16. */
-static int mm_tiles(int H) { return H > 16 ? 2 : 1; }
+/* m16 head tiles per block (MT): 2 (32 heads) by default above 16 heads, 1 (16 heads) when asked
+ * for (hb 16) or when there are no more than 16 heads. */
+static int mm_tiles(int H, int hb) { return H > 16 && hb != 16 ? 2 : 1; }
 /* n8 column tiles of the latent each warp accumulates in phase 3: the kl / 8 tiles over the
  * MM_WARPS / MT warps of a head tile, rounded up to a power of two (warps past kl skip theirs). */
-static int mm_nt(int H, int kl) {
-  const int KR = MM_WARPS / mm_tiles(H), need = (kl / 8 + KR - 1) / KR;
+static int mm_nt(int MT, int kl) {
+  const int KR = MM_WARPS / MT, need = (kl / 8 + KR - 1) / KR;
   int nt = 1;
   while (nt < need) nt *= 2;
   return nt;
 }
+static bool mm_fits(int MT, int kl, int r) {
+  const int W = kl + r, KR = MM_WARPS / MT;
+  return mm_nt(MT, kl) <= MM_MAXNT && (W / 16 + KR - 1) / KR <= MM_QKS;
+}
 
 extern "C" int lat_mla_mma_supported(int H, int kl, int r) {
-  const int W = kl + r, KR = MM_WARPS / mm_tiles(H);
+  const int W = kl + r;
   if (H < 1 || kl < 8 || kl % 8 || r < 0 || W % 16) return 0;
-  return mm_nt(H, kl) <= MM_MAXNT && (W / 16 + KR - 1) / KR <= MM_QKS;
+  return mm_fits(1, kl, r) && (H <= 16 || mm_fits(2, kl, r));
 }
 
 /* Fewest key tiles per split: a block's fixed costs (the query into registers, the partials out)
  * are paid once per split. One tile per split (66 blocks at batch 1, 1k keys, instead of 34)
  * measured no faster in the attention and slower in the combine (H200, fourth session). */
 #define MM_MIN_TILES 2
-extern "C" int lat_mla_mma_splits(int T, int H, int max_keys, int num_sms) {
-  const int blocks = T * ((H + 16 * mm_tiles(H) - 1) / (16 * mm_tiles(H)));
+extern "C" int lat_mla_mma_splits(int T, int H, int max_keys, int num_sms, int hb) {
+  const int MT = mm_tiles(H, hb), blocks = T * ((H + 16 * MT - 1) / (16 * MT));
   /* one block per SM (shared memory and registers allow no second): round down, a partial
    * second wave would double the step */
   int S = (num_sms > 0 ? num_sms : 132) / blocks;
@@ -72,8 +77,17 @@ extern "C" int lat_mla_mma_splits(int T, int H, int max_keys, int num_sms) {
   return S < 1 ? 1 : S;
 }
 
-static size_t mm_smem(int H, int kl, int r) {
-  const int WP = kl + r + MM_PAD, HB = 16 * mm_tiles(H);
+/* 16-head blocks when 32-head ones would leave more than half the SMs idle (batch 1 at short
+ * contexts: 34 blocks at 1k keys), else 32. */
+extern "C" int lat_mla_mma_heads(int T, int H, int max_keys, int num_sms) {
+  if (H <= 16) return 16;
+  const int sms = num_sms > 0 ? num_sms : 132;
+  const int blocks32 = T * ((H + 31) / 32) * lat_mla_mma_splits(T, H, max_keys, sms, 32);
+  return 2 * blocks32 <= sms ? 16 : 32;
+}
+
+static size_t mm_smem(int MT, int kl, int r) {
+  const int WP = kl + r + MM_PAD, HB = 16 * MT;
   return (size_t)MM_NS * MM_NK * WP * 2                   /* key tiles (the query staging first) */
          + (size_t)MM_WARPS * 16 * MM_NK * sizeof(float)  /* partial scores [KR][HB][NK] */
          + (size_t)HB * (MM_NK + MM_PAD) * 2              /* P */
@@ -299,15 +313,15 @@ static vstatus launch(int nt, dim3 grid, size_t sm, cudaStream_t st, float *pm, 
   return V_OK;
 }
 
-static vstatus dispatch(int T, int H, int kl, int r, int S, bool init, cudaStream_t st, float *pm, float *pl,
+static vstatus dispatch(int T, int H, int kl, int r, int S, int hb, bool init, cudaStream_t st, float *pm, float *pl,
                         float *pacc, const float *qlat, const uint16_t *q, int q_ld, int q_hstride, int q_rot_off,
                         const uint16_t *cache, const int32_t *slot, const int32_t *pos, int max_ctx, float scale,
                         lat_qrope rq) {
   if (!lat_mla_mma_supported(H, kl, r))
     return VERR("lat_mla_attn_mma: %d heads, latent %d + rope %d not supported (kv_lora a multiple of 8 up to 512 at 32 "
                 "heads per block, kv_lora + rope a multiple of 16, at most 576 at 32 heads per block)", H, kl, r);
-  const int MT = mm_tiles(H), nt = mm_nt(H, kl);
-  const size_t sm = mm_smem(H, kl, r);
+  const int MT = mm_tiles(H, hb), nt = mm_nt(MT, kl);
+  const size_t sm = mm_smem(MT, kl, r);
   const dim3 grid((unsigned)((H + 16 * MT - 1) / (16 * MT)), (unsigned)S, (unsigned)T);
   if (MT == 2)
     return launch<2>(nt, grid, sm, st, pm, pl, pacc, qlat, q, q_ld, q_hstride, q_rot_off, cache, slot, pos, H, kl, r,
@@ -317,18 +331,21 @@ static vstatus dispatch(int T, int H, int kl, int r, int S, bool init, cudaStrea
 }
 
 extern "C" vstatus lat_mla_mma_init(int H, int kl, int r) {
-  return dispatch(1, H, kl, r, 1, true, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0.0f,
-                  lat_qrope{});
+  for (int hb = 16; hb <= (H > 16 ? 32 : 16); hb += 16)
+    VTRY(dispatch(1, H, kl, r, 1, hb, true, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0.0f,
+                  lat_qrope{}));
+  return V_OK;
 }
 
 extern "C" vstatus lat_mla_attn_mma(float *pm, float *pl, float *pacc, const float *qlat, const uint16_t *q, int q_ld,
                                     int q_hstride, int q_rot_off, const uint16_t *cache, const int32_t *slot,
-                                    const int32_t *pos, int T, int H, int kl, int r, int max_ctx, int S, float scale,
-                                    const lat_qrope *rope_q, cudaStream_t stream) {
+                                    const int32_t *pos, int T, int H, int kl, int r, int max_ctx, int S, int hb,
+                                    float scale, const lat_qrope *rope_q, cudaStream_t stream) {
   if (T <= 0) return V_OK;
   if (S < 1 || S > LAT_MLA_MAX_SPLITS) return VERR("lat_mla_attn_mma: %d splits outside 1..%d", S, LAT_MLA_MAX_SPLITS);
   if (rope_q && (!rope_q->inv_freq || r % 2))
     return VERR("lat_mla_attn_mma: RoPE of q needs inv_freq and an even rope dim (%d)", r);
-  return dispatch(T, H, kl, r, S, false, stream, pm, pl, pacc, qlat, q, q_ld, q_hstride, q_rot_off, cache, slot, pos,
-                  max_ctx, scale, rope_q ? *rope_q : lat_qrope{});
+  if (hb != 0 && hb != 16 && hb != 32) return VERR("lat_mla_attn_mma: %d heads per block (16 or 32)", hb);
+  return dispatch(T, H, kl, r, S, hb, false, stream, pm, pl, pacc, qlat, q, q_ld, q_hstride, q_rot_off, cache, slot,
+                  pos, max_ctx, scale, rope_q ? *rope_q : lat_qrope{});
 }

@@ -473,7 +473,8 @@ static vstatus mla_absorbed_seq(const vop_case *c, const vop_layout *l, void *co
   }
   int32_t *sp;
   VTRY(upload_ints(A, &sp, h_sp, 2 * B, "slot_pos"));
-  const int S = mma ? lat_mla_mma_splits(B, H, max_keys, g_sms) : lat_mla_splits(B, H, max_keys, g_sms);
+  const int hb = mma ? lat_mla_mma_heads(B, H, max_keys, g_sms) : 32;
+  const int S = mma ? lat_mla_mma_splits(B, H, max_keys, g_sms, hb) : lat_mla_splits(B, H, max_keys, g_sms);
   uint16_t *wukt, *q, *cache, *olat, *attn;
   float *qlat, *pm, *pl, *pacc, *ws;
   VTRY(tmp_alloc(A, (void **)&wukt, (size_t)H * kl * n * 2, "wukt"));
@@ -499,8 +500,8 @@ static vstatus mla_absorbed_seq(const vop_case *c, const vop_layout *l, void *co
   VTRY(gemm(&a, va, NULL, "mla_absorbed W_UK"));
   if (mma) {
     VTRY(lat_mla_mma_init(H, kl, r));
-    VTRY(lat_mla_attn_mma(pm, pl, pacc, qlat, q, H * dk, dk, n, cache, sp, sp + B, B, H, kl, r, L, S, (float)c->f[0],
-                          NULL, 0));
+    VTRY(lat_mla_attn_mma(pm, pl, pacc, qlat, q, H * dk, dk, n, cache, sp, sp + B, B, H, kl, r, L, S, hb,
+                          (float)c->f[0], NULL, 0));
   } else {
     VTRY(lat_mla_init(kl, r));
     VTRY(lat_mla_attn(pm, pl, pacc, qlat, q, H * dk, dk, n, cache, sp, sp + B, B, H, kl, r, L, S, (float)c->f[0], 0));

@@ -190,7 +190,7 @@ static void free_fixture(fixture *F) {
 
 /* The unsplit reference: v3_mma + lat_mla_combine over the whole cache. */
 static void reference(fixture *F) {
-  const int Ha = F->Ha, S = lat_mla_mma_splits(T, Ha, CTX, SMS);
+  const int Ha = F->Ha, S = lat_mla_mma_splits(T, Ha, CTX, SMS, 32);
   uint16_t *cache = dalloc(sizeof(uint16_t) * NSLOT * CTX * W), *qrot = dalloc(sizeof(uint16_t) * T * Ha * RP);
   uint16_t *o = dalloc(sizeof(uint16_t) * T * Ha * KL);
   float *qlat = dalloc(sizeof(float) * T * Ha * KL), *pm = dalloc(sizeof(float) * T * Ha * S);
@@ -205,7 +205,7 @@ static void reference(fixture *F) {
   up(ps, g_pos, sizeof g_pos);
   cudaMemset(o, 0xff, sizeof(uint16_t) * T * Ha * KL);
   CHECK_OK(lat_mla_mma_init(Ha, KL, RP));
-  CHECK_OK(lat_mla_attn_mma(pm, pl, pacc, qlat, qrot, Ha * RP, RP, 0, cache, sl, ps, T, Ha, KL, RP, CTX, S, g_scale,
+  CHECK_OK(lat_mla_attn_mma(pm, pl, pacc, qlat, qrot, Ha * RP, RP, 0, cache, sl, ps, T, Ha, KL, RP, CTX, S, 32, g_scale,
                             NULL, 0));
   CHECK_OK(lat_mla_combine(o, pm, pl, pacc, T, Ha, KL, S, 0));
   CHECK(down(ho, o, sizeof(uint16_t) * T * Ha * KL), "reference: copy back");
@@ -221,7 +221,7 @@ static void reference(fixture *F) {
 /* One DCP run: N ranks, variant mma (v3_mma) or v1_split, split count S (0: the table's). */
 static void run_dcp(const fixture *F, int N, bool mma, int S_force) {
   const int Ha = F->Ha, H = Ha / N, lctx = (CTX + N - 1) / N, keys = (CTX + N - 1) / N;
-  int S = S_force > 0 ? S_force : mma ? lat_mla_mma_splits(T, Ha, keys, SMS) : lat_mla_splits(T, Ha, keys, SMS);
+  int S = S_force > 0 ? S_force : mma ? lat_mla_mma_splits(T, Ha, keys, SMS, 32) : lat_mla_splits(T, Ha, keys, SMS);
   const char *vn = mma ? "v3_mma" : "v1_split";
   const size_t lc_n = (size_t)NSLOT * lctx * W, part_n = (size_t)T * Ha * (KL + 1), qw = (size_t)T * H * (KL + RP);
   uint16_t *hlc = calloc(lc_n, sizeof(uint16_t)), *hq = malloc(sizeof(uint16_t) * T * H * DK);
@@ -283,7 +283,7 @@ static void run_dcp(const fixture *F, int N, bool mma, int S_force) {
     cudaMemset(part, 0xff, sizeof(float) * part_n);
     if (mma)
       CHECK_OK(lat_mla_attn_mma(pm, pl, pacc, qlat_all, qrot_all, Ha * RP, RP, 0, lc, sl, lp, T, Ha, KL, RP, lctx, S,
-                                g_scale, NULL, 0));
+                                32, g_scale, NULL, 0));
     else
       CHECK_OK(lat_mla_attn(pm, pl, pacc, qlat_all, qrot_all, Ha * RP, RP, 0, lc, sl, lp, T, Ha, KL, RP, lctx, S,
                             g_scale, 0));
