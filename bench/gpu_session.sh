@@ -70,6 +70,27 @@ for phase in "$@"; do
       grep -E "^GEMM choice|^ +[0-9]+ " "$OUT/bench_ab.txt" | tee -a "$summary" "$FINAL/summary.txt"
       timeout 150 $B/bench_latency --ctx 128 --steps 30 --variants "$ab" --ops "$OUT/ops128.txt" > "$OUT/bench_ab128.txt" 2>&1; note "bench ab ctx128 rc=$?"
       grep -E "^GEMM choice|^ +1 " "$OUT/bench_ab128.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
+    issue8)
+      # issue 8's figures in one phase: bench_latency with cuda-ref (roofline %, speed-up), ctx 128
+      # (the HF-compiled peer's 2.40 / 21.9 ms, 3 layers), the 2-layer slice at 128 and 32k against the
+      # HF numbers stored in docs/h200-results.md, a graph-replay kernel timeline (CUPTI) at batch 1,
+      # and PDL on / off giving the same tokens
+      timeout 300 $B/bench_latency --with-ref > "$OUT/bench_latency.txt" 2>&1; note "bench_latency rc=$?"
+      grep -E "^ +[0-9]+ |speed-up|bench_latency:" "$OUT/bench_latency.txt" | tee -a "$summary" "$FINAL/summary.txt"
+      timeout 150 $B/bench_latency --ctx 128 > "$OUT/bench_latency_ctx128.txt" 2>&1; note "bench ctx128 rc=$?"
+      grep -E "^ +[0-9]+ " "$OUT/bench_latency_ctx128.txt" | tee -a "$summary" "$FINAL/summary.txt"
+      timeout 200 $V sweep --model synth:k2-slice --layers 2 --paths latency --batch 1,64 --context 128,32k --steps 20 \
+        --warmup 3 --time-budget 150 --no-progress --json "$OUT/sweep_2l.json" > "$OUT/sweep_2l.txt" 2>&1; note "sweep 2-layer rc=$?"
+      grep -E "^ *latency" "$OUT/sweep_2l.txt" | tee -a "$summary" "$FINAL/summary.txt"
+      if [ -f $B/libvouch_cupti_trace.so ]; then
+        CUDA_INJECTION64_PATH=$PWD/$B/libvouch_cupti_trace.so VOUCH_CUPTI_OUT=$OUT/kernels_b1.tsv timeout 120 \
+          $B/bench_latency --steps 10 > "$OUT/bench_cupti.txt" 2>&1; note "cupti timeline rc=$?"
+      fi
+      for v in "" "@no_pdl"; do
+        timeout 60 $V generate --model synth:small --path latency$v --tokens 1,2,3 -n 32 --batch 8 > "$OUT/gen_pdl$v.txt" 2>&1
+      done
+      cmp -s <(grep ^seq "$OUT/gen_pdl.txt") <(grep ^seq "$OUT/gen_pdl@no_pdl.txt") && note "PDL on/off: tokens identical" || note "PDL on/off: tokens DIFFER"
+      timeout 60 $V trace --path latency --model synth:small --batch 1 > "$OUT/trace_latency.txt" 2>&1; note "trace rc=$?: $(grep -c . "$OUT/trace_latency.txt") lines" ;;
     sweep-small)
       timeout 300 $V sweep --model synth:small --paths cuda-ref,latency --batch 1,8,64 --context 1k,8k --steps 30 --no-progress \
         --json "$OUT/sweep_small.json" > "$OUT/sweep_small.txt" 2>&1; note "sweep small rc=$?"; tail -20 "$OUT/sweep_small.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
