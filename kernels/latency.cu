@@ -105,6 +105,7 @@ typedef struct {
   bool pdl;                                 /* kernels launched with programmatic dependent launch (default;
                                                variant word no_pdl turns it off; reference/cuda/cuda_pdl.h) */
   bool pdl_hw;                              /* the device has it (sm_90 and newer) */
+  bool router_gemm;                         /* variant word router_gemm: router logits as a GEMM, not one grid */
   int force_variant;                        /* 0: table */
   int force_kind[N_KINDS];                  /* per table column (KIND_*): 0 table, else the variant */
   int tp_mode;                              /* LAT_TP_*: how block outputs are reduced under TP (AUTO: per step) */
@@ -169,6 +170,7 @@ typedef struct {
   int32_t *idx;                             /* [TC, K] */
   float *wt;                                /* [TC, K] */
   int32_t *n_act;                           /* [n_moe] */
+  int32_t *rctr;                            /* [1] lat_router_fused's block counter (zero between kernels) */
   int32_t *act_e, *act_off, *act_cnt;       /* [E] */
   int32_t *perm_tok, *perm_pair;            /* [TC*K] */
   uint16_t *hbuf;                           /* [TC*K, F] */
@@ -485,7 +487,19 @@ static vstatus moe(lstate *S, llayer *d, int T, bool forced, const uint16_t *nex
     CUDA_CHECK(cudaEventRecord(S->ev_join, S->st2));
   }
   lat_gemm_args a;
-  if (split_router(S)) {
+  const int32_t *fx = forced ? S->d_forced + (size_t)d->moe_index * T * K : NULL;
+  int32_t *nact = S->n_act + d->moe_index;
+  /* unsharded, at most 4 rows: logits, top-k and buckets in one grid (no split-K reduce, no
+   * separate routing launch); variant word router_gemm keeps the GEMM + routing kernels */
+  const bool one_grid = !S->comm && !S->router_gemm && d->router && lat_router_fused_ok(T, E, K, S->D);
+  if (one_grid) {
+    VTRY(lat_router_fused(S->rl, d->router, S->xn, S->D, S->D, S->rctr, S->idx, S->wt, d->router_bias, fx, T, E, K,
+                          S->G, S->TG, S->c.norm_topk_prob ? 1 : 0, (float)S->c.routed_scaling_factor, nact, S->act_e,
+                          S->act_off, S->act_cnt, S->perm_tok, S->perm_pair, S->st));
+    tr(S, "router_topk", forced ? "v2_fused_forced" : "v2_fused",
+       "router logits [%d x %d] + sigmoid+bias group-limited top-k E=%d k=%d groups=%d/%d + buckets, one grid, rows=%d",
+       E, S->D, E, K, S->TG, S->G, T);
+  } else if (split_router(S)) {
     VTRY(tp_split_gemm(S, d->router_blk, S->e_r0, S->e_n, S->e_blk, E, S->rl_loc, S->rl_all, S->rl, E, true, T,
                        "router logits", "experts"));
   } else {
@@ -494,15 +508,15 @@ static vstatus moe(lstate *S, llayer *d, int T, bool forced, const uint16_t *nex
     a = lat_dense_args(d->router, S->xn, S->D, S->rl, E, E, S->D, T, LAT_EP_F32);
     VTRY(gemm(S, &a, false, S->comm && S->comm->size > 1 ? "router logits (replicated)" : "router logits"));
   }
-  const int32_t *fx = forced ? S->d_forced + (size_t)d->moe_index * T * K : NULL;
-  int32_t *nact = S->n_act + d->moe_index;
-  bool fused = false;
-  VTRY(lat_router_bucket(S->idx, S->wt, S->rl, d->router_bias, fx, T, E, K, S->G, S->TG, S->c.norm_topk_prob ? 1 : 0,
-                         (float)S->c.routed_scaling_factor, nact, S->act_e, S->act_off, S->act_cnt, S->perm_tok,
-                         S->perm_pair, S->st, &fused));
-  tr(S, "router_topk", forced ? "v1_forced" : "v1", "sigmoid+bias group-limited E=%d k=%d groups=%d/%d rows=%d%s", E, K,
-     S->TG, S->G, T, fused ? " (one kernel with the buckets)" : "");
-  tr(S, "moe_bucket", fused ? "v1_fused" : "v1", "device buckets pairs=%d E=%d", T * K, E);
+  if (!one_grid) {
+    bool fused = false;
+    VTRY(lat_router_bucket(S->idx, S->wt, S->rl, d->router_bias, fx, T, E, K, S->G, S->TG, S->c.norm_topk_prob ? 1 : 0,
+                           (float)S->c.routed_scaling_factor, nact, S->act_e, S->act_off, S->act_cnt, S->perm_tok,
+                           S->perm_pair, S->st, &fused));
+    tr(S, "router_topk", forced ? "v1_forced" : "v1", "sigmoid+bias group-limited E=%d k=%d groups=%d/%d rows=%d%s", E,
+       K, S->TG, S->G, T, fused ? " (one kernel with the buckets)" : "");
+  }
+  tr(S, "moe_bucket", one_grid ? "v2_fused" : "v1", "device buckets pairs=%d E=%d", T * K, E);
   const int zmax = E < T * K ? E : T * K;
   a = lat_grouped_args(d->d_egu, S->xn, S->D, S->hbuf, S->F, 2 * S->F, S->D, T, LAT_EP_SWIGLU, zmax, nact, S->act_e,
                        S->act_off, S->act_cnt);
@@ -1200,6 +1214,8 @@ static vstatus alloc_workspace(lstate *S) {
   DALLOC(S->idx, int32_t, n * K, "workspace");
   DALLOC(S->wt, float, n * K, "workspace");
   DALLOC(S->n_act, int32_t, nm, "workspace");
+  DALLOC(S->rctr, int32_t, 1, "workspace");
+  CUDA_CHECK(cudaMemset(S->rctr, 0, sizeof(int32_t)));
   DALLOC(S->act_e, int32_t, E, "workspace");
   DALLOC(S->act_off, int32_t, E, "workspace");
   DALLOC(S->act_cnt, int32_t, E, "workspace");
@@ -1330,6 +1346,7 @@ static vstatus parse_variant(lstate *S, const char *variant) {
   S->tp_mode = LAT_TP_AUTO;
   S->tp_rep_in = true;
   S->pdl = true;
+  S->router_gemm = false;
   if (!variant || !variant[0]) return V_OK;
   char buf[128];
   snprintf(buf, sizeof buf, "%s", variant);
@@ -1340,6 +1357,10 @@ static vstatus parse_variant(lstate *S, const char *variant) {
       continue;
     }
     if (strcmp(tok, "table") == 0) continue;
+    if (strcmp(tok, "router_gemm") == 0) {
+      S->router_gemm = true;
+      continue;
+    }
     if (strcmp(tok, "pdl") == 0 || strcmp(tok, "no_pdl") == 0) {
       S->pdl = tok[0] == 'p';
       continue;
@@ -1376,7 +1397,7 @@ static vstatus parse_variant(lstate *S, const char *variant) {
     const int v = lat_gemm_variant_from_name(tok);
     if (!v)
       return VERR(PATH_NAME
-                  ": variant '%s' unknown (eager, table, pdl, no_pdl, v1_mma_n8, "
+                  ": variant '%s' unknown (eager, table, pdl, no_pdl, router_gemm, v1_mma_n8, "
                   "v2_mma_n16, v3_mma_n32, v4_mma_n64, "
                   "v5_cublas, v6_cp_n8, v7_cp_n16, v8_cp_n32, v9_cp_n64, v10_cp_w8, v11_cp_m2)",
                   tok);

@@ -248,6 +248,16 @@ vstatus lat_router_bucket(int32_t *idx, float *wt, const float *logits, const fl
                           int E, int K, int n_group, int topk_group, int norm_topk_prob, float rsf, int32_t *n_act,
                           int32_t *act_e, int32_t *act_off, int32_t *act_cnt, int32_t *perm_tok, int32_t *perm_pair,
                           cudaStream_t stream, bool *fused);
+/* The whole router in one grid for T <= 4 rows: logits [T, E] = x [T, D] (row stride ldx) .
+ * W [E, D]^T in fp32 (written to logits), then lat_router_bucket's top-k and buckets in the last
+ * block to finish. counter: one device int, zero before the first call (the kernel leaves it
+ * zero). lat_router_fused_ok says whether the shape fits (D % 8 == 0, D <= 8192, smem). */
+bool lat_router_fused_ok(int T, int E, int K, int D);
+vstatus lat_router_fused(float *logits, const uint16_t *W, const uint16_t *x, int ldx, int D, int32_t *counter,
+                         int32_t *idx, float *wt, const float *bias, const int32_t *forced, int T, int E, int K,
+                         int n_group, int topk_group, int norm_topk_prob, float rsf, int32_t *n_act, int32_t *act_e,
+                         int32_t *act_off, int32_t *act_cnt, int32_t *perm_tok, int32_t *perm_pair,
+                         cudaStream_t stream);
 
 /* ---- Decode context parallelism over the latent cache (kernels/latency_dcp.cu) ----
  * Rank r of N holds the positions p with p % N == r at local index p / N: a slot's cache rows are

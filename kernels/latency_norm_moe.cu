@@ -397,6 +397,68 @@ static __global__ void router_topk_kernel(int32_t *idx, float *wt, const float *
   bucket_block(idx, T * K, K, E, b, (int *)(rsm + RT_WARPS * 2 * E));
 }
 
+/* Router logits, top-k and buckets in one grid, for T <= RT_WARPS token rows. Block = RL_EXPERTS
+ * experts x RL_KSPLIT quarters of D, a warp each: bf16 weights and inputs, 16-byte loads (a
+ * warp's weight loads all in flight: RL_MAXC per lane), fp32 sums; the quarters meet in shared
+ * memory. The last block to finish (counter in global memory, which that block resets for the
+ * next step or graph replay) routes the rows and buckets the pairs, as router_topk_kernel. */
+#define RL_EXPERTS 2
+#define RL_KSPLIT 4
+#define RL_MAXC 8 /* 16-byte chunks per lane: D <= 8 * 32 * RL_KSPLIT * RL_MAXC = 8192 */
+static __global__ void __launch_bounds__(RL_EXPERTS *RL_KSPLIT * 32)
+    router_fused_kernel(float *logits, const uint16_t *W, const uint16_t *x, int ldx, int D, int32_t *counter,
+                        int32_t *idx, float *wt, const float *bias, const int32_t *forced, int T, int E, int K, int G,
+                        int TG, int norm, float rsf, bucket_out b) {
+  extern __shared__ float rsm[];
+  __shared__ float part[RL_EXPERTS][RL_KSPLIT][RT_WARPS];
+  __shared__ int last;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int ex = warp / RL_KSPLIT, ks = warp % RL_KSPLIT, e = blockIdx.x * RL_EXPERTS + ex;
+  const int nch = D / 8, per = (nch + RL_KSPLIT - 1) / RL_KSPLIT, c0 = ks * per, c1 = min(nch, c0 + per);
+  /* the weights are constant: their loads go out before the PDL wait */
+  float w[RL_MAXC][8];
+#pragma unroll
+  for (int i = 0; i < RL_MAXC; i++) {
+    const int c = c0 + lane + 32 * i;
+    if (e < E && c < c1) ld_bf16x8(w[i], W + (long long)e * D + 8 * c);
+  }
+  pdl_wait();
+  pdl_trigger();
+  for (int t = 0; t < T; t++) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RL_MAXC; i++) {
+      const int c = c0 + lane + 32 * i;
+      if (e >= E || c >= c1) continue;
+      float xv[8];
+      ld_bf16x8(xv, x + (long long)t * ldx + 8 * c);
+#pragma unroll
+      for (int j = 0; j < 8; j++) acc += w[i][j] * xv[j];
+    }
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(FULL_MASK, acc, o);
+    if (lane == 0) part[ex][ks][t] = acc;
+  }
+  __syncthreads();
+  if (threadIdx.x < RL_EXPERTS * T) {
+    const int ee = threadIdx.x / T, t = threadIdx.x % T, eg = blockIdx.x * RL_EXPERTS + ee;
+    float v = 0.0f;
+    for (int k = 0; k < RL_KSPLIT; k++) v += part[ee][k][t];
+    if (eg < E) logits[(long long)t * E + eg] = v;
+  }
+  __threadfence(); /* the logits are visible device-wide before the count says so */
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1) == (int)gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (warp < T)
+    route_token(warp, lane, rsm + warp * 2 * E, rsm + warp * 2 * E + E, idx, wt, logits, bias, forced, E, K, G, TG,
+                norm, rsf);
+  __syncthreads(); /* the block's idx stores are visible to the block */
+  bucket_block(idx, T * K, K, E, b, (int *)(rsm + RT_WARPS * 2 * E));
+  if (threadIdx.x == 0) *counter = 0;
+}
+
 /* Checks the router shape; *G, *TG the groups used. */
 static vstatus router_shape(int E, int K, int n_group, int topk_group, int *G, int *TG) {
   if (E <= 0 || K <= 0 || K > E || K > 64) return VERR("lat_router_topk: top-k %d of %d experts (at most 64)", K, E);
@@ -434,6 +496,28 @@ extern "C" vstatus lat_moe_bucket(const int32_t *idx, int T, int K, int E, int32
     return VERR("lat_moe_bucket: %d pairs and %d experts need too much shared memory", P, E);
   const bucket_out b = {n_act, act_e, act_off, act_cnt, perm_tok, perm_pair};
   CUDA_CHECK(pdl_launch(moe_bucket_kernel, 1, BK_THREADS, BK_SMEM(P, E), stream, idx, P, K, E, b));
+  return V_OK;
+}
+
+extern "C" bool lat_router_fused_ok(int T, int E, int K, int D) {
+  return T >= 1 && T <= RT_WARPS && D % 8 == 0 && D <= 8 * 32 * RL_KSPLIT * RL_MAXC && E >= 1 && K >= 1 && K <= E &&
+         K <= 64 && RT_SMEM(E) + BK_SMEM(T * K, E) <= 48 * 1024;
+}
+
+extern "C" vstatus lat_router_fused(float *logits, const uint16_t *W, const uint16_t *x, int ldx, int D,
+                                    int32_t *counter, int32_t *idx, float *wt, const float *bias, const int32_t *forced,
+                                    int T, int E, int K, int n_group, int topk_group, int norm_topk_prob, float rsf,
+                                    int32_t *n_act, int32_t *act_e, int32_t *act_off, int32_t *act_cnt,
+                                    int32_t *perm_tok, int32_t *perm_pair, cudaStream_t stream) {
+  if (T <= 0) return V_OK;
+  if (!lat_router_fused_ok(T, E, K, D))
+    return VERR("lat_router_fused: %d rows, %d experts, top-%d, hidden %d outside the fused router", T, E, K, D);
+  int G, TG;
+  VTRY(router_shape(E, K, n_group, topk_group, &G, &TG));
+  const bucket_out b = {n_act, act_e, act_off, act_cnt, perm_tok, perm_pair};
+  CUDA_CHECK(pdl_launch(router_fused_kernel, (E + RL_EXPERTS - 1) / RL_EXPERTS, RL_EXPERTS * RL_KSPLIT * 32,
+                        RT_SMEM(E) + BK_SMEM(T * K, E), stream, logits, W, x, ldx, D, counter, idx, wt, bias, forced, T,
+                        E, K, G, TG, norm_topk_prob, rsf, b));
   return V_OK;
 }
 
