@@ -2,12 +2,15 @@
  * graphs per step shape, fallbacks. Per step (T token rows, R logit rows):
  *   embed + rmsnorm -> per layer:
  *     [q_a | kv_a] GEMM -> prep (q_a norm, kv norm, RoPE k_rot, latent cache store) -> q_b GEMM
- *     -> RoPE(q_rot) -> absorbed q (batched GEMM over heads, W_UK^T) -> split-KV attention over
- *     the latent cache -> LSE combine -> W_UV (batched GEMM) -> o_proj GEMM -> add + rmsnorm
+ *     -> RoPE(q_rot) (v3_mma: as it loads q) -> absorbed q (batched GEMM over heads, W_UK^T)
+ *     -> split-KV attention over the latent cache -> LSE combine -> W_UV (batched GEMM)
+ *     -> o_proj GEMM -> add + rmsnorm
  *     dense: [gate|up] GEMM with SwiGLU epilogue -> down GEMM -> add + rmsnorm (next norm)
- *     MoE:   shared expert on stream 2 || router GEMM -> top-k -> buckets -> grouped
- *            gate/up (SwiGLU) -> grouped down -> join -> combine + residual + next rmsnorm
+ *     MoE:   shared expert on stream 2 || router GEMM -> top-k -> buckets (T <= 4: one grid)
+ *            -> grouped gate/up (SwiGLU) -> grouped down -> join -> combine + residual + next norm
  *   -> lm_head GEMM on the logit rows (fp32).
+ * Every kernel of the path is launched with programmatic dependent launch while a step is
+ * enqueued (reference/cuda/cuda_pdl.h; variant word no_pdl turns it off).
  * Under TP N > 1 (kernels/latency_tp.h) block outputs are fp32 partials reduced with the residual
  * + next norm, lm_head runs on the rank's vocabulary block; the replicated [q_a | kv_a] and router
  * GEMMs run whole on every rank, or with variant tp_split_in split by rows: each rank multiplies

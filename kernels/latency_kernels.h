@@ -12,6 +12,8 @@
  *                     v5_cublas   cublasGemmEx / strided batched (dense only)
  *                     v6_cp_n8 .. v9_cp_n64  as v1..v4 (tokens 1..8/16/32/64), weights through a
  *                                 4-stage cp.async shared-memory ring per warp (more bytes in flight)
+ *                     v10_cp_w8   v6's ring with 8 row groups per CTA (a warp per 16 rows, all of k)
+ *                     v11_cp_m2   v6 with 32 rows per CTA and 3 ring stages
  *                   weights streamed once per step with 16-byte loads for all tokens, split-K
  *                   inside the CTA (8 warps) and across CTAs (deterministic reduce kernel),
  *                   batched over z (heads) or grouped over routed experts (MoE mode).
@@ -21,7 +23,8 @@
  *                   then lat_mla_combine (log-sum-exp merge of the splits); for long
  *                   contexts lat_mla_attn_gemm (tensor cores via cuBLAS, latency_mla_gemm.cu).
  *   lat_router_topk sigmoid + bias + group-limited top-k (HF 0.0 masking) + normalize + scale.
- *   lat_moe_bucket  token->expert buckets on the device (no host sync). */
+ *   lat_moe_bucket  token->expert buckets on the device (no host sync); lat_router_bucket and
+ *                   lat_router_fused: the two (and the router logits) in one kernel at T <= 4. */
 #ifndef VOUCH_KERNELS_LATENCY_KERNELS_H
 #define VOUCH_KERNELS_LATENCY_KERNELS_H
 
