@@ -295,10 +295,10 @@ static int kind_of(bool grouped, int Z, int ep, int N, int K) {
 
 static int gemm_kind(const lat_gemm_args *a) { return kind_of(a->wptr != NULL, a->Z, a->ep, a->N, a->K); }
 
-/* A forced variant (all GEMMs, then per column) where it takes T rows, else the table's. MoE mode
- * never takes cuBLAS. */
+/* A forced variant (the column's, then the one for all GEMMs: the more specific word wins) where it
+ * takes T rows, else the table's. MoE mode never takes cuBLAS. */
 static int pick_variant(const lstate *S, int T, int kind) {
-  const int f[2] = {S->force_variant, S->force_kind[kind]};
+  const int f[2] = {S->force_kind[kind], S->force_variant};
   for (int i = 0; i < 2; i++)
     if (f[i] && lat_gemm_variant_max_tokens(f[i]) >= T && !(kind == KIND_MOE && f[i] == LAT_V5_CUBLAS)) return f[i];
   return table_variant(T, kind);

@@ -405,6 +405,8 @@ static __global__ void router_topk_kernel(int32_t *idx, float *wt, const float *
 #define RL_EXPERTS 2
 #define RL_KSPLIT 4
 #define RL_MAXC 8 /* 16-byte chunks per lane: D <= 8 * 32 * RL_KSPLIT * RL_MAXC = 8192 */
+/* the kernel's static shared memory (part, last), counted against the 48 KB with the dynamic */
+#define RL_STATIC_SMEM (RL_EXPERTS * RL_KSPLIT * RT_WARPS * sizeof(float) + 16)
 static __global__ void __launch_bounds__(RL_EXPERTS *RL_KSPLIT * 32)
     router_fused_kernel(float *logits, const uint16_t *W, const uint16_t *x, int ldx, int D, int32_t *counter,
                         int32_t *idx, float *wt, const float *bias, const int32_t *forced, int T, int E, int K, int G,
@@ -501,7 +503,7 @@ extern "C" vstatus lat_moe_bucket(const int32_t *idx, int T, int K, int E, int32
 
 extern "C" bool lat_router_fused_ok(int T, int E, int K, int D) {
   return T >= 1 && T <= RT_WARPS && D % 8 == 0 && D <= 8 * 32 * RL_KSPLIT * RL_MAXC && E >= 1 && K >= 1 && K <= E &&
-         K <= 64 && RT_SMEM(E) + BK_SMEM(T * K, E) <= 48 * 1024;
+         K <= 64 && RT_SMEM(E) + BK_SMEM(T * K, E) + RL_STATIC_SMEM <= 48 * 1024;
 }
 
 extern "C" vstatus lat_router_fused(float *logits, const uint16_t *W, const uint16_t *x, int ldx, int D,
