@@ -512,12 +512,11 @@ static vstatus moe(lstate *S, llayer *d, int T, bool forced, const uint16_t *nex
     VTRY(gemm(S, &a, false, S->comm && S->comm->size > 1 ? "router logits (replicated)" : "router logits"));
   }
   if (!one_grid) {
-    bool fused = false;
-    VTRY(lat_router_bucket(S->idx, S->wt, S->rl, d->router_bias, fx, T, E, K, S->G, S->TG, S->c.norm_topk_prob ? 1 : 0,
-                           (float)S->c.routed_scaling_factor, nact, S->act_e, S->act_off, S->act_cnt, S->perm_tok,
-                           S->perm_pair, S->st, &fused));
-    tr(S, "router_topk", forced ? "v1_forced" : "v1", "sigmoid+bias group-limited E=%d k=%d groups=%d/%d rows=%d%s", E,
-       K, S->TG, S->G, T, fused ? " (one kernel with the buckets)" : "");
+    VTRY(lat_router_topk(S->idx, S->wt, S->rl, d->router_bias, fx, T, E, K, S->G, S->TG, S->c.norm_topk_prob ? 1 : 0,
+                         (float)S->c.routed_scaling_factor, S->st));
+    tr(S, "router_topk", forced ? "v1_forced" : "v1", "sigmoid+bias group-limited E=%d k=%d groups=%d/%d rows=%d", E, K,
+       S->TG, S->G, T);
+    VTRY(lat_moe_bucket(S->idx, T, K, E, nact, S->act_e, S->act_off, S->act_cnt, S->perm_tok, S->perm_pair, S->st));
   }
   tr(S, "moe_bucket", one_grid ? "v2_fused" : "v1", "device buckets pairs=%d E=%d", T * K, E);
   const int zmax = E < T * K ? E : T * K;

@@ -23,8 +23,8 @@
  *                   then lat_mla_combine (log-sum-exp merge of the splits); for long
  *                   contexts lat_mla_attn_gemm (tensor cores via cuBLAS, latency_mla_gemm.cu).
  *   lat_router_topk sigmoid + bias + group-limited top-k (HF 0.0 masking) + normalize + scale.
- *   lat_moe_bucket  token->expert buckets on the device (no host sync); lat_router_bucket and
- *                   lat_router_fused: the two (and the router logits) in one kernel at T <= 4. */
+ *   lat_moe_bucket  token->expert buckets on the device (no host sync); lat_router_fused: the
+ *                   router logits, top-k and buckets in one grid at T <= 4. */
 #ifndef VOUCH_KERNELS_LATENCY_KERNELS_H
 #define VOUCH_KERNELS_LATENCY_KERNELS_H
 
@@ -245,14 +245,8 @@ vstatus lat_router_topk(int32_t *idx, float *wt, const float *logits, const floa
  * = t*K + k, pairs of one expert in ascending pair order. One block; no host sync. */
 vstatus lat_moe_bucket(const int32_t *idx, int T, int K, int E, int32_t *n_act, int32_t *act_e, int32_t *act_off,
                        int32_t *act_cnt, int32_t *perm_tok, int32_t *perm_pair, cudaStream_t stream);
-/* lat_router_topk then lat_moe_bucket; for T <= 4 token rows as one kernel (one block routes, then
- * buckets: a launch and a dependency less per MoE layer at batch 1). *fused says which ran. */
-vstatus lat_router_bucket(int32_t *idx, float *wt, const float *logits, const float *bias, const int32_t *forced, int T,
-                          int E, int K, int n_group, int topk_group, int norm_topk_prob, float rsf, int32_t *n_act,
-                          int32_t *act_e, int32_t *act_off, int32_t *act_cnt, int32_t *perm_tok, int32_t *perm_pair,
-                          cudaStream_t stream, bool *fused);
 /* The whole router in one grid for T <= 4 rows: logits [T, E] = x [T, D] (row stride ldx) .
- * W [E, D]^T in fp32 (written to logits), then lat_router_bucket's top-k and buckets in the last
+ * W [E, D]^T in fp32 (written to logits), then lat_router_topk's top-k and lat_moe_bucket's buckets in the last
  * block to finish. counter: one device int, zero before the first call (the kernel leaves it
  * zero). lat_router_fused_ok says whether the shape fits (D % 8 == 0, D <= 8192, smem). */
 bool lat_router_fused_ok(int T, int E, int K, int D);

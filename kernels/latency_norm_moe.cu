@@ -379,11 +379,10 @@ static __global__ void moe_bucket_kernel(const int32_t *idx, int P, int K, int E
   bucket_block(idx, P, K, E, b, bsm);
 }
 
-/* One warp per token. Shared: scores [RT_WARPS][E], choice [RT_WARPS][E]; with the buckets fused
- * (b.n_act set, one block: T <= RT_WARPS), bucket_block's after them. */
+/* One warp per token. Shared: scores [RT_WARPS][E], choice [RT_WARPS][E]. */
 static __global__ void router_topk_kernel(int32_t *idx, float *wt, const float *logits, const float *bias,
                                           const int32_t *forced, int T, int E, int K, int G, int TG, int norm,
-                                          float rsf, bucket_out b) {
+                                          float rsf) {
   pdl_wait();
   pdl_trigger();
   extern __shared__ float rsm[];
@@ -392,9 +391,6 @@ static __global__ void router_topk_kernel(int32_t *idx, float *wt, const float *
   if (t < T)
     route_token(t, lane, rsm + warp * 2 * E, rsm + warp * 2 * E + E, idx, wt, logits, bias, forced, E, K, G, TG, norm,
                 rsf);
-  if (!b.n_act) return;
-  __syncthreads(); /* the block's idx stores are visible to the block */
-  bucket_block(idx, T * K, K, E, b, (int *)(rsm + RT_WARPS * 2 * E));
 }
 
 /* Router logits, top-k and buckets in one grid, for T <= RT_WARPS token rows. Block = RL_EXPERTS
@@ -483,7 +479,7 @@ extern "C" vstatus lat_router_topk(int32_t *idx, float *wt, const float *logits,
   VTRY(router_shape(E, K, n_group, topk_group, &G, &TG));
   if (RT_SMEM(E) > 48 * 1024) return VERR("lat_router_topk: %d experts need too much shared memory", E);
   CUDA_CHECK(pdl_launch(router_topk_kernel, (T + RT_WARPS - 1) / RT_WARPS, RT_WARPS * 32, RT_SMEM(E), stream, idx, wt,
-                        logits, bias, forced, T, E, K, G, TG, norm_topk_prob, rsf, bucket_out{}));
+                        logits, bias, forced, T, E, K, G, TG, norm_topk_prob, rsf));
   return V_OK;
 }
 
@@ -520,26 +516,5 @@ extern "C" vstatus lat_router_fused(float *logits, const uint16_t *W, const uint
   CUDA_CHECK(pdl_launch(router_fused_kernel, (E + RL_EXPERTS - 1) / RL_EXPERTS, RL_EXPERTS * RL_KSPLIT * 32,
                         RT_SMEM(E) + BK_SMEM(T * K, E), stream, logits, W, x, ldx, D, counter, idx, wt, bias, forced, T,
                         E, K, G, TG, norm_topk_prob, rsf, b));
-  return V_OK;
-}
-
-extern "C" vstatus lat_router_bucket(int32_t *idx, float *wt, const float *logits, const float *bias,
-                                     const int32_t *forced, int T, int E, int K, int n_group, int topk_group,
-                                     int norm_topk_prob, float rsf, int32_t *n_act, int32_t *act_e, int32_t *act_off,
-                                     int32_t *act_cnt, int32_t *perm_tok, int32_t *perm_pair, cudaStream_t stream,
-                                     bool *fused) {
-  *fused = false;
-  if (T <= 0) return V_OK;
-  int G, TG;
-  VTRY(router_shape(E, K, n_group, topk_group, &G, &TG));
-  const size_t sm = RT_SMEM(E) + BK_SMEM(T * K, E);
-  if (T > RT_WARPS || sm > 48 * 1024) {
-    VTRY(lat_router_topk(idx, wt, logits, bias, forced, T, E, K, n_group, topk_group, norm_topk_prob, rsf, stream));
-    return lat_moe_bucket(idx, T, K, E, n_act, act_e, act_off, act_cnt, perm_tok, perm_pair, stream);
-  }
-  const bucket_out b = {n_act, act_e, act_off, act_cnt, perm_tok, perm_pair};
-  CUDA_CHECK(pdl_launch(router_topk_kernel, 1, RT_WARPS * 32, sm, stream, idx, wt, logits, bias, forced, T, E, K, G, TG,
-                        norm_topk_prob, rsf, b));
-  *fused = true;
   return V_OK;
 }

@@ -41,7 +41,6 @@ static inline bool pdl_set(bool on) {
   pdl_enabled_ = on;
   return was;
 }
-static inline bool pdl_on() { return pdl_enabled_; }
 
 /* kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when the switch is on. */
 template <typename... KArgs, typename... Args>
