@@ -36,6 +36,15 @@ sweep_step() {
   note "$name rc=$rc: $(grep -c 'not run: time budget' "$OUT/$name.txt") points cut by the time budget; $(grep -m1 '^agreement:' "$OUT/$name.txt")"
   note "$name: $(tail -1 "$OUT/$name.txt")"
 }
+# bench_ref / bench_ctx128: bench_latency with cuda-ref at ctx 1024, and at ctx 128 (the HF peer's context)
+bench_ref() {
+  timeout 300 $B/bench_latency --with-ref > "$OUT/bench_latency.txt" 2>&1; note "bench_latency rc=$?"
+  grep -E "^ +[0-9]+ |speed-up|bench_latency:" "$OUT/bench_latency.txt" | tee -a "$summary" "$FINAL/summary.txt"
+}
+bench_ctx128() {
+  timeout 200 $B/bench_latency --ctx 128 > "$OUT/bench_latency_ctx128.txt" 2>&1; note "bench ctx128 rc=$?"
+  grep -E "^ +[0-9]+ " "$OUT/bench_latency_ctx128.txt" | tee -a "$summary" "$FINAL/summary.txt"
+}
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$OUT/gpu.txt"
 for phase in "$@"; do
@@ -60,8 +69,7 @@ for phase in "$@"; do
       [ -x $T/test_latency ] && { VOUCH_SRC=$PWD $T/test_latency > "$OUT/test_latency.log" 2>&1; note "test_latency rc=$? $(tail -1 "$OUT/test_latency.log")"; }
       $V kernels --path latency > "$OUT/kernels_latency.txt" 2>&1; note "kernels latency rc=$?: $(tail -1 "$OUT/kernels_latency.txt")" ;;
     bench)
-      timeout 300 $B/bench_latency --with-ref > "$OUT/bench_latency.txt" 2>&1; note "bench_latency rc=$?"
-      tail -25 "$OUT/bench_latency.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
+      bench_ref ;;
     ab)
       # issue 8, one process: the table against the variant words in $BENCH_AB (";"-separated, default
       # PDL off, the wide GEMMs on v6 with and without PDL), ctx 1024 and 128; per-op eager tables in ops*.txt
@@ -75,10 +83,8 @@ for phase in "$@"; do
       # (the HF-compiled peer's 2.40 / 21.9 ms, 3 layers), the 2-layer slice at 128 and 32k against the
       # HF numbers stored in docs/h200-results.md, a graph-replay kernel timeline (CUPTI) at batch 1,
       # and PDL on / off giving the same tokens
-      timeout 300 $B/bench_latency --with-ref > "$OUT/bench_latency.txt" 2>&1; note "bench_latency rc=$?"
-      grep -E "^ +[0-9]+ |speed-up|bench_latency:" "$OUT/bench_latency.txt" | tee -a "$summary" "$FINAL/summary.txt"
-      timeout 150 $B/bench_latency --ctx 128 > "$OUT/bench_latency_ctx128.txt" 2>&1; note "bench ctx128 rc=$?"
-      grep -E "^ +[0-9]+ " "$OUT/bench_latency_ctx128.txt" | tee -a "$summary" "$FINAL/summary.txt"
+      bench_ref
+      bench_ctx128
       timeout 200 $V sweep --model synth:k2-slice --layers 2 --paths latency --batch 1,64 --context 128,32k --steps 20 \
         --warmup 3 --time-budget 150 --no-progress --json "$OUT/sweep_2l.json" > "$OUT/sweep_2l.txt" 2>&1; note "sweep 2-layer rc=$?"
       grep -E "^ *latency" "$OUT/sweep_2l.txt" | tee -a "$summary" "$FINAL/summary.txt"
@@ -106,8 +112,7 @@ for phase in "$@"; do
       timeout 200 $V sweep --model synth:small --paths cuda-ref,cuda-ref:tp1 --batch 1,8,64 --context 1k --steps 30 --no-progress \
         --json "$OUT/sweep_tp1.json" > "$OUT/sweep_tp1.txt" 2>&1; note "sweep tp1 rc=$?"; tail -12 "$OUT/sweep_tp1.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
     bench128)
-      timeout 200 $B/bench_latency --ctx 128 > "$OUT/bench_latency_ctx128.txt" 2>&1; note "bench ctx128 rc=$?"
-      grep -E "^ +[0-9]+ " "$OUT/bench_latency_ctx128.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
+      bench_ctx128 ;;
     hfpeer-small)
       $V model synth --preset small --out /tmp/small > /dev/null
       timeout 300 python3 scripts/peers/hf_decode.py --model /tmp/small --batch 1,8,64 --context 1k --steps 20 --out "$OUT/hf_small.json" \

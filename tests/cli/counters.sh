@@ -15,6 +15,18 @@ expect_error() {
   if [ "$(wc -l <"$t/err")" -ne 1 ]; then bad "$* -> error is not one line: $(cat "$t/err")"; return; fi
   ok
 }
+# sharded_tokens LABEL SAYS ARGS...: `vouch generate` of the sharded tests' prompt with ARGS exits 0,
+# prints the tokens in $ref (the unsharded run's seq lines) and a line equal to SAYS
+sharded_tokens() {
+  local label=$1 says=$2; shift 2
+  local out rc got
+  out=$("$VOUCH" generate --model synth:tiny --seed 5 --tokens 5,6,7 -n 8 --batch 2 "$@" 2>"$t/err")
+  rc=$?
+  [ "$rc" -eq 0 ] && ok || bad "$label exit $rc: $(cat "$t/err")"
+  got=$(printf '%s\n' "$out" | grep '^seq')
+  [ "$got" = "$ref" ] && ok || bad "$label tokens '$got' != unsharded '$ref'"
+  printf '%s\n' "$out" | grep -qx "$says" && ok || bad "$label: output does not say '$says'"
+}
 finish() {
   echo "${1:+$1: }$pass passed, $fail failed"
   [ "$fail" -eq 0 ]

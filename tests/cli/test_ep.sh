@@ -7,14 +7,7 @@
 
 ref=$("$VOUCH" generate --model synth:tiny --seed 5 --tokens 5,6,7 -n 8 --batch 2 | grep '^seq')
 [ -n "$ref" ] && ok || bad "unsharded generate printed no tokens"
-for n in 2 4 16; do
-  out=$("$VOUCH" generate --model synth:tiny --seed 5 --tokens 5,6,7 -n 8 --batch 2 --tp "$n" --ep 2>"$t/err")
-  rc=$?
-  [ "$rc" -eq 0 ] && ok || bad "--tp $n --ep exit $rc: $(cat "$t/err")"
-  got=$(printf '%s\n' "$out" | grep '^seq')
-  [ "$got" = "$ref" ] && ok || bad "--tp $n --ep tokens '$got' != unsharded '$ref'"
-  printf '%s\n' "$out" | grep -q "^tp $n, expert parallel (ep)\$" && ok || bad "--tp $n --ep: output does not say ep"
-done
+for n in 2 4 16; do sharded_tokens "--tp $n --ep" "tp $n, expert parallel (ep)" --tp "$n" --ep; done
 # the path-name spelling, and ep with dcp
 for p in cpu-ref:tp4:ep cpu-ref:tp4:ep:dcp; do
   got=$("$VOUCH" generate --model synth:tiny --seed 5 --tokens 5,6,7 -n 8 --batch 2 --path "$p" 2>"$t/err" | grep '^seq')

@@ -6,14 +6,7 @@
 
 ref=$("$VOUCH" generate --model synth:tiny --seed 5 --tokens 5,6,7 -n 8 --batch 2 | grep '^seq')
 [ -n "$ref" ] && ok || bad "unsharded generate printed no tokens"
-for n in 1 2 4 16; do
-  out=$("$VOUCH" generate --model synth:tiny --seed 5 --tokens 5,6,7 -n 8 --batch 2 --tp "$n" 2>"$t/err")
-  rc=$?
-  [ "$rc" -eq 0 ] && ok || bad "--tp $n exit $rc: $(cat "$t/err")"
-  got=$(printf '%s\n' "$out" | grep '^seq')
-  [ "$got" = "$ref" ] && ok || bad "--tp $n tokens '$got' != unsharded '$ref'"
-  printf '%s\n' "$out" | grep -q "^tp $n\$" && ok || bad "--tp $n: output does not say tp $n"
-done
+for n in 1 2 4 16; do sharded_tokens "--tp $n" "tp $n" --tp "$n"; done
 # the trace names the communicator and the path's all-reduce
 "$VOUCH" generate --tp 4 -n 2 --trace >"$t/trace" 2>&1 && ok || bad "--tp 4 --trace failed"
 grep -q "allreduce" "$t/trace" && grep -q "threads" "$t/trace" && ok || bad "trace lacks the all-reduce: $(head -5 "$t/trace")"
