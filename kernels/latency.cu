@@ -109,6 +109,7 @@ typedef struct {
                                                variant word no_pdl turns it off; reference/cuda/cuda_pdl.h) */
   bool pdl_hw;                              /* the device has it (sm_90 and newer) */
   bool router_gemm;                         /* variant word router_gemm: router logits as a GEMM, not one grid */
+  bool no_persist;                          /* variant word no_persist: the cp.async GEMMs one CTA per work item */
   int force_variant;                        /* 0: table */
   int force_kind[N_KINDS];                  /* per table column (KIND_*): 0 table, else the variant */
   int tp_mode;                              /* LAT_TP_*: how block outputs are reduced under TP (AUTO: per step) */
@@ -300,7 +301,9 @@ static int gemm_kind(const lat_gemm_args *a) { return kind_of(a->wptr != NULL, a
 static int pick_variant(const lstate *S, int T, int kind) {
   const int f[2] = {S->force_kind[kind], S->force_variant};
   for (int i = 0; i < 2; i++)
-    if (f[i] && lat_gemm_variant_max_tokens(f[i]) >= T && !(kind == KIND_MOE && f[i] == LAT_V5_CUBLAS)) return f[i];
+    if (f[i] && (lat_gemm_variant_max_tokens(f[i]) >= T || (kind == KIND_MOE && f[i] >= LAT_V6_CP_N8)) &&
+        !(kind == KIND_MOE && f[i] == LAT_V5_CUBLAS))
+      return f[i];
   return table_variant(T, kind);
 }
 
@@ -319,6 +322,10 @@ static vstatus mark(lstate *S, int phase) {
 static vstatus gemm(lstate *S, lat_gemm_args *a, bool second_stream, const char *what) {
   a->ws = second_stream ? S->ws2 : S->ws1;
   a->ws_bytes = WS_BYTES;
+  /* the shared expert on the second stream runs beside the routed experts: one CTA per item, so
+   * the hardware scheduler shares the SMs between the two grids (a persistent grid would hold
+   * them all) */
+  a->max_ctas = S->no_persist || second_stream ? -1 : 0;
   const int v = pick_variant(S, a->T, gemm_kind(a));
   int splits = 1, ran = v;
   VTRY(lat_gemm(a, v, S->sms, second_stream ? S->blas2 : S->blas, second_stream ? S->st2 : S->st, &splits, &ran));
@@ -1336,7 +1343,8 @@ static vstatus tp_in_alloc(lstate *S) {
 }
 
 /* opts->variant: comma-separated words: "eager", "table", one GEMM variant name forced everywhere,
- * "attn_split" / "attn_gemm" (MLA decode variant for every step), "tp_oneshot" / "tp_nccl" /
+ * COLUMN=GEMM (one table column), "no_persist" (the cp.async GEMMs one CTA per work item, the older
+ * split-K rule), "attn_split" / "attn_gemm" (MLA decode variant for every step), "tp_oneshot" / "tp_nccl" /
  * "tp_rsag" / "tp_auto" (the TP reduce), "tp_split_in" (TP: q_a|kv_a and the router split by rows
  * across the ranks and all-gathered) / "tp_replicated_in" (computed whole on every rank: the
  * default, measured faster at TP 2 on the H200 while the exchange is an NCCL all-gather, see
@@ -1349,6 +1357,7 @@ static vstatus parse_variant(lstate *S, const char *variant) {
   S->tp_rep_in = true;
   S->pdl = true;
   S->router_gemm = false;
+  S->no_persist = false;
   if (!variant || !variant[0]) return V_OK;
   char buf[128];
   snprintf(buf, sizeof buf, "%s", variant);
@@ -1361,6 +1370,10 @@ static vstatus parse_variant(lstate *S, const char *variant) {
     if (strcmp(tok, "table") == 0) continue;
     if (strcmp(tok, "router_gemm") == 0) {
       S->router_gemm = true;
+      continue;
+    }
+    if (strcmp(tok, "no_persist") == 0) {
+      S->no_persist = true;
       continue;
     }
     if (strcmp(tok, "pdl") == 0 || strcmp(tok, "no_pdl") == 0) {
@@ -1399,7 +1412,7 @@ static vstatus parse_variant(lstate *S, const char *variant) {
     const int v = lat_gemm_variant_from_name(tok);
     if (!v)
       return VERR(PATH_NAME
-                  ": variant '%s' unknown (eager, table, pdl, no_pdl, router_gemm, v1_mma_n8, "
+                  ": variant '%s' unknown (eager, table, pdl, no_pdl, no_persist, router_gemm, v1_mma_n8, "
                   "v2_mma_n16, v3_mma_n32, v4_mma_n64, "
                   "v5_cublas, v6_cp_n8, v7_cp_n16, v8_cp_n32, v9_cp_n64, v10_cp_w8, v11_cp_m2)",
                   tok);
