@@ -55,7 +55,7 @@ static bool table_prefers_gemm(int T, int max_keys) {
 }
 
 /* The GEMM table's columns (g_gemm_table, kind_of). */
-enum { KIND_DENSE, KIND_WIDE, KIND_MOE, KIND_HEADS, N_KINDS };
+enum { KIND_DENSE, KIND_WIDE, KIND_MOE, KIND_HEADS, KIND_HEADS_O, N_KINDS };
 
 /* Device weights and cache of one decoder layer (bf16 unless noted). */
 typedef struct {
@@ -110,6 +110,9 @@ typedef struct {
   bool pdl_hw;                              /* the device has it (sm_90 and newer) */
   bool router_gemm;                         /* variant word router_gemm: router logits as a GEMM, not one grid */
   bool no_persist;                          /* variant word no_persist: the cp.async GEMMs one CTA per work item */
+  bool shared_late;                         /* the shared expert forks to stream 2 after the router (default,
+                                               word shared_late), or beside it (word shared_early) */
+  int shared_variant;                       /* GEMM variant of the shared expert (word shared=NAME), 0: table */
   int force_variant;                        /* 0: table */
   int force_kind[N_KINDS];                  /* per table column (KIND_*): 0 table, else the variant */
   int tp_mode;                              /* LAT_TP_*: how block outputs are reduced under TP (AUTO: per step) */
@@ -252,7 +255,8 @@ static const char *bucket_name(int T) {
 /* GEMM variant per batch bucket: `dense` for the dense GEMMs, `wide` for the large dense ones
  * without a SwiGLU epilogue (N >= 4096 and N*K >= 32M: o_proj, the dense down_proj, lm_head),
  * `moe` for the grouped expert GEMMs (MoE mode never runs cuBLAS), `heads` for the per-head
- * batched ones. Variant words dense=, wide=, moe=, heads= override a column.
+ * batched ones (heads: W_UK-shaped, heads_o: W_UV-shaped). Variant words dense=, wide=, moe=,
+ * heads= (both per-head columns), heads_o= override a column.
  * Based on H200 per-op timings at batch 1, 8 and 64 (k2-slice, docs/perf-notes.md, "v2"):
  *   1-2, 3-8: v6 beat v1 on the narrow dense GEMMs (q_a 59 vs 65 us, q_b 52 vs 56); cuBLAS won
  *             the wide ones (lm_head 529 vs 574 us with v6, 805 with v1; o_proj, down); experts:
@@ -267,16 +271,24 @@ static const char *bucket_name(int T) {
  *             K 512): v10 (a warp per 16 rows) at 1-8: step 1.606 vs 1.616 ms at batch 1, 3.591
  *             vs 3.620 at batch 8 with v6, which left 6 of its 8 warps without a chunk at K 128.
  *   moe 1-8 (fourth session): v11 (32 rows per CTA, 3 stages): step 1.570 vs 1.580 ms at batch 1
- *             (v6), 3.409 vs 3.570 at batch 8 (v9; the grouped down GEMM 750 vs 854 us). */
-static const char *const g_kind_names[N_KINDS] = {"dense", "wide", "moe", "heads"};
+ *             (v6), 3.409 vs 3.570 at batch 8 (v9; the grouped down GEMM 750 vs 854 us).
+ *   moe 9-64 (fifth session): v11 too, since the cp.async variants take an expert's tokens in
+ *             passes of their tile (an expert with more than 8 tokens reads its weights again):
+ *             batch 64 step 7.687 vs 9.531 ms with v9 (v9 itself 8.314 before the persistent
+ *             kernel; k2-slice has ~4 tokens per active expert at batch 64); 9-32 interpolated.
+ *   heads_o 1-8 (fifth session): W_UV on v11 (32 rows per CTA, no split at K 512): 3.75 vs 6.18 us
+ *             with v10 (bench_gemm), step 1.478 vs 1.490 ms at batch 1, 3.297 vs 3.320 at batch 8.
+ *             W_UK stays v10: 4.84 us unsplit (cuBLAS 4.54, but a cuBLAS kernel ends the PDL chain;
+ *             heads=v5_cublas step 1.482). */
+static const char *const g_kind_names[N_KINDS] = {"dense", "wide", "moe", "heads", "heads_o"};
 static const struct {
   int lo, hi, v[N_KINDS]; /* by KIND_* */
 } g_gemm_table[] = {
-    {1, 2, {LAT_V6_CP_N8, LAT_V5_CUBLAS, LAT_V11_CP_M2, LAT_V10_CP_W8}},
-    {3, 8, {LAT_V6_CP_N8, LAT_V5_CUBLAS, LAT_V11_CP_M2, LAT_V10_CP_W8}},
-    {9, 16, {LAT_V7_CP_N16, LAT_V5_CUBLAS, LAT_V9_CP_N64, LAT_V7_CP_N16}},
-    {17, 32, {LAT_V5_CUBLAS, LAT_V5_CUBLAS, LAT_V9_CP_N64, LAT_V5_CUBLAS}},
-    {33, 64, {LAT_V5_CUBLAS, LAT_V5_CUBLAS, LAT_V9_CP_N64, LAT_V5_CUBLAS}},
+    {1, 2, {LAT_V6_CP_N8, LAT_V5_CUBLAS, LAT_V11_CP_M2, LAT_V10_CP_W8, LAT_V11_CP_M2}},
+    {3, 8, {LAT_V6_CP_N8, LAT_V5_CUBLAS, LAT_V11_CP_M2, LAT_V10_CP_W8, LAT_V11_CP_M2}},
+    {9, 16, {LAT_V7_CP_N16, LAT_V5_CUBLAS, LAT_V11_CP_M2, LAT_V7_CP_N16, LAT_V7_CP_N16}},
+    {17, 32, {LAT_V5_CUBLAS, LAT_V5_CUBLAS, LAT_V11_CP_M2, LAT_V5_CUBLAS, LAT_V5_CUBLAS}},
+    {33, 64, {LAT_V5_CUBLAS, LAT_V5_CUBLAS, LAT_V11_CP_M2, LAT_V5_CUBLAS, LAT_V5_CUBLAS}},
 };
 
 static int table_variant(int T, int kind) {
@@ -285,12 +297,12 @@ static int table_variant(int T, int kind) {
   return LAT_V5_CUBLAS;
 }
 
-/* The table's column (KIND_*): grouped experts; per-head batched (Z > 1: the MLA absorptions);
- * "wide" (no SwiGLU epilogue, N >= 4096 and N*K >= 32M: o_proj, dense down, lm_head); the
- * other dense GEMMs. */
+/* The table's column (KIND_*): grouped experts; per-head batched (Z > 1: the MLA absorptions,
+ * "heads" for N > K as W_UK's 512 x 128, "heads_o" for N <= K as W_UV's 128 x 512); "wide" (no
+ * SwiGLU epilogue, N >= 4096 and N*K >= 32M: o_proj, dense down, lm_head); the other dense GEMMs. */
 static int kind_of(bool grouped, int Z, int ep, int N, int K) {
   if (grouped) return KIND_MOE;
-  if (Z > 1) return KIND_HEADS;
+  if (Z > 1) return N > K ? KIND_HEADS : KIND_HEADS_O;
   return ep != LAT_EP_SWIGLU && N >= 4096 && (long long)N * K >= (32LL << 20) ? KIND_WIDE : KIND_DENSE;
 }
 
@@ -326,7 +338,10 @@ static vstatus gemm(lstate *S, lat_gemm_args *a, bool second_stream, const char 
    * the hardware scheduler shares the SMs between the two grids (a persistent grid would hold
    * them all) */
   a->max_ctas = S->no_persist || second_stream ? -1 : 0;
-  const int v = pick_variant(S, a->T, gemm_kind(a));
+  const int v = second_stream && S->shared_variant &&
+                        (S->shared_variant == LAT_V5_CUBLAS || lat_gemm_variant_max_tokens(S->shared_variant) >= a->T)
+                    ? S->shared_variant
+                    : pick_variant(S, a->T, gemm_kind(a));
   int splits = 1, ran = v;
   VTRY(lat_gemm(a, v, S->sms, second_stream ? S->blas2 : S->blas, second_stream ? S->st2 : S->st, &splits, &ran));
   tr(S, "linear", lat_gemm_variant_name(ran), "%s [%d x %d]%s rows=%d bucket %s splits=%d", what, a->N, a->K,
@@ -484,18 +499,23 @@ static vstatus tp_reduce(lstate *S, int which, const uint16_t *w, int T, const c
   return V_OK;
 }
 
+/* The shared expert on stream 2, forked from the main stream's current point (the input norm is
+ * done); the main stream joins ev_join before the combine. */
+static vstatus shared_expert(lstate *S, llayer *d, int T) {
+  CUDA_CHECK(cudaEventRecord(S->ev_fork, S->st));
+  CUDA_CHECK(cudaStreamWaitEvent(S->st2, S->ev_fork, 0));
+  lat_gemm_args a = lat_dense_args(d->sh_gu, S->xn, S->D, S->ash, S->Fs, 2 * S->Fs, S->D, T, LAT_EP_SWIGLU);
+  VTRY(gemm(S, &a, true, "shared_expert gate|up+silu (stream 2)"));
+  a = lat_dense_args(d->sh_down, S->ash, S->Fs, S->ysh, S->D, S->D, S->Fs, T, LAT_EP_BF16);
+  VTRY(gemm(S, &a, true, "shared_expert down (stream 2)"));
+  CUDA_CHECK(cudaEventRecord(S->ev_join, S->st2));
+  return V_OK;
+}
+
 static vstatus moe(lstate *S, llayer *d, int T, bool forced, const uint16_t *next_norm) {
   const int E = S->E, K = S->K;
   const bool sh = d->sh_gu != NULL;
-  if (sh) {
-    CUDA_CHECK(cudaEventRecord(S->ev_fork, S->st));
-    CUDA_CHECK(cudaStreamWaitEvent(S->st2, S->ev_fork, 0));
-    lat_gemm_args a = lat_dense_args(d->sh_gu, S->xn, S->D, S->ash, S->Fs, 2 * S->Fs, S->D, T, LAT_EP_SWIGLU);
-    VTRY(gemm(S, &a, true, "shared_expert gate|up+silu (stream 2)"));
-    a = lat_dense_args(d->sh_down, S->ash, S->Fs, S->ysh, S->D, S->D, S->Fs, T, LAT_EP_BF16);
-    VTRY(gemm(S, &a, true, "shared_expert down (stream 2)"));
-    CUDA_CHECK(cudaEventRecord(S->ev_join, S->st2));
-  }
+  if (sh && !S->shared_late) VTRY(shared_expert(S, d, T));
   lat_gemm_args a;
   const int32_t *fx = forced ? S->d_forced + (size_t)d->moe_index * T * K : NULL;
   int32_t *nact = S->n_act + d->moe_index;
@@ -526,6 +546,7 @@ static vstatus moe(lstate *S, llayer *d, int T, bool forced, const uint16_t *nex
     VTRY(lat_moe_bucket(S->idx, T, K, E, nact, S->act_e, S->act_off, S->act_cnt, S->perm_tok, S->perm_pair, S->st));
   }
   tr(S, "moe_bucket", one_grid ? "v2_fused" : "v1", "device buckets pairs=%d E=%d", T * K, E);
+  if (sh && S->shared_late) VTRY(shared_expert(S, d, T));
   const int zmax = E < T * K ? E : T * K;
   a = lat_grouped_args(d->d_egu, S->xn, S->D, S->hbuf, S->F, 2 * S->F, S->D, T, LAT_EP_SWIGLU, zmax, nact, S->act_e,
                        S->act_off, S->act_cnt);
@@ -1344,9 +1365,10 @@ static vstatus tp_in_alloc(lstate *S) {
 
 /* opts->variant: comma-separated words: "eager", "table", one GEMM variant name forced everywhere,
  * COLUMN=GEMM (one table column), "no_persist" (the cp.async GEMMs one CTA per work item, the older
- * split-K rule), "attn_split" / "attn_gemm" (MLA decode variant for every step), "tp_oneshot" / "tp_nccl" /
- * "tp_rsag" / "tp_auto" (the TP reduce), "tp_split_in" (TP: q_a|kv_a and the router split by rows
- * across the ranks and all-gathered) / "tp_replicated_in" (computed whole on every rank: the
+ * split-K rule), "shared_early" / "shared_late" (where the shared expert forks to stream 2),
+ * "shared=GEMM" (the shared expert's GEMMs), "attn_split" / "attn_gemm" (MLA decode variant for
+ * every step), "tp_oneshot" / "tp_nccl" / "tp_rsag" / "tp_auto" (the TP reduce), "tp_split_in" (TP: q_a|kv_a and the
+ * router split by rows across the ranks and all-gathered) / "tp_replicated_in" (computed whole on every rank: the
  * default, measured faster at TP 2 on the H200 while the exchange is an NCCL all-gather, see
  * docs/tensor-parallel.md). Words not given return to the table. */
 static vstatus parse_variant(lstate *S, const char *variant) {
@@ -1358,6 +1380,9 @@ static vstatus parse_variant(lstate *S, const char *variant) {
   S->pdl = true;
   S->router_gemm = false;
   S->no_persist = false;
+  S->shared_late = true; /* batch 8: 3.299 vs 3.356 ms beside the router (whose 192 CTAs then wait
+                            for SMs behind the shared expert's); batch 1 and 64 equal within 0.5 % */
+  S->shared_variant = 0;
   if (!variant || !variant[0]) return V_OK;
   char buf[128];
   snprintf(buf, sizeof buf, "%s", variant);
@@ -1374,6 +1399,15 @@ static vstatus parse_variant(lstate *S, const char *variant) {
     }
     if (strcmp(tok, "no_persist") == 0) {
       S->no_persist = true;
+      continue;
+    }
+    if (strcmp(tok, "shared_late") == 0 || strcmp(tok, "shared_early") == 0) {
+      S->shared_late = tok[7] == 'l';
+      continue;
+    }
+    if (strncmp(tok, "shared=", 7) == 0) {
+      S->shared_variant = lat_gemm_variant_from_name(tok + 7);
+      if (!S->shared_variant) return VERR(PATH_NAME ": variant '%s': unknown GEMM variant for the shared expert", tok);
       continue;
     }
     if (strcmp(tok, "pdl") == 0 || strcmp(tok, "no_pdl") == 0) {
@@ -1403,10 +1437,12 @@ static vstatus parse_variant(lstate *S, const char *variant) {
       const int v = lat_gemm_variant_from_name(eq + 1);
       if (k == N_KINDS || !v)
         return VERR(PATH_NAME
-                    ": variant '%s': want COLUMN=GEMM with COLUMN dense, wide, moe or heads and GEMM a "
+                    ": variant '%s': want COLUMN=GEMM with COLUMN dense, wide, moe, heads (both per-head GEMMs) or "
+                    "heads_o (W_UV only) and GEMM a "
                     "variant name (v1_mma_n8 .. v11_cp_m2, v5_cublas)",
                     tok);
       S->force_kind[k] = v;
+      if (k == KIND_HEADS) S->force_kind[KIND_HEADS_O] = v; /* heads= sets both per-head columns */
       continue;
     }
     const int v = lat_gemm_variant_from_name(tok);
