@@ -117,11 +117,25 @@ static __global__ void __launch_bounds__(RV_MAX_THREADS)
   rv_store_norm<NV>(x + t * D, xn + t * D, a, wv, rv_sumsq<NV>(a, nvec), D, eps, red);
 }
 
-/* a = x (fp32) or 0, then a += sum_k wk[k] Y[t*K+k] (bf16, k in order), then a += ysh[t] when given. */
+/* a[e] += w * (element e of the 8 bf16 in u); w = 1 adds exactly. */
+static __device__ __forceinline__ void add_scaled_bf16x8(float (&a)[8], float w, const uint4 u) {
+  const unsigned v[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    a[2 * i] += w * __uint_as_float(v[i] << 16);
+    a[2 * i + 1] += w * __uint_as_float(v[i] & 0xffff0000u);
+  }
+}
+
+/* a = x (fp32) or 0, then a += sum_k wk[k] Y[t*K+k] (bf16, k in order), then a += ysh[t] when given.
+ * Every vector's x, shared-expert row and first 8 expert rows are loaded (raw 16-byte words)
+ * before any of them is used: one memory round trip for K <= 8. (Loading per vector, the shared
+ * row after the expert sum, took four round trips: 14 us for one K2 row at batch 1.) */
 template <int NV>
 static __device__ __forceinline__ void rv_combine(float (&a)[NV][8], const float *xr, const uint16_t *Y,
                                                   const uint16_t *ysh, int K, int D, int nvec, const float *wk) {
   const long long t = blockIdx.x;
+  uint4 yr[NV][8], sr[NV];
 #pragma unroll
   for (int j = 0; j < NV; j++) {
     const int i = threadIdx.x + j * blockDim.x;
@@ -132,24 +146,29 @@ static __device__ __forceinline__ void rv_combine(float (&a)[NV][8], const float
 #pragma unroll
       for (int e = 0; e < 8; e++) a[j][e] = 0.0f;
     }
-    /* the K expert rows in flight together: loads in batches of 8, adds in k order */
-    for (int k0 = 0; k0 < K; k0 += 8) {
-      float yk[8][8];
+    if (ysh) sr[j] = *(const uint4 *)(ysh + t * D + 8 * i);
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+      if (k < K) yr[j][k] = *(const uint4 *)(Y + (t * K + k) * D + 8 * i);
+  }
+#pragma unroll
+  for (int j = 0; j < NV; j++) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i >= nvec) continue;
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+      if (k < K) add_scaled_bf16x8(a[j], wk[k], yr[j][k]);
+    /* top-k above 8 (not K2's): the rest in batches of 8, loads of a batch in flight together */
+    for (int k0 = 8; k0 < K; k0 += 8) {
+      uint4 yk[8];
 #pragma unroll
       for (int k = 0; k < 8; k++)
-        if (k0 + k < K) ld_bf16x8(yk[k], Y + ((t * K + k0 + k) * D) + 8 * i);
+        if (k0 + k < K) yk[k] = *(const uint4 *)(Y + (t * K + k0 + k) * D + 8 * i);
 #pragma unroll
       for (int k = 0; k < 8; k++)
-        if (k0 + k < K)
-#pragma unroll
-          for (int e = 0; e < 8; e++) a[j][e] += wk[k0 + k] * yk[k][e];
+        if (k0 + k < K) add_scaled_bf16x8(a[j], wk[k0 + k], yk[k]);
     }
-    if (ysh) {
-      float sh[8];
-      ld_bf16x8(sh, ysh + t * D + 8 * i);
-#pragma unroll
-      for (int e = 0; e < 8; e++) a[j][e] += sh[e];
-    }
+    if (ysh) add_scaled_bf16x8(a[j], 1.0f, sr[j]);
   }
 }
 
