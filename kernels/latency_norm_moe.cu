@@ -265,10 +265,24 @@ static __device__ void route_token(int t, int lane, float *sc, float *ch, int32_
                                    const float *bias, const int32_t *forced, int E, int K, int G, int TG, int norm,
                                    float rsf) {
   const float *lr = logits + (long long)t * E;
-  for (int e = lane; e < E; e += 32) {
-    const float s = 1.0f / (1.0f + expf(-lr[e]));
-    sc[e] = s;
-    ch[e] = s + (bias ? bias[e] : 0.0f);
+  /* a lane's logits and biases (12 each for K2's 384 experts) in flight together, 8 at a time:
+   * a loop that loads, stores and loads again paid one round trip per 32 experts */
+  for (int e0 = lane; e0 < E; e0 += 32 * 8) {
+    float l[8], bs[8];
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int e = e0 + 32 * u;
+      l[u] = e < E ? lr[e] : 0.0f;
+      bs[u] = e < E && bias ? bias[e] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int e = e0 + 32 * u;
+      if (e >= E) break;
+      const float s = 1.0f / (1.0f + expf(-l[u]));
+      sc[e] = s;
+      ch[e] = s + bs[u];
+    }
   }
   __syncwarp();
   int32_t *ir = idx + (long long)t * K;
