@@ -25,63 +25,98 @@
 
 /* ---- prep: norms, RoPE, cache store ---- */
 
+#define PREP_THREADS 256 /* per block */
+#define PREP_PV 8        /* row elements a thread keeps in registers: rows up to 2048 in one pass */
+
+/* x[u] = row[i_u] for the thread's elements i_u = threadIdx.x + u * blockDim.x < n (0 past n); returns
+ * the thread's sum of squares in element order (elements past PREP_PV * blockDim: a tail loop, for
+ * rows above 2048, not the family's). */
+static __device__ __forceinline__ float prep_load(float (&x)[PREP_PV], const uint16_t *row, int n) {
+  float ss = 0.0f;
+#pragma unroll
+  for (int u = 0; u < PREP_PV; u++) {
+    const int i = threadIdx.x + u * blockDim.x;
+    x[u] = i < n ? bf2f(row[i]) : 0.0f;
+  }
+#pragma unroll
+  for (int u = 0; u < PREP_PV; u++) ss += x[u] * x[u];
+  for (int i = threadIdx.x + PREP_PV * blockDim.x; i < n; i += blockDim.x) {
+    const float v = bf2f(row[i]);
+    ss += v * v;
+  }
+  return ss;
+}
+
+/* The norm weights of the thread's elements (constant: loaded before the PDL wait). */
+static __device__ __forceinline__ void prep_weights(float (&w)[PREP_PV], const uint16_t *weight, int n) {
+#pragma unroll
+  for (int u = 0; u < PREP_PV; u++) {
+    const int i = threadIdx.x + u * blockDim.x;
+    w[u] = i < n ? bf2f(weight[i]) : 0.0f;
+  }
+}
+
+/* out[i] = bf16(w[i] * (row[i] * inv)) for the thread's elements. */
+static __device__ __forceinline__ void prep_store(uint16_t *out, const float (&x)[PREP_PV], const float (&w)[PREP_PV],
+                                                  const uint16_t *row, const uint16_t *weight, int n, float inv) {
+#pragma unroll
+  for (int u = 0; u < PREP_PV; u++) {
+    const int i = threadIdx.x + u * blockDim.x;
+    if (i < n) out[i] = f2bf(w[u] * (x[u] * inv));
+  }
+  for (int i = threadIdx.x + PREP_PV * blockDim.x; i < n; i += blockDim.x)
+    out[i] = f2bf(bf2f(weight[i]) * (bf2f(row[i]) * inv));
+}
+
+/* Every load of the row (and the constant norm weights and RoPE frequencies, before the PDL wait)
+ * is issued before the first use: one round trip after the wait. (The first version read the norm
+ * weights, the rotary half and the frequencies each after the previous step: ~8 us per layer.) */
 static __global__ void mla_prep_kernel(const uint16_t *src, int src_ld, int q_off, int ql, const uint16_t *qnw,
                                        uint16_t *qan, int kv_off, int kl, int r, const uint16_t *kvnw,
                                        uint16_t *cache, const int32_t *slot, const int32_t *pos, int max_ctx,
                                        const float *inv_freq, float attn_factor, int interleave, float eps,
                                        int dcp_n, int dcp_rank) {
   __shared__ float red[32];
-  extern __shared__ float rope_sm[]; /* [r] */
-  pdl_wait();
-  pdl_trigger();
   const long long t = blockIdx.x;
   const uint16_t *row = src + t * src_ld;
+  float w[PREP_PV], x[PREP_PV];
   /* blockIdx.y 0: the q norm, 1: the latent; two blocks per row, so the two chains run side by side */
   if (blockIdx.y == 0) {
+    if (q_off >= 0) prep_weights(w, qnw, ql);
+    pdl_wait();
+    pdl_trigger();
     if (q_off < 0) return;
     const uint16_t *qa = row + q_off;
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < ql; i += blockDim.x) {
-      const float v = bf2f(qa[i]);
-      ss += v * v;
-    }
-    ss = block_sum(ss, red);
-    const float inv = 1.0f / sqrtf(ss / (float)ql + eps);
-    for (int i = threadIdx.x; i < ql; i += blockDim.x) qan[t * ql + i] = f2bf(bf2f(qnw[i]) * (bf2f(qa[i]) * inv));
+    const float ss = block_sum(prep_load(x, qa, ql), red);
+    prep_store(qan + t * ql, x, w, qa, qnw, ql, 1.0f / sqrtf(ss / (float)ql + eps));
     return;
   }
+  const int hd = r / 2;
+  prep_weights(w, kvnw, kl);
+  const float fr = (int)threadIdx.x < hd ? inv_freq[threadIdx.x] : 0.0f; /* hd <= blockDim (launcher) */
+  pdl_wait();
+  pdl_trigger();
   const int W = kl + r;
   /* DCP: only the owner (pos % dcp_n == dcp_rank) stores, at its local index pos / dcp_n; the
    * position is the same for the whole block, so the return is uniform */
-  if (pos[t] % dcp_n != dcp_rank) return;
-  uint16_t *crow = cache + ((long long)slot[t] * max_ctx + pos[t] / dcp_n) * W;
-  const uint16_t *lat = row + kv_off;
-  float ss = 0.0f;
-  for (int i = threadIdx.x; i < kl; i += blockDim.x) {
-    const float v = bf2f(lat[i]);
-    ss += v * v;
+  const int p = pos[t];
+  if (p % dcp_n != dcp_rank) return;
+  uint16_t *crow = cache + ((long long)slot[t] * max_ctx + p / dcp_n) * W;
+  const uint16_t *lat = row + kv_off, *kr = lat + kl;
+  /* the rotary pair of thread i < hd, loaded with the latent */
+  float x1 = 0.0f, x2 = 0.0f;
+  if ((int)threadIdx.x < hd) {
+    const int i = threadIdx.x;
+    x1 = bf2f(interleave ? kr[2 * i] : kr[i]);
+    x2 = bf2f(interleave ? kr[2 * i + 1] : kr[hd + i]);
   }
-  ss = block_sum(ss, red);
-  const float inv = 1.0f / sqrtf(ss / (float)kl + eps);
-  for (int i = threadIdx.x; i < kl; i += blockDim.x) crow[i] = f2bf(bf2f(kvnw[i]) * (bf2f(lat[i]) * inv));
-  const uint16_t *kr = lat + kl;
-  const int hd = r / 2;
-  for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-    if (interleave) {
-      rope_sm[i] = bf2f(kr[2 * i]);
-      rope_sm[hd + i] = bf2f(kr[2 * i + 1]);
-    } else {
-      rope_sm[i] = bf2f(kr[i]);
-      rope_sm[hd + i] = bf2f(kr[hd + i]);
-    }
-  }
-  __syncthreads();
-  const float p = (float)pos[t];
-  for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+  const float ss = block_sum(prep_load(x, lat, kl), red);
+  prep_store(crow, x, w, lat, kvnw, kl, 1.0f / sqrtf(ss / (float)kl + eps));
+  if ((int)threadIdx.x < hd) {
     float o1, o2;
-    rope_pair(rope_sm[i], rope_sm[hd + i], p, inv_freq[i], attn_factor, &o1, &o2);
-    crow[kl + i] = f2bf(o1);
-    crow[kl + hd + i] = f2bf(o2);
+    rope_pair(x1, x2, (float)p, fr, attn_factor, &o1, &o2);
+    crow[kl + threadIdx.x] = f2bf(o1);
+    crow[kl + hd + threadIdx.x] = f2bf(o2);
   }
 }
 
@@ -94,9 +129,10 @@ extern "C" vstatus lat_mla_prep_dcp(const uint16_t *src, int src_ld, int q_off, 
   if (r % 2) return VERR("lat_mla_prep: rope dim %d must be even", r);
   if (dcp_n < 1 || dcp_rank < 0 || dcp_rank >= dcp_n)
     return VERR("lat_mla_prep: dcp rank %d of %d outside [0, %d)", dcp_rank, dcp_n, dcp_n);
-  CUDA_CHECK(pdl_launch(mla_prep_kernel, dim3((unsigned)T, 2), 256, (size_t)(r > 0 ? r : 1) * sizeof(float), stream,
-                        src, src_ld, q_off, ql, qnw, qan, kv_off, kl, r, kvnw, cache, slot, pos, cache_ctx, inv_freq,
-                        attn_factor, interleave, eps, dcp_n, dcp_rank));
+  if (r / 2 > PREP_THREADS) return VERR("lat_mla_prep: rope dim %d above %d", r, 2 * PREP_THREADS);
+  CUDA_CHECK(pdl_launch(mla_prep_kernel, dim3((unsigned)T, 2), PREP_THREADS, 0, stream, src, src_ld, q_off, ql, qnw,
+                        qan, kv_off, kl, r, kvnw, cache, slot, pos, cache_ctx, inv_freq, attn_factor, interleave, eps,
+                        dcp_n, dcp_rank));
   return V_OK;
 }
 
@@ -338,6 +374,15 @@ static __global__ void mla_combine_kernel(uint16_t *o, const float *pm, const fl
   const long long th = blockIdx.x; /* t*H + h */
   pdl_wait();
   pdl_trigger();
+  /* the first 8 splits' partial rows go out before the weights are known: their round trip
+   * overlaps warp 0's */
+  const int c = threadIdx.x * 8;
+  const bool live = c < kl;
+  const float *src = pacc + th * S * kl + c;
+  float pre[8][8];
+#pragma unroll
+  for (int s = 0; s < 8; s++)
+    if (live && s < S) ld_f32x8(pre[s], src + (long long)s * kl);
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
     float M = -INFINITY;
@@ -354,12 +399,15 @@ static __global__ void mla_combine_kernel(uint16_t *o, const float *pm, const fl
     for (int s = lane; s < S; s += 32) wsc[s] = L > 0.0f ? wsc[s] / L : 0.0f;
   }
   __syncthreads();
-  const int c = threadIdx.x * 8;
-  if (c >= kl) return;
-  const float *src = pacc + th * S * kl + c;
+  if (!live) return;
   float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int s = 0; s < 8; s++)
+    if (s < S)
+#pragma unroll
+      for (int e = 0; e < 8; e++) v[e] += wsc[s] * pre[s][e];
 #pragma unroll 8
-  for (int s = 0; s < S; s++) {
+  for (int s = 8; s < S; s++) {
     float a[8];
     ld_f32x8(a, src + (long long)s * kl);
 #pragma unroll
