@@ -2,7 +2,7 @@
 # One GPU session: every check and timing the H200 run needs, in one call (device time is
 # scarce). Run from the repo root on the GPU machine with the CUDA build in build-cuda/ and
 # its libraries in .devlibs/ (see ../shared/device/README.md). Phases: bench/gpu_session.sh
-# [golden] [cudaref] [kernels] [latency] [sweep] [evals] ... ; logs and JSON go to $OUT.
+# [golden] [cudaref] [kernels] [latency] [gemm] [sweep] [evals] ... ; logs and JSON go to $OUT.
 set -u
 # Binaries: gpu-carry/bin (stripped copies, libraries in gpu-carry/devlibs.tar.xz) when present,
 # else build-cuda/ with .devlibs/.
@@ -67,9 +67,14 @@ for phase in "$@"; do
       [ -x $T/test_latency_tp ] && { timeout 120 $T/test_latency_tp > "$OUT/test_latency_tp.log" 2>&1; note "test_latency_tp rc=$? $(tail -1 "$OUT/test_latency_tp.log")"; } ;;
     latency)
       [ -x $T/test_latency ] && { VOUCH_SRC=$PWD $T/test_latency > "$OUT/test_latency.log" 2>&1; note "test_latency rc=$? $(tail -1 "$OUT/test_latency.log")"; }
+      [ -x $T/test_latency_gemm ] && { timeout 150 $T/test_latency_gemm > "$OUT/test_latency_gemm.log" 2>&1; note "test_latency_gemm rc=$? $(tail -1 "$OUT/test_latency_gemm.log")"; }
+      [ -x $T/test_latency_dcp ] && { timeout 150 $T/test_latency_dcp > "$OUT/test_latency_dcp.log" 2>&1; note "test_latency_dcp rc=$? $(tail -1 "$OUT/test_latency_dcp.log")"; }
       $V kernels --path latency > "$OUT/kernels_latency.txt" 2>&1; note "kernels latency rc=$?: $(tail -1 "$OUT/kernels_latency.txt")" ;;
     bench)
       bench_ref ;;
+    gemm)
+      # the decode GEMMs one at a time (bench/bench_gemm.cu): every variant at batch 1, 8, 64
+      [ -x $B/bench_gemm ] && { timeout 300 $B/bench_gemm > "$OUT/bench_gemm.txt" 2>&1; note "bench_gemm rc=$?"; cat "$OUT/bench_gemm.txt" >> "$FINAL/summary.txt"; } ;;
     ab)
       # issue 8, one process: the table against the variant words in $BENCH_AB (";"-separated, default
       # PDL off, the wide GEMMs on v6 with and without PDL), ctx 1024 and 128; per-op eager tables in ops*.txt
