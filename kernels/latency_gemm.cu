@@ -389,7 +389,8 @@ static __global__ void __launch_bounds__(GW * 32, 2) gemm_cp_kernel(lat_gemm_arg
       /* Reduce the warps' partial tiles through each warp's free ring stage: the one it computed
        * on last ((j + ST - 1) % ST), which its next copy will refill; the other ST-1 stages hold
        * the next weights in flight. NR n-tiles per round. */
-      if constexpr (SHARED_PIECES) __syncwarp(); /* the free stage was group j-1's: every lane has read it */
+      __syncwarp(); /* the free stage was group j-1's: every lane has read it (also at U = 1, where the
+                       stage's pieces are the lanes' own, so the memory model orders the overwrite) */
       if (lane == 0) red_stage[warp] = (j + ST - 1) % ST;
       float *my = (float *)(ring + (size_t)((j + ST - 1) % ST) * STAGE);
 #pragma unroll
@@ -631,7 +632,8 @@ static vstatus launch_mma(const lat_gemm_args *a, int num_sms, cudaStream_t stre
   long long slots = 0;
   if constexpr (ST > 0) {
     if (a->max_ctas >= 0) slots = (long long)cp_ctas_per_sm<MT, NT, U, ST, WR>() * (num_sms > 0 ? num_sms : 132);
-    if (slots > 0 && a->max_ctas > 0 && a->max_ctas < slots) slots = a->max_ctas;
+    /* a cap applies even before lat_kernels_init measured the occupancy (slots 0) */
+    if (a->max_ctas > 0 && (slots == 0 || a->max_ctas < slots)) slots = a->max_ctas;
   }
   int S = 1;
   if (!a->wptr) {

@@ -137,8 +137,8 @@ static inline lat_gemm_args lat_grouped_args(const uint16_t *const *wptr, const 
 
 /* Runs the GEMM with `variant`; *splits_out and *ran_out (may be NULL) get the split-K factor
  * and the variant that ran (a variant too small for T, or cuBLAS in MoE mode, is replaced by
- * the mma variant for T; in MoE mode the cp.async variants v6..v11 take any T: an expert with
- * more tokens than the variant's tile is computed in passes over its weights).
+ * the mma variant for T; in MoE mode the cp.async variants v6..v11 take any T up to 64: an expert
+ * with more tokens than the variant's tile is computed in passes over its weights).
  * Dense with xmap or a SWIGLU epilogue works for cuBLAS through the scratch buffer;
  * MoE mode never uses cuBLAS (the launcher picks the mma variant for T instead). */
 vstatus lat_gemm(const lat_gemm_args *a, int variant, int num_sms, cublasHandle_t blas, cudaStream_t stream,

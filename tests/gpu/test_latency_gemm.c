@@ -1,7 +1,7 @@
 /* The latency path's cp.async GEMMs (v6..v11, kernels/latency_gemm.cu) in every grid mode: one
  * CTA per work item (max_ctas -1, the older split-K rule), persistent over the whole GPU (0), and
- * persistent over 1, 3 and 7 CTAs, where each CTA walks many items and its weight ring runs on
- * across item and split boundaries.
+ * persistent over 1, 3, 7 and 16 CTAs, where each CTA walks many items and its weight ring runs on
+ * across item and split boundaries (a check asserts that some run walked split items).
  * Shapes: dense with N and K tails (N % 16, K % 32 != 0), z-batched slices, split-K, the three
  * epilogues (bf16, fp32, SwiGLU), and grouped (MoE) mode with gathered input rows, scattered
  * output rows, an expert slot without tokens, a slot past n_act whose expert has NaN weights, and
@@ -30,7 +30,8 @@
 #define GUARD 64                    /* poisoned elements before and after each output */
 #define POISON 0x7fc1u              /* bf16 NaN; fp32 outputs get 0x7fc17fc1, also NaN */
 #define WS_BYTES ((size_t)32 << 20) /* split-K scratch, as the path's */
-#define SMS 0                       /* the launcher's default SM count: the grids follow the device */
+static int g_sms;                   /* the device's SM count, as the path passes it */
+static long g_split_walks;          /* persistent runs with split-K and several items per CTA */
 #define N_EXPERTS 5
 
 static uint64_t g_rng = 0x6e3a5d1bull;
@@ -230,7 +231,8 @@ static unsigned char *run(const fixture *F, int variant, int T, int max_ctas, in
   lat_gemm_args a = args_of(F, T, max_ctas);
   int ran = 0;
   *splits = 0;
-  CHECK_OK(lat_gemm(&a, variant, SMS, NULL, 0, splits, &ran));
+  cudaMemset(F->ws, 0xff, WS_BYTES); /* NaN partials: a split item a run skipped shows */
+  CHECK_OK(lat_gemm(&a, variant, g_sms, NULL, 0, splits, &ran));
   const cudaError_t e = cudaDeviceSynchronize();
   CHECK(e == cudaSuccess && ran == variant, "%s %s T=%d max_ctas=%d: %s, ran %s", F->c.name,
         lat_gemm_variant_name(variant), T, max_ctas, cudaGetErrorString(e), lat_gemm_variant_name(ran));
@@ -270,7 +272,7 @@ static unsigned char *run(const fixture *F, int variant, int T, int max_ctas, in
 static void check_case(const gcase *c) {
   static const int variants[] = {LAT_V6_CP_N8,  LAT_V7_CP_N16, LAT_V8_CP_N32,
                                  LAT_V9_CP_N64, LAT_V10_CP_W8, LAT_V11_CP_M2};
-  static const int modes[] = {-1, 0, 1, 3, 7};
+  static const int modes[] = {-1, 0, 1, 3, 7, 16}; /* 16: "split-k f32" (24 tiles) splits in 2, 3 items per CTA */
   fixture F;
   const bool ok = make_fixture(&F, c);
   CHECK(ok, "%s: allocations", c->name);
@@ -291,6 +293,7 @@ static void check_case(const gcase *c) {
         int S = 0;
         long wrong, stray;
         unsigned char *h = run(&F, variants[v], T, modes[m], &S, &wrong, &stray);
+        if (modes[m] > 0 && S > 1 && !c->grouped) g_split_walks++;
         wrong_all += wrong, stray_all += stray;
         if (S < 1 || S > 64) {
           CHECK(false, "%s: split-K factor %d out of range", c->name, S);
@@ -320,6 +323,9 @@ int main(void) {
     return 77;
   }
   CHECK_OK(lat_kernels_init());
+  int dev = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, dev);
   const gcase cases[] = {
       {"tails", 1000, 1000, 8, 1, LAT_EP_BF16, NULL},
       {"tails-64", 1000, 1000, 64, 1, LAT_EP_BF16, NULL},
@@ -327,11 +333,13 @@ int main(void) {
       {"split-k f32", 384, 4096, 3, 1, LAT_EP_F32, NULL},
       {"heads", 128, 512, 2, 6, LAT_EP_BF16, NULL},
       {"o_proj-like", 7168, 2048, 1, 1, LAT_EP_BF16, NULL},
+      {"W_UK-like (idle warps)", 512, 128, 16, 8, LAT_EP_F32, NULL},
       {"grouped swiglu", 256, 1024, 3, 4, LAT_EP_SWIGLU, &g_light},
       {"grouped down", 200, 520, 3, 4, LAT_EP_BF16, &g_light},
       {"grouped heavy swiglu", 256, 1024, 19, 4, LAT_EP_SWIGLU, &g_heavy},
       {"grouped heavy down", 200, 520, 64, 4, LAT_EP_BF16, &g_heavy},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+  CHECK(g_split_walks > 0, "no persistent run walked several split-K items per CTA: the ring never crossed a split");
   return test_finish();
 }
