@@ -50,6 +50,7 @@
 #include "runner/record.h"
 #include "runner/sha256.h"
 #include "vouch_build_options.h"
+#include "vouch_git_commit.h" /* VOUCH_GIT_COMMIT (build dir, cmake/git_commit.cmake) */
 
 static const char USAGE[] =
     "usage: vouch ab --base REV [--head REV] [--plan P] [--rounds N] [--out DIR] [--repo DIR]\n"

@@ -24,6 +24,7 @@
 #include "runner/record.h"
 #include "suites/paths.h"
 #include "suites/sweep.h"
+#include "vouch_git_commit.h" /* VOUCH_GIT_COMMIT (build dir, cmake/git_commit.cmake) */
 
 static const char USAGE[] =
     "usage: vouch sweep [--model DIR|synth:PRESET] [--paths A,B,..] [--batch 1,2,4] [--context 1k,8k]\n"

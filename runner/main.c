@@ -13,6 +13,7 @@
 #include "runner/cmd_sweep.h"
 #include "runner/commands.h"
 #include "suites/paths.h"
+#include "vouch_git_commit.h" /* VOUCH_GIT_COMMIT (build dir, cmake/git_commit.cmake) */
 
 typedef struct {
   const char *name;

@@ -16,13 +16,11 @@
 #ifndef VOUCH_VERSION
 #define VOUCH_VERSION "unknown"
 #endif
-#ifndef VOUCH_GIT_COMMIT
-#define VOUCH_GIT_COMMIT "unknown"
-#endif
 #ifndef VOUCH_C_COMPILER
 #define VOUCH_C_COMPILER "unknown"
 #endif
 #include "vouch_build_options.h" /* VOUCH_CMAKE_OPTIONS, configured by CMake */
+#include "vouch_git_commit.h" /* VOUCH_GIT_COMMIT (build dir, cmake/git_commit.cmake) */
 #ifndef VOUCH_BUILD_FLAGS
 #define VOUCH_BUILD_FLAGS ""
 #endif

@@ -13,6 +13,7 @@
 #include "runner/record.h"
 #include "runner/store.h"
 #include "vouch_build_options.h"
+#include "vouch_git_commit.h" /* VOUCH_GIT_COMMIT (build dir, cmake/git_commit.cmake) */
 
 struct vrundir {
   char dir[PATH_MAX];   /* the result directory */

@@ -25,6 +25,13 @@ y=$("$VOUCH" generate --temperature 1 --top-p 0.9 --top-k 40 --sample-seed 3 -n 
 z=$("$VOUCH" generate --temperature 1 --top-p 0.9 --top-k 40 --sample-seed 4 -n 16 | grep '^seq')
 [ "$x" = "$y" ] && [ "$x" != "$z" ] && ok || bad "seeded sampling"
 
+# the binary names the commit it was built from (written at build time, cmake/git_commit.cmake:
+# a tree configured once and rebuilt after new commits recorded the old one in every manifest)
+if head=$(git -C "$VOUCH_SRC" rev-parse HEAD 2>/dev/null); then
+  v=$("$VOUCH" --version | head -1)
+  [ "$v" = "vouch $("$VOUCH" --version | head -1 | cut -d' ' -f2) $head" ] && ok || bad "--version '$v' does not name HEAD $head"
+fi
+
 # bad input
 expect_error 2 "unknown preset 'huge'" "$VOUCH" model synth --preset huge --out "$t/x"
 expect_error 2 "unknown option" "$VOUCH" generate --bogus
