@@ -70,6 +70,42 @@ static __device__ __forceinline__ void token_rows(const uint16_t *(&xr)[NT], boo
   }
 }
 
+/* One 32-wide k chunk for every token tile: a[mt][h] holds weight rows g, g+8 of 16-row tile mt
+ * (8 consecutive k at q*8, the k order the token loads use too), the token rows come from xr. */
+template <int MT, int NT>
+static __device__ __forceinline__ void mma_chunk(float (&acc)[MT][NT][4], const uint4 (&a)[MT][2],
+                                                 const uint16_t *const (&xr)[NT], const bool (&xv)[NT], int kk, bool kv,
+                                                 int T) {
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int nt = 0; nt < NT; nt++) {
+    if (nt * 8 < T) { /* warp-uniform */
+      const uint4 b = (kv && xv[nt]) ? __ldg((const uint4 *)(xr[nt] + kk)) : zero;
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++) {
+        mma16816(acc[mt][nt], a[mt][0].x, a[mt][1].x, a[mt][0].y, a[mt][1].y, b.x, b.y);
+        mma16816(acc[mt][nt], a[mt][0].z, a[mt][1].z, a[mt][0].w, a[mt][1].w, b.z, b.w);
+      }
+    }
+  }
+}
+
+/* The reduced pair of weight rows n0 = tile + gg, n0 + 8 for token tok of the launch (tile: first
+ * row of the 16-row tile): a split-K partial (S > 1, dense mode) or, through the row map from
+ * off + tok, the epilogue. */
+static __device__ __forceinline__ void emit_pair(const lat_gemm_args &p, int S, int z, int split, int off, int tok,
+                                                 long long obase, int tile, int gg, float v0, float v1) {
+  const int n0 = tile + gg;
+  if (S > 1) {
+    float *ws = p.ws + (((long long)z * S + split) * p.T + tok) * (long long)p.N;
+    if (n0 < p.N) ws[n0] = v0;
+    if (n0 + 8 < p.N) ws[n0 + 8] = v1;
+  } else {
+    const int orow = p.omap ? p.omap[off + tok] : off + tok;
+    store_out(p, obase, orow, n0, tile / 16, gg, v0, v1);
+  }
+}
+
 template <int MT, int NT, int U>
 static __global__ void __launch_bounds__(GW * 32) gemm_mma_kernel(lat_gemm_args p, int S) {
   extern __shared__ float red[]; /* [GW][MT*NT*4][32] */
@@ -135,18 +171,10 @@ static __global__ void __launch_bounds__(GW * 32) gemm_mma_kernel(lat_gemm_args 
 #pragma unroll
     for (int u = 0; u < U; u++) {
       const int kk = (c0 + u) * 32 + q * 8;
-      const bool kv = (c0 + u) < ce && kk < p.K;
+      uint4 au[MT][2];
 #pragma unroll
-      for (int nt = 0; nt < NT; nt++) {
-        if (nt * 8 < T) { /* warp-uniform */
-          const uint4 b = (kv && xv[nt]) ? __ldg((const uint4 *)(xr[nt] + kk)) : zero;
-#pragma unroll
-          for (int mt = 0; mt < MT; mt++) {
-            mma16816(acc[mt][nt], a[mt][0][u].x, a[mt][1][u].x, a[mt][0][u].y, a[mt][1][u].y, b.x, b.y);
-            mma16816(acc[mt][nt], a[mt][0][u].z, a[mt][1][u].z, a[mt][0][u].w, a[mt][1][u].w, b.z, b.w);
-          }
-        }
-      }
+      for (int mt = 0; mt < MT; mt++) au[mt][0] = a[mt][0][u], au[mt][1] = a[mt][1][u];
+      mma_chunk<MT, NT>(acc, au, xr, xv, kk, (c0 + u) < ce && kk < p.K, T);
     }
   }
 
@@ -172,17 +200,7 @@ static __global__ void __launch_bounds__(GW * 32) gemm_mma_kernel(lat_gemm_args 
       v0 += red[w * SZ + (mn * 4 + rp) * 32 + ln];
       v1 += red[w * SZ + (mn * 4 + rp + 2) * 32 + ln];
     }
-    const int gg = ln >> 2;
-    const int tile = r0 + mt * 16; /* first row of the 16-row tile */
-    const int n0 = tile + gg;
-    if (S > 1) {
-      float *ws = p.ws + (((long long)z * S + split) * p.T + tok) * (long long)p.N;
-      if (n0 < p.N) ws[n0] = v0;
-      if (n0 + 8 < p.N) ws[n0 + 8] = v1;
-    } else {
-      const int orow = p.omap ? p.omap[off + tok] : off + tok;
-      store_out(p, obase, orow, n0, tile / 16, gg, v0, v1);
-    }
+    emit_pair(p, S, z, split, off, tok, obase, r0 + mt * 16, ln >> 2, v0, v1);
   }
 }
 
@@ -202,7 +220,6 @@ static __global__ void __launch_bounds__(GW * 32) gemm_mma_kernel(lat_gemm_args 
 
 /* A warp's share of one work item. */
 struct cp_share {
-  const uint16_t *W; /* the item's weights: z slice or expert */
   int r0;            /* first weight row of the warp's row group */
   int first;         /* the warp's first chunk (32 k) */
   int ce;            /* end chunk of the item's k split */
@@ -225,20 +242,17 @@ static __device__ __forceinline__ cp_item cp_item_of(int item, int S, int tiles)
   return it;
 }
 
-/* Grouped mode reads the expert and its token count, so only after pdl_wait. */
+/* The tokens of item `it`: the expert's count (grouped: read only after pdl_wait) or the launch's T. */
+static __device__ __forceinline__ int cp_tokens(const lat_gemm_args &p, const cp_item &it) {
+  return p.wptr ? p.act_cnt[it.z] : p.T;
+}
+
+/* The warp's share of item `it` with T tokens (row group rg, k group kw). */
 template <int MT, int NT, int U, int WR>
-static __device__ __forceinline__ cp_share cp_share_of(const lat_gemm_args &p, int S, int tiles, int item, int rg,
+static __device__ __forceinline__ cp_share cp_share_of(const lat_gemm_args &p, int S, const cp_item &it, int T, int rg,
                                                        int kw) {
   constexpr int KW = GW / WR;
-  const cp_item it = cp_item_of(item, S, tiles);
   cp_share s;
-  int T = p.T;
-  if (p.wptr) {
-    s.W = p.wptr[p.act_e[it.z]];
-    T = p.act_cnt[it.z];
-  } else {
-    s.W = p.W + (long long)it.z * p.w_bstride;
-  }
   s.r0 = (it.tile * WR + rg) * 16 * MT;
   const int nck = (p.K + 31) / 32, cps = (nck + S - 1) / S;
   const int cb = it.split * cps;
@@ -288,20 +302,22 @@ static __global__ void __launch_bounds__(GW * 32, 2) gemm_cp_kernel(lat_gemm_arg
    * computes on, across item boundaries (it visits the same items in the same order). */
   int is_item = blockIdx.x, is_g = 0, is_left = 0; /* group within the pass, groups left in the item */
   cp_share is{};
-  if (is_item < n_items) {
-    is = cp_share_of<MT, NT, U, WR>(p, S, tiles, is_item, rg, kw);
+  const uint16_t *is_W = nullptr; /* the item's weights: z slice or expert (grouped: read after pdl_wait) */
+  /* opens item `item` for the issue cursor */
+  auto open = [&](int item) {
+    const cp_item it = cp_item_of(item, S, tiles);
+    is = cp_share_of<MT, NT, U, WR>(p, S, it, cp_tokens(p, it), rg, kw);
+    is_W = p.wptr ? p.wptr[p.act_e[it.z]] : p.W + (long long)it.z * p.w_bstride;
     is_left = is.nit * is.passes;
-  }
+  };
+  if (is_item < n_items) open(is_item);
   /* copies the next chunk group into stage j % ST (j: the group's number in the warp's stream);
    * always commits a group, empty past the last item */
   auto issue = [&](int j) {
     while (is_left == 0 && is_item < n_items) {
       is_item += gridDim.x;
       is_g = 0;
-      if (is_item < n_items) {
-        is = cp_share_of<MT, NT, U, WR>(p, S, tiles, is_item, rg, kw);
-        is_left = is.nit * is.passes;
-      }
+      if (is_item < n_items) open(is_item);
     }
     if (is_left > 0) {
       uint4 *st = ring + (size_t)(j % ST) * STAGE;
@@ -311,7 +327,7 @@ static __global__ void __launch_bounds__(GW * 32, 2) gemm_cp_kernel(lat_gemm_arg
         const int rho = n * RI + lane / SEGS, sg = lane % SEGS; /* row of the item's 16*MT, 16-byte segment */
         const int row = is.r0 + rho, kk = k0 + sg * 8;
         const bool ok = kk < is.ce * 32 && kk < p.K && row < p.N;
-        cp_async16_z(st + ring_idx(rho, sg), is.W + (ok ? (long long)row * p.K + kk : 0), ok);
+        cp_async16_z(st + ring_idx(rho, sg), is_W + (ok ? (long long)row * p.K + kk : 0), ok);
       }
       if (++is_g == is.nit) is_g = 0; /* the next token pass reads the same weights again */
       is_left--;
@@ -325,22 +341,21 @@ static __global__ void __launch_bounds__(GW * 32, 2) gemm_cp_kernel(lat_gemm_arg
     pdl_trigger();
   }
 
-  const uint4 zero = make_uint4(0, 0, 0, 0);
   int j = 0; /* chunk groups the warp has computed on */
   for (int item = blockIdx.x; item < n_items; item += gridDim.x) {
     const cp_item it = cp_item_of(item, S, tiles);
     const uint16_t *x = p.x;
     long long obase = 0;
-    int T = p.T, off = 0;
+    const int T = cp_tokens(p, it);
+    int off = 0;
     if (grouped) {
-      T = p.act_cnt[it.z];
       off = p.act_off[it.z];
     } else {
       x += (long long)it.z * p.x_bstride;
       obase = (long long)it.z * p.o_bstride;
     }
     if (T <= 0) continue; /* block-uniform; the issue cursor skipped it too */
-    const cp_share sh = cp_share_of<MT, NT, U, WR>(p, S, tiles, item, rg, kw);
+    const cp_share sh = cp_share_of<MT, NT, U, WR>(p, S, it, T, rg, kw);
     /* grouped: the expert's tokens in passes of NT*8 (dense: the launcher keeps T <= NT*8) */
     for (int t0 = 0; t0 < T; t0 += NT * 8) {
       const int Tp = min(NT * 8, T - t0); /* tokens of this pass */
@@ -372,17 +387,7 @@ static __global__ void __launch_bounds__(GW * 32, 2) gemm_cp_kernel(lat_gemm_arg
           for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++) a[mt][h] = st[ring_idx(mt * 16 + g + 8 * h, u * 4 + q)];
-#pragma unroll
-          for (int nt = 0; nt < NT; nt++) {
-            if (nt * 8 < Tp) { /* warp-uniform */
-              const uint4 b = (kv && xv[nt]) ? __ldg((const uint4 *)(xr[nt] + kk)) : zero;
-#pragma unroll
-              for (int mt = 0; mt < MT; mt++) {
-                mma16816(acc[mt][nt], a[mt][0].x, a[mt][1].x, a[mt][0].y, a[mt][1].y, b.x, b.y);
-                mma16816(acc[mt][nt], a[mt][0].z, a[mt][1].z, a[mt][0].w, a[mt][1].w, b.z, b.w);
-              }
-            }
-          }
+          mma_chunk<MT, NT>(acc, a, xr, xv, kk, kv, Tp);
         }
       }
 
@@ -417,17 +422,8 @@ static __global__ void __launch_bounds__(GW * 32, 2) gemm_cp_kernel(lat_gemm_arg
             v0 += rw[(mn * 4 + rp) * 32 + ln];
             v1 += rw[(mn * 4 + rp + 2) * 32 + ln];
           }
-          const int gg = ln >> 2;
-          const int tile = (it.tile * WR + g_) * 16 * MT + mt * 16; /* first row of the 16-row tile */
-          const int n0 = tile + gg;
-          if (S > 1) {
-            float *ws = p.ws + (((long long)it.z * S + it.split) * p.T + t0 + tok) * (long long)p.N;
-            if (n0 < p.N) ws[n0] = v0;
-            if (n0 + 8 < p.N) ws[n0 + 8] = v1;
-          } else {
-            const int orow = p.omap ? p.omap[off + t0 + tok] : off + t0 + tok;
-            store_out(p, obase, orow, n0, tile / 16, gg, v0, v1);
-          }
+          emit_pair(p, S, it.z, it.split, off, t0 + tok, obase, (it.tile * WR + g_) * 16 * MT + mt * 16, ln >> 2, v0,
+                    v1);
         }
         __syncthreads(); /* the stages are written again: next round, or the next copies */
       }
