@@ -308,11 +308,12 @@ static int kind_of(bool grouped, int Z, int ep, int N, int K) {
 
 static int gemm_kind(const lat_gemm_args *a) { return kind_of(a->wptr != NULL, a->Z, a->ep, a->N, a->K); }
 
-/* A forced variant (the column's, then the one for all GEMMs: the more specific word wins) where it
- * takes T rows, else the table's. MoE mode never takes cuBLAS. */
-static int pick_variant(const lstate *S, int T, int kind) {
-  const int f[2] = {S->force_kind[kind], S->force_variant};
-  for (int i = 0; i < 2; i++)
+/* A forced variant where it takes T rows, else the table's: `first` (the shared expert's word on
+ * stream 2, or 0), then the column's, then the one for all GEMMs (the more specific word wins).
+ * MoE mode never takes cuBLAS; its cp.async variants take any T (token passes). */
+static int pick_variant(const lstate *S, int T, int kind, int first) {
+  const int f[3] = {first, S->force_kind[kind], S->force_variant};
+  for (int i = 0; i < 3; i++)
     if (f[i] && (lat_gemm_variant_max_tokens(f[i]) >= T || (kind == KIND_MOE && f[i] >= LAT_V6_CP_N8)) &&
         !(kind == KIND_MOE && f[i] == LAT_V5_CUBLAS))
       return f[i];
@@ -338,10 +339,7 @@ static vstatus gemm(lstate *S, lat_gemm_args *a, bool second_stream, const char 
    * the hardware scheduler shares the SMs between the two grids (a persistent grid would hold
    * them all) */
   a->max_ctas = S->no_persist || second_stream ? -1 : 0;
-  const int v = second_stream && S->shared_variant &&
-                        (S->shared_variant == LAT_V5_CUBLAS || lat_gemm_variant_max_tokens(S->shared_variant) >= a->T)
-                    ? S->shared_variant
-                    : pick_variant(S, a->T, gemm_kind(a));
+  const int v = pick_variant(S, a->T, gemm_kind(a), second_stream ? S->shared_variant : 0);
   int splits = 1, ran = v;
   VTRY(lat_gemm(a, v, S->sms, second_stream ? S->blas2 : S->blas, second_stream ? S->st2 : S->st, &splits, &ran));
   tr(S, "linear", lat_gemm_variant_name(ran), "%s [%d x %d]%s rows=%d bucket %s splits=%d", what, a->N, a->K,
@@ -1627,8 +1625,10 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
            "device %d: %.200s (sm_%d%d, %d SMs), %.1f GiB used after open, GEMM table 1-2/3-8:%s 9-16:%s 17-32:%s "
            "33-64:%s, %s%s",
            o->device, prop.name, prop.major, prop.minor, S->sms, (double)(tot - fr) / 1073741824.0,
-           lat_gemm_variant_name(pick_variant(S, 1, 0)), lat_gemm_variant_name(pick_variant(S, 16, 0)),
-           lat_gemm_variant_name(pick_variant(S, 32, 0)), lat_gemm_variant_name(pick_variant(S, 64, 0)),
+           lat_gemm_variant_name(pick_variant(S, 1, KIND_DENSE, 0)),
+           lat_gemm_variant_name(pick_variant(S, 16, KIND_DENSE, 0)),
+           lat_gemm_variant_name(pick_variant(S, 32, KIND_DENSE, 0)),
+           lat_gemm_variant_name(pick_variant(S, 64, KIND_DENSE, 0)),
            S->pdl && S->pdl_hw ? "programmatic dependent launch"
            : S->pdl            ? "no PDL (before sm_90)"
                                : "no PDL (no_pdl)",
