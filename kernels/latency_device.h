@@ -67,15 +67,19 @@ static __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
   return (unsigned)f2bf(lo) | ((unsigned)f2bf(hi) << 16);
 }
 
-/* Eight consecutive values (16-byte aligned) as fp32, and back. */
-static __device__ __forceinline__ void ld_bf16x8(float (&v)[8], const uint16_t *p) {
-  const uint4 u = *(const uint4 *)p;
+/* The 8 bf16 of a 16-byte word as fp32 (exact). */
+static __device__ __forceinline__ void unpack_bf16x8(float (&v)[8], const uint4 u) {
   const unsigned w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     v[2 * i] = __uint_as_float(w[i] << 16);
     v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
   }
+}
+
+/* Eight consecutive values (16-byte aligned) as fp32, and back. */
+static __device__ __forceinline__ void ld_bf16x8(float (&v)[8], const uint16_t *p) {
+  unpack_bf16x8(v, *(const uint4 *)p);
 }
 static __device__ __forceinline__ void st_bf16x8(uint16_t *p, const float (&v)[8]) {
   *(uint4 *)p =

@@ -119,12 +119,10 @@ static __global__ void __launch_bounds__(RV_MAX_THREADS)
 
 /* a[e] += w * (element e of the 8 bf16 in u); w = 1 adds exactly. */
 static __device__ __forceinline__ void add_scaled_bf16x8(float (&a)[8], float w, const uint4 u) {
-  const unsigned v[4] = {u.x, u.y, u.z, u.w};
+  float y[8];
+  unpack_bf16x8(y, u);
 #pragma unroll
-  for (int i = 0; i < 4; i++) {
-    a[2 * i] += w * __uint_as_float(v[i] << 16);
-    a[2 * i + 1] += w * __uint_as_float(v[i] & 0xffff0000u);
-  }
+  for (int e = 0; e < 8; e++) a[e] += w * y[e];
 }
 
 /* a = x (fp32) or 0, then a += sum_k wk[k] Y[t*K+k] (bf16, k in order), then a += ysh[t] when given.
