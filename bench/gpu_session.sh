@@ -36,6 +36,12 @@ sweep_step() {
   note "$name rc=$rc: $(grep -c 'not run: time budget' "$OUT/$name.txt") points cut by the time budget; $(grep -m1 '^agreement:' "$OUT/$name.txt")"
   note "$name: $(tail -1 "$OUT/$name.txt")"
 }
+# gpu_test NAME [TIMEOUT_S]: the GPU test $T/NAME when it was built, log $OUT/NAME.log, rc and last line noted
+gpu_test() {
+  [ -x "$T/$1" ] || return 0
+  VOUCH_SRC=$PWD timeout "${2:-600}" "$T/$1" > "$OUT/$1.log" 2>&1
+  note "$1 rc=$? $(tail -1 "$OUT/$1.log")"
+}
 # bench_ref / bench_ctx128: bench_latency with cuda-ref at ctx 1024, and at ctx 128 (the HF peer's context)
 bench_ref() {
   timeout 300 $B/bench_latency --with-ref > "$OUT/bench_latency.txt" 2>&1; note "bench_latency rc=$?"
@@ -61,14 +67,14 @@ for phase in "$@"; do
       grep -E "rows|identical" "$OUT/test_cuda_ref.log" | head -5 | tee -a "$summary" "$FINAL/summary.txt" ;;
     kernels)
       $V kernels --path cuda-ref --json "$OUT/kernels_cuda.json" > "$OUT/kernels_cuda.txt" 2>&1; note "kernels cuda-ref rc=$?: $(tail -1 "$OUT/kernels_cuda.txt")"
-      [ -x $T/test_cuda_kernels ] && { VOUCH_SRC=$PWD $T/test_cuda_kernels > "$OUT/test_cuda_kernels.log" 2>&1; note "test_cuda_kernels rc=$?"; } ;;
+      gpu_test test_cuda_kernels ;;
     shardgpu)
-      [ -x $T/test_shard_gpu ] && { VOUCH_SRC=$PWD timeout 120 $T/test_shard_gpu > "$OUT/test_shard_gpu.log" 2>&1; note "test_shard_gpu rc=$? $(tail -1 "$OUT/test_shard_gpu.log")"; }
-      [ -x $T/test_latency_tp ] && { timeout 120 $T/test_latency_tp > "$OUT/test_latency_tp.log" 2>&1; note "test_latency_tp rc=$? $(tail -1 "$OUT/test_latency_tp.log")"; } ;;
+      gpu_test test_shard_gpu 120
+      gpu_test test_latency_tp 120 ;;
     latency)
-      [ -x $T/test_latency ] && { VOUCH_SRC=$PWD $T/test_latency > "$OUT/test_latency.log" 2>&1; note "test_latency rc=$? $(tail -1 "$OUT/test_latency.log")"; }
-      [ -x $T/test_latency_gemm ] && { timeout 150 $T/test_latency_gemm > "$OUT/test_latency_gemm.log" 2>&1; note "test_latency_gemm rc=$? $(tail -1 "$OUT/test_latency_gemm.log")"; }
-      [ -x $T/test_latency_dcp ] && { timeout 150 $T/test_latency_dcp > "$OUT/test_latency_dcp.log" 2>&1; note "test_latency_dcp rc=$? $(tail -1 "$OUT/test_latency_dcp.log")"; }
+      gpu_test test_latency
+      gpu_test test_latency_gemm 150
+      gpu_test test_latency_dcp 150
       $V kernels --path latency > "$OUT/kernels_latency.txt" 2>&1; note "kernels latency rc=$?: $(tail -1 "$OUT/kernels_latency.txt")" ;;
     bench)
       bench_ref ;;
