@@ -1,4 +1,10 @@
-/* Sampling: temperature -> top-k -> top-p -> inverse CDF, as HF's logits processors order them. */
+/* Sampling: temperature -> top-k -> top-p -> inverse CDF, as HF's logits processors order them.
+ * The inverse CDF walks the kept set in token-id order, not in probability order: two paths whose
+ * logits differ by rounding then draw the same token for the same uniform except where u falls
+ * between their two CDFs at some token boundary (probability at most sum_i |F_a(i) - F_b(i)|,
+ * small when the distributions are close), while a probability-ordered walk lets two
+ * near-tied tokens swap places and remaps every draw above them (seen: 70 % agreement at
+ * max |dlogit| 0.04 on a near-flat model). */
 #include "common/sampling.h"
 
 #include <math.h>
@@ -21,6 +27,11 @@ static int cmp_desc(const void *a, const void *b) {
   if (x->v > y->v) return -1;
   if (x->v < y->v) return 1;
   return x->i - y->i;
+}
+
+static int cmp_index(const void *a, const void *b) {
+  const vi_pair *x = a, *y = b;
+  return (x->i > y->i) - (x->i < y->i);
 }
 
 /* Sorted candidates after temperature and top-k; returns the count kept and fills probs
@@ -55,11 +66,14 @@ int vsample_with_u(const float *logits, int vocab, const vsampling *s, double u,
   vi_pair *pairs = buf;
   double *p = (double *)(pairs + vocab);
   int n = kept_set(logits, vocab, s, pairs, p);
+  /* token-id order: pairs[k].v becomes k's slot in p (exact in float: vocab < 2^24) */
+  for (int k = 0; k < n; k++) pairs[k].v = (float)k;
+  qsort(pairs, (size_t)n, sizeof *pairs, cmp_index);
   int pick = pairs[n - 1].i;
   double cum = 0;
-  for (int i = 0; i < n; i++) {
-    cum += p[i];
-    if (u < cum) { pick = pairs[i].i; break; }
+  for (int k = 0; k < n; k++) {
+    cum += p[(int)pairs[k].v];
+    if (u < cum) { pick = pairs[k].i; break; }
   }
   if (!work) free(buf);
   return pick;

@@ -1,7 +1,9 @@
 /* Token sampling from logits, identical for every path (paths return logits; the choice
  * of token is made here), so the same seeds give the same tokens wherever logits agree.
  * Order as HF transformers: temperature, then top-k, then top-p; then inverse-CDF
- * sampling with one uniform from the counter-based RNG keyed by (seed, sequence, step). */
+ * sampling over the kept tokens in token-id order with one uniform from the counter-based RNG
+ * keyed by (seed, sequence, step). Id order makes the draw a coupling of two paths' distributions:
+ * near-tied tokens swapping rank no longer remaps the draws (sampling.c says how close). */
 #ifndef VOUCH_COMMON_SAMPLING_H
 #define VOUCH_COMMON_SAMPLING_H
 

@@ -3,7 +3,12 @@
  *            shared expert, 1 dense + 2 MoE layers, YaRN with positions past the original window);
  *            16 narrow heads so that every TP degree 1..16 divides heads, widths and vocabulary.
  *  small:    CPU-friendly but realistic proportions (~0.25 B params).
- *  k2-slice: Kimi K2's dimensions, 1 dense + 2 MoE layers by default (~37 B params). */
+ *  k2-slice: Kimi K2's dimensions, 1 dense + 2 MoE layers by default (~37 B params).
+ *  k2-lite:  Kimi K2's vocabulary (163840), heads (64, MLA dims 128/64/128, kv LoRA 512, q LoRA
+ *            1536), experts (384, top 8, one group, 1 shared) and RoPE/YaRN, on a hidden width of
+ *            1024 and expert width 256 (1 dense + 1 MoE layer, ~0.72 B params): the shapes the
+ *            attention, router and MoE kernels specialize on, small enough for an fp32 reference
+ *            (cpu-ref) to run next to the GPU paths as the noise floor. */
 #include <stdio.h>
 #include <string.h>
 
@@ -35,7 +40,20 @@ static void yarn(ds_config *c, double factor, int orig, double mscale) {
   c->yarn.truncate = true;
 }
 
-const char *ds_preset_names(void) { return "tiny small k2-slice"; }
+/* Kimi K2's dimensions (config.json of moonshotai/Kimi-K2), 1 dense + 2 MoE layers. */
+static void kimi_k2(ds_config *c) {
+  snprintf(c->model_type, sizeof c->model_type, "kimi_k2");
+  c->vocab_size = 163840; c->hidden_size = 7168; c->intermediate_size = 18432;
+  c->moe_intermediate_size = 2048; c->num_hidden_layers = 3; c->num_attention_heads = 64;
+  c->n_shared_experts = 1; c->n_routed_experts = 384; c->num_experts_per_tok = 8;
+  c->n_group = 1; c->topk_group = 1; c->routed_scaling_factor = 2.827;
+  c->q_lora_rank = 1536; c->kv_lora_rank = 512; c->qk_nope_head_dim = 128; c->qk_rope_head_dim = 64;
+  c->v_head_dim = 128; c->max_position_embeddings = 131072; c->rope_theta = 50000;
+  c->bos_token_id = 163584; c->eos_token_id = 163585;
+  yarn(c, 32.0, 4096, 1.0);
+}
+
+const char *ds_preset_names(void) { return "tiny small k2-slice k2-lite"; }
 
 vstatus ds_preset_config(const char *name, int layers, ds_config *c) {
   ds_preset_defaults(c);
@@ -56,15 +74,10 @@ vstatus ds_preset_config(const char *name, int layers, ds_config *c) {
     c->v_head_dim = 64; c->max_position_embeddings = 131072; c->rope_theta = 10000;
     yarn(c, 32.0, 4096, 1.0);
   } else if (strcmp(name, "k2-slice") == 0) {
-    snprintf(c->model_type, sizeof c->model_type, "kimi_k2");
-    c->vocab_size = 163840; c->hidden_size = 7168; c->intermediate_size = 18432;
-    c->moe_intermediate_size = 2048; c->num_hidden_layers = 3; c->num_attention_heads = 64;
-    c->n_shared_experts = 1; c->n_routed_experts = 384; c->num_experts_per_tok = 8;
-    c->n_group = 1; c->topk_group = 1; c->routed_scaling_factor = 2.827;
-    c->q_lora_rank = 1536; c->kv_lora_rank = 512; c->qk_nope_head_dim = 128; c->qk_rope_head_dim = 64;
-    c->v_head_dim = 128; c->max_position_embeddings = 131072; c->rope_theta = 50000;
-    c->bos_token_id = 163584; c->eos_token_id = 163585;
-    yarn(c, 32.0, 4096, 1.0);
+    kimi_k2(c);
+  } else if (strcmp(name, "k2-lite") == 0) {
+    kimi_k2(c); /* narrow widths, K2's vocabulary, heads and experts */
+    c->hidden_size = 1024; c->intermediate_size = 2816; c->moe_intermediate_size = 256; c->num_hidden_layers = 2;
   } else {
     return VERR("unknown preset '%s' (known: %s)", name, ds_preset_names());
   }

@@ -20,7 +20,7 @@ static const char SYNTH_USAGE[] =
     "  Weights come from a counter-based RNG keyed by (seed, tensor name, element index).\n"
     "  --set edits the preset's config.json before synthesis, e.g. --set q_lora_rank=null\n"
     "  --set rope_scaling.factor=8 (nested keys with dots).\n"
-    "  presets: tiny small k2-slice; constructed (the model provably solves a task, docs/evals.md):\n"
+    "  presets: tiny small k2-slice k2-lite; constructed (the model provably solves a task, docs/evals.md):\n"
     "  recall-mrcr recall-chain\n";
 
 typedef struct {

@@ -15,7 +15,11 @@
 void diverge_result_free(diverge_result *r) {
   free(r->kld);
   free(r->dp);
-  r->kld = r->dp = NULL;
+  free(r->margin);
+  free(r->top_err);
+  free(r->same);
+  r->kld = r->dp = r->margin = r->top_err = NULL;
+  r->same = NULL;
 }
 
 static void unsupported(diverge_result *r, const char *why) {
@@ -23,38 +27,53 @@ static void unsupported(diverge_result *r, const char *why) {
   snprintf(r->reason, sizeof r->reason, "%s", why);
 }
 
+
+/* Sequence b's cached length before the first decoded token. */
+static int context_of(const diverge_opts *o, int b) {
+  return o->ragged ? (int)((long)o->context * (o->batch - b) / o->batch) : o->context;
+}
+
 vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *res) {
   if (!m || !o || !res) return VERR("diverge: model, options and results are required");
   if (o->n_paths < 2) return VERR("diverge: option 'paths': at least two paths (the first is the reference)");
-  if (o->batch < 1) return VERR("diverge: option 'batch' must be >= 1 (got %d)", o->batch);
+  if (o->batch < 1 || o->batch > 4096) return VERR("diverge: option 'batch' must be in [1, 4096] (got %d)", o->batch);
   if (o->tokens < 1) return VERR("diverge: option 'tokens' must be >= 1 (got %d)", o->tokens);
   if (o->context < 0) return VERR("diverge: option 'context' must be >= 0 (got %d)", o->context);
-  const int V = m->cfg.vocab_size, B = o->batch, T = o->tokens, P = o->n_paths;
-  if ((long)o->context + T > m->cfg.max_position_embeddings)
-    return VERR("diverge: context %d + tokens %d exceeds the model's max_position_embeddings %d", o->context, T,
-                m->cfg.max_position_embeddings);
+  if (o->spec_k < 0 || o->spec_k > 15) return VERR("diverge: option 'spec' must be in [0, 15] (got %d)", o->spec_k);
+  const int V = m->cfg.vocab_size, B = o->batch, T = o->tokens, P = o->n_paths, K1 = o->spec_k + 1;
+  const int R = B * K1; /* logit rows per step */
+  if ((long)o->context + (long)T * K1 > m->cfg.max_position_embeddings)
+    return VERR("diverge: context %d + tokens %d x %d per step exceeds the model's max_position_embeddings %d",
+                o->context, T, K1, m->cfg.max_position_embeddings);
+  const bool forced = o->routing && o->routing->kind != ROUTE_NATURAL;
   for (int p = 1; p < P; p++) {
     memset(&res[p - 1], 0, sizeof res[p - 1]);
     snprintf(res[p - 1].path, sizeof res[p - 1].path, "%s", o->paths[p]);
     res[p - 1].supported = true;
   }
+  const size_t nrows = (size_t)T * R;
   vpath *paths = calloc((size_t)P, sizeof *paths);
   bool *live = calloc((size_t)P, sizeof *live);
-  float *logits = malloc((size_t)P * B * V * sizeof(float));
+  float *logits = malloc((size_t)P * R * V * sizeof(float));
   double *scratch = malloc((size_t)2 * V * sizeof(double));
-  int32_t *tok = malloc((size_t)B * sizeof(int32_t));
+  int32_t *tok = malloc((size_t)R * sizeof(int32_t)), *next = malloc((size_t)B * sizeof(int32_t));
   int *seq = malloc((size_t)B * sizeof(int)), *ntok = malloc((size_t)B * sizeof(int)), *pos = malloc((size_t)B * sizeof(int));
+  int32_t *fexp = forced ? malloc((size_t)o->routing->n_moe * R * o->routing->K * sizeof(int32_t)) : NULL;
   for (int p = 1; p < P && logits; p++) {
-    res[p - 1].kld = calloc((size_t)B * T, sizeof(double));
-    res[p - 1].dp = calloc((size_t)B * T, sizeof(double));
-    if (!res[p - 1].kld || !res[p - 1].dp) { free(logits); logits = NULL; }
+    diverge_result *r = &res[p - 1];
+    r->kld = calloc(nrows, sizeof(double));
+    r->dp = calloc(nrows, sizeof(double));
+    r->margin = calloc(nrows, sizeof(double));
+    r->top_err = calloc(nrows, sizeof(double));
+    r->same = calloc(nrows, 1);
+    if (!r->kld || !r->dp || !r->margin || !r->top_err || !r->same) { free(logits); logits = NULL; }
   }
   vstatus st = V_OK;
-  if (!paths || !live || !logits || !scratch || !tok || !seq || !ntok || !pos) {
-    st = VERR("diverge: out of memory for %d paths x %d rows x %d vocab logits", P, B, V);
+  if (!paths || !live || !logits || !scratch || !tok || !next || !seq || !ntok || !pos || (forced && !fexp)) {
+    st = VERR("diverge: out of memory for %d paths x %d rows x %d vocab logits", P, R, V);
     goto done;
   }
-  vpath_opts po = {.max_seq = B, .max_ctx = o->context + T, .n_threads = o->n_threads};
+  vpath_opts po = {.max_seq = B, .max_ctx = o->context + T * K1, .n_threads = o->n_threads};
   for (int p = 0; p < P; p++) {
     vstatus s = vpath_open(&paths[p], o->paths[p], m, &po);
     if (s == V_OK) { live[p] = true; continue; }
@@ -72,7 +91,8 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
         continue;
       }
       for (int b = 0; b < B && live[p]; b++) {
-        vstatus s = paths[p].ops->fill_cache(paths[p].state, b, o->context, o->seed);
+        if (context_of(o, b) == 0) continue;
+        vstatus s = paths[p].ops->fill_cache(paths[p].state, b, context_of(o, b), o->seed);
         if (s == V_OK) continue;
         if (p == 0) { st = s; verr_prefix("diverge: reference fill_cache"); goto done; }
         unsupported(&res[p - 1], verr_msg());
@@ -80,69 +100,78 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
       }
     }
   }
-  const uint64_t key = philox_key(o->seed, "diverge.stream");
+  const uint64_t key = philox_key(o->seed, "diverge.stream"), dkey = philox_key(o->seed, "diverge.drafts");
   for (int b = 0; b < B; b++) {
     seq[b] = b;
-    ntok[b] = 1;
-    tok[b] = (int32_t)(philox_unit(key, (uint64_t)b) * V) % V;
+    ntok[b] = K1;
+    next[b] = (int32_t)(philox_unit(key, (uint64_t)b) * V) % V;
   }
   vsampling samp = {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .seed = o->seed};
   for (int t = 0; t < T; t++) {
-    for (int b = 0; b < B; b++) pos[b] = o->context + t;
-    vstep s = {.n_seq = B, .seq = seq, .n_tokens = ntok, .start_pos = pos, .tokens = tok, .all_logits = false};
+    for (int b = 0; b < B; b++) {
+      pos[b] = context_of(o, b) + t * K1;
+      tok[b * K1] = next[b];
+      for (int k = 1; k < K1; k++)
+        tok[b * K1 + k] = (int32_t)(philox_unit(dkey, ((uint64_t)t * B + b) * 16 + k) * V) % V;
+    }
+    if (forced) sweep_routing_fill(o->routing, o->seed, t, R, fexp);
+    vstep s = {.n_seq = B, .seq = seq, .n_tokens = ntok, .start_pos = pos, .tokens = tok, .all_logits = K1 > 1,
+               .forced_experts = fexp};
     for (int p = 0; p < P; p++) {
       if (!live[p]) continue;
       vstatus ss = paths[p].ops->supports ? paths[p].ops->supports(paths[p].state, &s) : V_OK;
       double t0 = vclock_now();
-      if (ss == V_OK) ss = paths[p].ops->forward(paths[p].state, &s, logits + (size_t)p * B * V);
+      if (ss == V_OK) ss = paths[p].ops->forward(paths[p].state, &s, logits + (size_t)p * R * V);
       if (p > 0) res[p - 1].wall_s += vclock_now() - t0;
       if (ss == V_OK) continue;
       if (p == 0) { st = ss; verr_prefix("diverge: reference path %s at step %d", o->paths[0], t); goto done; }
       unsupported(&res[p - 1], verr_msg());
       live[p] = false;
     }
-    /* the stream's next tokens, from the reference */
-    int32_t next[4096];
-    int32_t *nx = B <= 4096 ? next : NULL;
-    if (!nx) { st = VERR("diverge: batch %d above 4096", B); goto done; }
-    for (int b = 0; b < B; b++) nx[b] = (int32_t)vsample(logits + (size_t)b * V, V, &samp, b, t, NULL);
+    /* the stream's next tokens, from the reference's last row of each sequence */
+    for (int b = 0; b < B; b++) next[b] = (int32_t)vsample(logits + ((size_t)b * K1 + K1 - 1) * V, V, &samp, b, t, NULL);
     for (int p = 1; p < P; p++) {
       if (!live[p]) continue;
       diverge_result *r = &res[p - 1];
-      for (int b = 0; b < B; b++) {
-        const float *lr = logits + (size_t)b * V, *lt = logits + ((size_t)p * B + b) * V;
-        int row = t * B + b;
+      for (int i = 0; i < R; i++) {
+        const float *lr = logits + (size_t)i * V, *lt = logits + ((size_t)p * R + i) * V;
+        const size_t row = (size_t)t * R + i;
         long bad = 0, rbad = 0;
         double mx = 0;
-        for (int i = 0; i < V; i++) {
-          if (!isfinite(lt[i])) bad++;
-          if (!isfinite(lr[i])) rbad++;
-          double d = fabs((double)lt[i] - lr[i]);
+        for (int j = 0; j < V; j++) {
+          if (!isfinite(lt[j])) bad++;
+          if (!isfinite(lr[j])) rbad++;
+          double d = fabs((double)lt[j] - lr[j]);
           if (isfinite(d) && d > mx) mx = d;
         }
         r->nonfinite += bad;
         r->ref_nonfinite += rbad;
         if (mx > r->max_dlogit) r->max_dlogit = mx;
         if (bad || rbad) {
-          r->kld[row] = NAN;
-          r->dp[row] = NAN;
+          r->kld[row] = r->dp[row] = r->margin[row] = r->top_err[row] = NAN;
           if (bad) r->max_dlogit = INFINITY;
           continue;
         }
         r->kld[row] = stat_kld(lr, lt, V, scratch);
+        /* dp of the row's next stream token: the following row's input, or the sampled next token */
+        const int32_t nx = i % K1 < K1 - 1 ? tok[i + 1] : next[i / K1];
         double *lp = scratch, *lq = scratch + V;
         stat_log_softmax(lr, V, lp);
         stat_log_softmax(lt, V, lq);
-        r->dp[row] = exp(lq[nx[b]]) - exp(lp[nx[b]]);
-        if (vsample_argmax(lr, V) == vsample_argmax(lt, V)) r->same_top_pct += 1;
+        r->dp[row] = exp(lq[nx]) - exp(lp[nx]);
+        int a1, a2;
+        r->margin[row] = stat_top2_margin(lr, V, &a1, &a2);
+        const double e1 = fabs((double)lt[a1] - lr[a1]), e2 = fabs((double)lt[a2] - lr[a2]);
+        r->top_err[row] = e1 > e2 ? e1 : e2;
+        r->same[row] = vsample_argmax(lr, V) == vsample_argmax(lt, V);
+        r->same_top_pct += r->same[row];
       }
     }
-    memcpy(tok, nx, (size_t)B * sizeof *tok);
   }
   for (int p = 1; p < P; p++) {
     diverge_result *r = &res[p - 1];
     if (!r->supported) continue;
-    r->rows = B * T;
+    r->rows = (int)nrows;
     double *k = malloc((size_t)r->rows * sizeof *k);
     if (!k) { st = VERR("diverge: out of memory"); goto done; }
     int n = 0;
@@ -166,8 +195,10 @@ done:
   free(logits);
   free(scratch);
   free(tok);
+  free(next);
   free(seq);
   free(ntok);
   free(pos);
+  free(fexp);
   return st;
 }

@@ -118,6 +118,18 @@ int stat_log_softmax(const float *logits, int n, double *out) {
   return bad;
 }
 
+double stat_top2_margin(const float *l, int n, int *i1, int *i2) {
+  int a = 0, b = -1;
+  for (int i = 1; i < n; i++) {
+    if (l[i] > l[a]) { b = a; a = i; }
+    else if (b < 0 || l[i] > l[b]) b = i;
+  }
+  if (b < 0) b = a;
+  if (i1) *i1 = a;
+  if (i2) *i2 = b;
+  return (double)l[a] - l[b];
+}
+
 double stat_kld(const float *ref, const float *test, int n, double *scratch) {
   double *lp = scratch, *lq = scratch + n;
   if (stat_log_softmax(ref, n, lp) || stat_log_softmax(test, n, lq)) return NAN;

@@ -860,10 +860,15 @@ static int cmp_dv(const void *a, const void *b) {
   return x->i - y->i;
 }
 
+static int cmp_dv_index(const void *a, const void *b) {
+  const dv_pair *x = a, *y = b;
+  return (x->i > y->i) - (x->i < y->i);
+}
+
 /* The token common/sampling.c's rule picks, in double: sort by logit/T descending (ties: lower
  * index), keep top_k, softmax, keep the smallest prefix with mass >= top_p, renormalize, and
- * take the first token whose cumulative mass exceeds u. Fills the sorted order, the kept count,
- * the cumulative masses (cum[i] after token i) and whether the kept set is near-ambiguous. */
+ * take the first kept token in token-id order whose cumulative mass exceeds u. Fills the sorted order, the kept count,
+ * the cumulative masses in id order (cum[i] after kept token pr[i]) and whether the kept set is near-ambiguous. */
 static int sample_f64(const float *lg, int V, double T, int top_k, double top_p, double u, dv_pair *pr, double *cum,
                       int *n_keep, int *ambiguous) {
   int amb = 0;
@@ -894,8 +899,13 @@ static int sample_f64(const float *lg, int V, double T, int top_k, double top_p,
       if (fabs(c - top_p) <= 1e-6 || (i > 0 && fabs(cum[i - 1] - top_p) <= 1e-6)) amb = 1;
     }
   }
-  double zk = cum[keep - 1];
-  for (int i = 0; i < keep; i++) cum[i] /= zk;
+  /* the inverse CDF walks the kept set in token-id order (pr and cum re-sorted to it) */
+  const double zk = cum[keep - 1];
+  const double v0 = pr[0].v;
+  for (int i = 0; i < keep; i++) pr[i].v = exp(pr[i].v - v0) / z / zk;
+  qsort(pr, (size_t)keep, sizeof *pr, cmp_dv_index);
+  c = 0;
+  for (int i = 0; i < keep; i++) cum[i] = (c += pr[i].v);
   int pick = pr[keep - 1].i;
   for (int i = 0; i < keep; i++)
     if (u < cum[i]) { pick = pr[i].i; break; }

@@ -36,6 +36,23 @@ int main(void) {
   CHECK(!res[1].supported && strstr(res[1].reason, "no-such-path"), "unknown path unsupported: %s", res[1].reason);
   diverge_result_free(&res[0]);
   diverge_result_free(&res[1]);
+  /* ragged contexts, K+1-token verification steps and forced (skewed) routing: every row compared */
+  sweep_routing zipf;
+  memset(&zipf, 0, sizeof zipf);
+  CHECK_OK(sweep_routing_parse("zipf:1.5", &zipf));
+  CHECK_OK(sweep_routing_prepare(&zipf, &m.cfg, 9));
+  const char *tp[] = {"cpu-ref", "cpu-ref:tp2"};
+  diverge_opts os = {.paths = tp, .n_paths = 2, .batch = 3, .context = 40, .tokens = 3, .seed = 9, .n_threads = 2,
+                     .ragged = true, .spec_k = 2, .routing = &zipf};
+  CHECK_OK(diverge_run(&m, &os, res));
+  CHECK(res[0].supported && res[0].rows == 3 * 3 * 3, "spec rows: %d", res[0].rows);
+  bool margins = true;
+  for (int i = 0; i < res[0].rows; i++) margins &= res[0].margin[i] >= 0 && res[0].top_err[i] < 1e-3 && res[0].same[i];
+  CHECK(margins && res[0].kld_mean < 1e-9, "TP2 against TP1 on ragged spec steps: kld %g", res[0].kld_mean);
+  diverge_result_free(&res[0]);
+  os.spec_k = 16;
+  CHECK(diverge_run(&m, &os, res) == V_ERR && strstr(verr_msg(), "spec"), "spec_k past 15 is an error");
+  sweep_routing_free(&zipf);
   o.n_paths = 1;
   CHECK(diverge_run(&m, &o, res) == V_ERR, "one path is an error");
   o.n_paths = 2;
