@@ -2,7 +2,7 @@
 # One GPU session: every check and timing the H200 run needs, in one call (device time is
 # scarce). Run from the repo root on the GPU machine with the CUDA build in build-cuda/ and
 # its libraries in .devlibs/ (see ../shared/device/README.md). Phases: bench/gpu_session.sh
-# [golden] [cudaref] [kernels] [latency] [gemm] [sweep] [evals] ... ; logs and JSON go to $OUT.
+# [plans] [golden] [cudaref] [kernels] [latency] [gemm] [sweep] [evals] ... ; logs and JSON go to $OUT.
 set -u
 # Binaries: gpu-carry/bin (stripped copies, libraries in gpu-carry/devlibs.tar.xz) when present,
 # else build-cuda/ with .devlibs/.
@@ -62,6 +62,16 @@ for phase in "$@"; do
           --out "$OUT/$name" > "$OUT/golden_$name.log" 2>&1 || echo "hf_logits $name failed" >> "$summary"
       done < cases.tsv)
       note "golden: $(ls "$OUT"/*.f32 2>/dev/null | wc -l) files" ;;
+    plans)
+      # PLANS="smoke pr" SEEDS="0 1 2": each plan once per seed, wall time, verdict, what failed
+      for p in ${PLANS:-smoke pr}; do for sd in ${SEEDS:-0}; do
+        s0=$(date +%s)
+        # every log line stamped with the epoch second it arrived: plan_summary.py times the steps
+        timeout "${PLAN_TIMEOUT:-580}" $V run --plan "$p" --set seed="$sd" --out "$OUT/$p-s$sd" --no-bundle 2>&1 |
+          while IFS= read -r l; do printf '%s %s\n' "$(date +%s)" "$l"; done > "$OUT/$p-s$sd.log"
+        note "plan $p seed $sd rc=${PIPESTATUS[0]} $(( $(date +%s) - s0 )) s: $(grep -m1 ' verdict:' "$OUT/$p-s$sd.log" | cut -d' ' -f2-)"
+        python3 bench/plan_summary.py "$OUT/$p-s$sd" "$OUT/$p-s$sd.log" 2>&1 | tee -a "$summary" "$FINAL/summary.txt"
+      done; done ;;
     cudaref)
       VOUCH_SRC=$PWD $T/test_cuda_ref > "$OUT/test_cuda_ref.log" 2>&1; note "test_cuda_ref rc=$? $(tail -1 "$OUT/test_cuda_ref.log")"
       grep -E "rows|identical" "$OUT/test_cuda_ref.log" | head -5 | tee -a "$summary" "$FINAL/summary.txt" ;;

@@ -13,7 +13,7 @@
 #include "suites/kernels.h"
 
 static const char USAGE[] =
-    "usage: vouch kernels [--op NAME] [--path P] [--variant V] [--batch 1,2,64] [--seeds N]\n"
+    "usage: vouch kernels [--op NAME] [--path P] [--variant V] [--batch 1,2,64] [--seeds N] [--seed S]\n"
     "                     [--preset tiny|small|k2-slice|edge|all] [--json FILE] [--quick|--full]\n"
     "                     [--list] [--failures-only] [--tp N]\n"
     "  Runs every registered op x every variant that supports it x cases (preset shapes, edge\n"
@@ -25,6 +25,7 @@ static const char USAGE[] =
     "  --path      cpu-ref, cuda-ref, latency, or test (planted-bug variants, never run by default)\n"
     "  --quick     a CPU-sized subset (default): big shapes once at batch 1, size budget per case\n"
     "  --full      every shape x batch x seed x distribution (slow on a CPU)\n"
+    "  --seed S    case seeds start at 1000 + 100 x S (default 0), so a plan's seed moves every input\n"
     "  --list      list ops and variants and exit\n"
     "  --tp N      only the communication ops (allreduce, allreduce_add_rmsnorm) with N ranks: the\n"
     "              GPU variants run one rank per GPU on GPUs 0..N-1 (not supported with fewer GPUs)\n"
@@ -92,6 +93,7 @@ int cmd_kernels(int argc, char **argv) {
     else if (cli_opt(argc, argv, &i, "--preset", &v, &err)) { if (v) o.preset = v; }
     else if (cli_opt(argc, argv, &i, "--json", &v, &err)) { if (v) json = v; }
     else if (cli_opt(argc, argv, &i, "--seeds", &v, &err)) { if (v) err = cli_int("--seeds", v, 1, 1000, &seeds); }
+    else if (cli_opt(argc, argv, &i, "--seed", &v, &err)) { if (v) err = cli_u64("--seed", v, &o.seed0); }
     else if (cli_opt(argc, argv, &i, "--tp", &v, &err)) {
       long tp = 0;
       if (v) err = cli_int("--tp", v, 1, 16, &tp);

@@ -73,6 +73,8 @@ int main(int argc, char **argv) {
     execv("/proc/self/exe", argv);
     /* exec failed (no /proc): carry on with the default policy */
   }
+  /* line-buffered even into a pipe or file: a run that is killed keeps every line it printed */
+  setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) { usage(stderr); return EXIT_USAGE; }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return EXIT_OK; }
   if (!strcmp(argv[1], "--version")) {

@@ -97,7 +97,7 @@ static vstatus emit(gen_ctx *x, const char *shape, const int *d, int nd, const d
       for (int s = 0; s < seeds; s++) {
         if (big && s > 0) { x->n_skipped++; continue; }
         c.dist = dists[di];
-        c.seed = 1000 + (uint64_t)s;
+        c.seed = 1000 + 100 * x->g->seed0 + (uint64_t)s;
         VTRY(vop_case_push(x->out, &c));
       }
     }
@@ -714,7 +714,7 @@ vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
     presets = one;
     n_presets = 1;
   }
-  vop_gen_opts g = {.batches = o->batches, .n_batches = o->n_batches, .seeds = o->seeds, .quick = o->quick,
+  vop_gen_opts g = {.batches = o->batches, .n_batches = o->n_batches, .seeds = o->seeds, .seed0 = o->seed0, .quick = o->quick,
                     .tp = o->tp};
   if (o->table) print_header(o->table);
   double t0 = vclock_now();

@@ -21,6 +21,7 @@ typedef struct {
   const int *batches;    /* [n_batches] batch sizes (n_batches 0: defaults) */
   int n_batches;
   int seeds;             /* seeds per shape and distribution (0: defaults) */
+  uint64_t seed0;        /* case seeds start at 1000 + 100 * seed0 */
   const char *preset;    /* "tiny", "small", "k2-slice", "edge", "all" (NULL: tiny,small,edge,k2-slice) */
   bool quick;            /* CPU-sized subset (the default for `vouch kernels`) */
   int tp;                /* > 0: only the communication ops (first dim "ranks"), cases of exactly tp ranks */
