@@ -94,6 +94,7 @@ typedef struct vop_gen_opts {
   const int *batches; /* [n_batches] batch sizes; n_batches 0: the generator's defaults */
   int n_batches;
   int seeds;          /* seeds per shape and distribution (>= 1) */
+  uint64_t seed0;     /* first case seed is 1000 + 100 * seed0 (a plan's --set seed=N moves every input) */
   bool quick;         /* a CPU-sized subset (big shapes once, few batches) */
   int tp;             /* > 0: communication ops only, cases with exactly this many ranks (vouch kernels --tp) */
 } vop_gen_opts;
