@@ -343,8 +343,9 @@ int cmd_diverge(int argc, char **argv) {
         }
         (void)status;
         if (rec) rec_finalize(rec);
-        diverge_result_free(r);
       }
+      /* after every path: the baseline's rows are read by the paths after it */
+      for (int p = 0; p < np - 1; p++) diverge_result_free(&res[p]);
     }
   if (emit_records(json, recs.v, recs.n)) { cli_print_error("diverge"); rc = EXIT_CHECK_FAILED; }
   rec_list_free(&recs);

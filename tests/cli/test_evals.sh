@@ -10,6 +10,22 @@ if ! "$VOUCH" eval --help >/dev/null 2>&1; then echo "vouch eval is not wired in
 grep -q "mean KLD" "$t/out" && [ "$(grep -c ' pass$' "$t/out")" -eq 4 ] && ok || bad "diverge table: $(cat "$t/out")"
 python3 -c "import json,sys; r=json.load(open('$t/d.json'))['records']; assert len(r)==4 and all(x['status']=='pass' for x in r)" \
   && ok || bad "diverge --json records"
+# a baseline (the floor) between the reference and the path, ragged K+1-token steps, skewed routing:
+# every bound says where it came from
+"$VOUCH" diverge --paths cpu-ref,cpu-ref:tp2,cpu-ref:tp4 --baseline cpu-ref:tp2 --batch 3 --context 48 --ragged --spec 2 \
+  --routing zipf:1.5 --tokens 2 --threads 2 --json "$t/b.json" >"$t/out" && grep -q " base$" "$t/out" \
+  && ok || bad "diverge --baseline: $(cat "$t/out")"
+python3 -c "
+import json; r=json.load(open('$t/b.json'))['records']
+t=[x for x in r if x['path']=='cpu-ref:tp4'][0]
+assert t['status']=='pass' and 'floor: baseline cpu-ref:tp2' in t['params']['bound_source'], t
+assert t['case_id']=='b3_c48_t2_ragged_k2_forced_vs_cpu-ref', t['case_id']" && ok || bad "diverge --baseline records"
+# two chain steps in one run (greedy and sampled) keep apart records
+"$VOUCH" eval chain --hops 16 --samples 1 --threads 2 --json "$t/c1.json" >/dev/null &&
+  "$VOUCH" eval chain --hops 16 --samples 1 --threads 2 --temperature 0.5 --json "$t/c2.json" >/dev/null &&
+  python3 -c "
+import json; a={x['case_id'] for x in json.load(open('$t/c1.json'))['records']}; b={x['case_id'] for x in json.load(open('$t/c2.json'))['records']}
+assert not a & b, a & b" && ok || bad "chain record ids collide across temperatures"
 
 "$VOUCH" eval mrcr --bins 256 --needles 2,8 --samples 2 --threads 2 --json "$t/m.json" >"$t/out" && ok || bad "mrcr: $(cat "$t/out")"
 grep -q "verdict: pass" "$t/out" && grep -q "depth x context" "$t/out" && ok || bad "mrcr report: $(cat "$t/out")"
