@@ -31,6 +31,7 @@
 static const char USAGE[] =
     "usage: vouch run [--plan smoke|h200|FILE] [--out DIR] [--model M] [--paths P] [--set VAR=VALUE]\n"
     "                 [--no-bundle] [--list] [--dry-run] [--gpu-mem SIZE] [--fail-fast]\n"
+    "                 [--force]\n"
     "  Runs the suites a plan names and writes a result directory (default vouch-results/<plan>-<time>),\n"
     "  then bundles it to DIR.vouch.tar.gz. With no arguments: the smoke plan on the embedded default\n"
     "  (synthetic tiny checkpoint; GPU paths when a GPU is visible, else CPU).\n"
@@ -39,6 +40,7 @@ static const char USAGE[] =
     "  --dry-run     print the estimates as a table and stop (exit 2 when a step does not fit)\n"
     "  --gpu-mem S   plan for a GPU with S bytes free (e.g. 141G, 80G, 1G; G = GiB), also on a machine\n"
     "                without one (then with --dry-run only); the plan's GPU variant is used\n"
+    "  --force       run even when a step is estimated not to fit (its paths then refuse or shrink it)\n"
     "  --fail-fast   stop after the first step that exits non-zero; later steps are recorded not_run\n"
     "  Exit code: 0 verdict pass, 1 fail or incomplete, 2 usage or plan error or a step that cannot fit,\n"
     "  130 interrupted.\n";
@@ -280,7 +282,7 @@ int cmd_run(int argc, char **argv) {
   const char *plan_arg = "smoke", *out_arg = NULL, *v;
   var vars[64];
   int nv = 0;
-  bool bundle = true, list = false, dry = false, fail_fast = false;
+  bool bundle = true, list = false, dry = false, fail_fast = false, force = false;
   double gpu_mem = 0;
   vstatus err = V_OK;
   char over[16][600]; /* "VAR=VALUE" from --model, --paths, --set */
@@ -292,6 +294,7 @@ int cmd_run(int argc, char **argv) {
     else if (!strcmp(a, "--list")) list = true;
     else if (!strcmp(a, "--dry-run")) dry = true;
     else if (!strcmp(a, "--fail-fast")) fail_fast = true;
+    else if (!strcmp(a, "--force")) force = true;
     else if (cli_opt(argc, argv, &i, "--gpu-mem", &v, &err)) { if (v) err = parse_mem(v, &gpu_mem); }
     else if (cli_opt(argc, argv, &i, "--plan", &v, &err)) { if (v) plan_arg = v; }
     else if (cli_opt(argc, argv, &i, "--out", &v, &err)) { if (v) out_arg = v; }
@@ -369,7 +372,10 @@ int cmd_run(int argc, char **argv) {
   dry_env env;
   machine_env(&env, gpus, gpu_mem);
   const int refused = plan_fit(plan, pname, vars, nv, &env, dry);
-  if (refused != 0 || dry) {
+  if (refused > 0 && force && !dry)
+    fprintf(stderr, "vouch run: --force: running plan %s although %d step%s may not fit\n", pname, refused,
+            refused == 1 ? "" : "s");
+  else if (refused != 0 || dry) {
     if (refused < 0) cli_print_error("run");
     else if (refused > 0)
       fprintf(stderr, "vouch run: plan %s refused: %d step%s cannot fit %s (nothing ran)\n", pname, refused,

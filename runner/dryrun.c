@@ -93,7 +93,7 @@ static double step_s(const char *path, const ds_config *c, const dry_env *env, i
 static double prefill_s(const char *path, const ds_config *c, const dry_env *env, double tokens, double ctx) {
   const double f = tokens * token_flops(c, ctx / 2);
   if (!path_on_gpu(path)) return f / (COST_CPU_FLOPS_CORE * (env->cpu_threads > 0 ? env->cpu_threads : 1));
-  return f / COST_GPU_FLOPS;
+  return f / COST_GPU_PREFILL_FLOPS;
 }
 
 /* Seconds to open a path whose weights are `wbytes`. */
@@ -108,7 +108,7 @@ static double fill_s(const char *path, const ds_config *c, const dry_env *env, d
   const double f = seqs * ctx * 2.0 * c->num_hidden_layers * c->num_attention_heads *
                    (c->qk_nope_head_dim + c->v_head_dim) * c->kv_lora_rank;
   if (!path_on_gpu(path)) return f / (COST_CPU_FLOPS_CORE * (env->cpu_threads > 0 ? env->cpu_threads : 1));
-  return f / COST_GPU_FLOPS;
+  return f / COST_GPU_FILL_FLOPS;
 }
 
 /* ---- opening paths ---- */

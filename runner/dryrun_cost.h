@@ -8,11 +8,14 @@
 /* GPU decode step = bytes the step reads / (bandwidth x efficiency) + per-layer overhead. */
 #define COST_GPU_BW 4.27e12          /* B/s: H200 bytes/roof_ms of bench_latency (5.348 GB in 1.252 ms) */
 #define COST_LAT_EFF 0.85            /* latency: 85.5% of roofline at batch 1, 81% at 64 (k2-slice) */
-#define COST_REF_EFF 0.17            /* cuda-ref: 6.0 ms at b1, 44 ms at b64 on k2-slice = 21%, 14% */
-#define COST_LAT_LAYER_S 25e-6       /* s per layer and step: graph replay floor on tiny models */
-#define COST_REF_LAYER_S 250e-6      /* s per layer and step: cuda-ref's per-layer launches + router sync */
-/* GPU prefill / fill: compute-bound rows, FLOPs at this rate */
-#define COST_GPU_FLOPS 60e12         /* FLOP/s: mrcr latency 4k/32k/128k x 2x2 prompts in 27 s */
+#define COST_REF_EFF 0.18            /* cuda-ref: 6.0 ms at b1, 44 ms at b64 on k2-slice = 21%, 14% */
+#define COST_LAT_LAYER_S 15e-6       /* s per layer and step: eval chain 1k/8k hops (recall-chain, 3 layers,
+                                        read as latency, 8 samples: 64000 steps) in 3 s */
+#define COST_REF_LAYER_S 100e-6      /* s per layer and step: cuda-ref's launches + the router's host sync */
+/* GPU prompt rows (prefill: chunks past the 64-row envelope run cuda-ref's plain attention) and
+ * fill_cache's per-position cache writes (cuBLAS GEMMs), FLOPs at these rates */
+#define COST_GPU_PREFILL_FLOPS 3.2e12 /* FLOP/s: mrcr latency 4k/32k/128k x 2/8 needles x 2 samples, 27 s */
+#define COST_GPU_FILL_FLOPS 60e12    /* FLOP/s: fill_cache (kv_b_proj over the positions) */
 /* opening a GPU path: weights synthesized on the device at this rate, plus a fixed cost */
 #define COST_GPU_SYNTH_BPS 40e9      /* B/s of weights generated (philox on the GPU) */
 #define COST_GPU_OPEN_S 0.15         /* s: streams, cuBLAS handles, tables */
