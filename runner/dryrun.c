@@ -303,7 +303,7 @@ static vstatus est_sweep(int argc, char **argv, ctx_t *X) {
   if (spec && sscanf(spec, "K=%d,AL=%d", &spec_k, &spec_al) != 2)
     return VERR("sweep: --spec '%s': expected K=k,AL=a", spec);
   const bool prefill = !strcmp(opt(argc, argv, "--workload", "decode"), "prefill+decode");
-  VTRY(cli_size_list("--batch", opt(argc, argv, "--batch", "1,8,64"), &bs, &nb));
+  VTRY(cli_size_list("--batch", opt(argc, argv, "--batch", "1"), &bs, &nb));
   vstatus s = cli_size_list("--context", opt(argc, argv, "--context", "1k"), &cs, &nc);
   if (s) { free(bs); return s; }
   const int span = (int)((warmup + steps - 1) * spec_al + spec_k + 1), maxpos = X->cfg->max_position_embeddings;
