@@ -27,6 +27,7 @@
 #include "kernels/latency_kernels.h"
 #include "kernels/latency_tp.h"
 extern "C" {
+#include "model/mem_estimate.h"
 #include "model/shard.h"
 }
 
@@ -1564,6 +1565,14 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
   S->len = (int *)calloc((size_t)o->max_seq, sizeof(int));
   if (!S->L || !S->len) return VERR("out of memory");
   tp_in_plan(S);
+  { /* refuse up front with the estimate `vouch run --dry-run` prints (model/mem_estimate.h) */
+    ds_mem_opts mo = {o->max_seq, o->max_ctx, S->v1 - S->v0, o->comm ? o->comm->size : 1, S->dcp, S->sms};
+    ds_mem_estimate est;
+    size_t fr = 0, tot = 0;
+    VTRY(ds_mem_latency(c, &mo, &est));
+    CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+    VTRY(ds_mem_check(PATH_NAME, &est, c, &mo, (double)fr, (double)tot, prop.name));
+  }
   VTRY(load_weights(S));
 
   const int nhalf = S->rope / 2;

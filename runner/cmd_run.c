@@ -4,17 +4,22 @@
  * Arguments may use ${var}: vars from the plan, overridden by --model/--paths/--set; a var
  * X_gpu or X_cpu defines ${X} when a GPU is (or is not) visible; ${device} is "gpu"/"cpu".
  * Each suite runs in-process and stores its records in the run as each case finishes
- * (rec_emit), so Ctrl-C or a crash keeps every finished case; the run is then "incomplete". */
+ * (rec_emit), so Ctrl-C or a crash keeps every finished case; the run is then "incomplete".
+ * Before anything runs, every step is estimated (runner/dryrun.h: the paths it opens, memory per GPU
+ * and on the host, expected time) and a plan with a step that cannot fit the GPU is refused;
+ * --dry-run prints the estimates and stops there. --fail-fast stops after the first failed step. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/interrupt.h"
 #include "runner/cli.h"
 #include "runner/cmd_run.h"
 #include "runner/commands.h"
+#include "runner/dryrun.h"
 #include "runner/manifest.h"
 #include "runner/record.h"
 #include "suites/plans.h"
@@ -25,11 +30,20 @@
 
 static const char USAGE[] =
     "usage: vouch run [--plan smoke|h200|FILE] [--out DIR] [--model M] [--paths P] [--set VAR=VALUE]\n"
-    "                 [--no-bundle] [--list]\n"
+    "                 [--no-bundle] [--list] [--dry-run] [--gpu-mem SIZE] [--fail-fast]\n"
+    "                 [--force]\n"
     "  Runs the suites a plan names and writes a result directory (default vouch-results/<plan>-<time>),\n"
     "  then bundles it to DIR.vouch.tar.gz. With no arguments: the smoke plan on the embedded default\n"
     "  (synthetic tiny checkpoint; GPU paths when a GPU is visible, else CPU).\n"
-    "  Exit code: 0 verdict pass, 1 fail or incomplete, 2 usage or plan error, 130 interrupted.\n";
+    "  Every step is estimated first (paths opened, GPU and host memory from the paths' own arithmetic,\n"
+    "  expected seconds); a plan with a step that cannot fit the visible GPU is refused before anything runs.\n"
+    "  --dry-run     print the estimates as a table and stop (exit 2 when a step does not fit)\n"
+    "  --gpu-mem S   plan for a GPU with S bytes free (e.g. 141G, 80G, 1G; G = GiB), also on a machine\n"
+    "                without one (then with --dry-run only); the plan's GPU variant is used\n"
+    "  --force       run even when a step is estimated not to fit (its paths then refuse or shrink it)\n"
+    "  --fail-fast   stop after the first step that exits non-zero; later steps are recorded not_run\n"
+    "  Exit code: 0 verdict pass, 1 fail or incomplete, 2 usage or plan error or a step that cannot fit,\n"
+    "  130 interrupted.\n";
 
 /* The suites a plan may name: each is the CLI command of the same name. */
 static const struct {
@@ -147,11 +161,129 @@ static vstatus check_plan(const cJSON *plan, const char *pname) {
   return V_OK;
 }
 
+
+/* The suite argv of step `s` with variables expanded into bufs; false (error recorded) on a bad
+ * variable. */
+static bool expand_step(const cJSON *s, const var *vars, int nv, const char *pname, int step_i, char **sargv,
+                        char (*bufs)[600], int *sargc) {
+  const char *suite = cJSON_GetObjectItem(s, "suite")->valuestring;
+  int n = 0;
+  sargv[n++] = (char *)suite;
+  const cJSON *a;
+  char where[160];
+  snprintf(where, sizeof where, "plan %s: steps[%d]", pname, step_i);
+  cJSON_ArrayForEach(a, cJSON_GetObjectItem(s, "args")) {
+    if (n == 127) break;
+    if (expand(a->valuestring, vars, nv, bufs[n], sizeof bufs[0], where)) return false;
+    sargv[n] = bufs[n];
+    n++;
+  }
+  sargv[n] = NULL;
+  *sargc = n;
+  return true;
+}
+
+/* "141G", "80g", "512M", "1073741824" -> bytes (K/M/G/T: powers of 1024). */
+static vstatus parse_mem(const char *v, double *out) {
+  char *end;
+  double x = strtod(v, &end);
+  double mul = 1;
+  if (*end == 'k' || *end == 'K') mul = 1024.0, end++;
+  else if (*end == 'm' || *end == 'M') mul = 1048576.0, end++;
+  else if (*end == 'g' || *end == 'G') mul = 1073741824.0, end++;
+  else if (*end == 't' || *end == 'T') mul = 1099511627776.0, end++;
+  if (end == v || *end || !(x > 0)) return VERR("--gpu-mem '%s': expected a size such as 141G, 80G or 512M", v);
+  *out = x * mul;
+  return V_OK;
+}
+
+/* The machine the plan is checked against: the first GPU's free memory, or --gpu-mem. */
+static void machine_env(dry_env *env, int gpus, double gpu_mem) {
+  memset(env, 0, sizeof *env);
+  env->gpus = gpus;
+  env->gpu = gpus > 0 || gpu_mem > 0;
+#ifdef VOUCH_HAVE_CUDA
+  if (gpus > 0 && cuda_gpu_mem(0, &env->gpu_free, &env->gpu_total, &env->sms, env->device, sizeof env->device))
+    env->gpu_free = env->gpu_total = 0;
+#endif
+  if (gpu_mem > 0) {
+    env->gpu_free = env->gpu_total = gpu_mem;
+    if (!env->gpus) env->gpus = 1;
+    snprintf(env->device, sizeof env->device, "a %.0f GiB GPU (--gpu-mem)", gpu_mem / 1073741824.0);
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE), cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  env->host_total = pages > 0 && psz > 0 ? (double)pages * psz : 0;
+  env->cpu_threads = cpus > 0 ? (int)cpus : 1;
+}
+
+/* Estimates every step that runs on this machine; prints the table when `print`. Returns the number
+ * of steps that cannot fit (each with one line on stderr), -1 on a plan error (recorded). */
+static int plan_fit(const cJSON *plan, const char *pname, const var *vars, int nv, const dry_env *env, bool print) {
+  const double gib = 1073741824.0;
+  int step_i = 0, refused = 0;
+  double total_s = 0;
+  if (print) {
+    printf("plan %s on %s%s\n", pname, env->gpu ? (env->device[0] ? env->device : "a GPU") : "the CPU",
+           env->gpu && env->gpu_free > 0 ? "" : env->gpu ? " (free memory unknown: not checked)" : "");
+    printf("%-4s %-9s %-44s %10s %10s %8s %-8s %s\n", "step", "suite", "paths (a+b: open together; a, b: one at a time)",
+           "GPU GiB", "host GiB", "seconds", "fits", "peak at");
+  }
+  const cJSON *s;
+  cJSON_ArrayForEach(s, cJSON_GetObjectItem(plan, "steps")) {
+    const cJSON *when = cJSON_GetObjectItem(s, "when");
+    const char *suite = cJSON_GetObjectItem(s, "suite")->valuestring;
+    if (when && strcmp(when->valuestring, env->gpu ? "gpu" : "cpu")) {
+      if (print) printf("%-4d %-9s (runs only on a %s: skipped)\n", step_i, suite, when->valuestring);
+      step_i++;
+      continue;
+    }
+    char *sargv[128], bufs[128][600];
+    int sargc;
+    if (!expand_step(s, vars, nv, pname, step_i, sargv, bufs, &sargc)) return -1;
+    dry_step d;
+    /* a step that cannot be estimated (an unreadable model, options the suite will reject) is left
+     * to the suite, which records why it failed */
+    vstatus e = dry_estimate(sargc, sargv, env, &d);
+    char label[16];
+    snprintf(label, sizeof label, "%s", e != V_OK ? "?" : d.fits ? (d.degrades && env->gpu_free > 0 &&
+                                                                                   d.gpu_bytes > env->gpu_free ? "shrinks" : "yes")
+                                                                         : "NO");
+    if (!env->gpu && d.uses_gpu && d.fits) snprintf(label, sizeof label, "no GPU");
+    if (print) {
+      const char *suite_l = !strcmp(suite, "eval") && sargc > 1 ? sargv[1] : suite;
+      if (e != V_OK) printf("%-4d %-9s not estimated: %s\n", step_i, suite_l, verr_msg());
+      else
+        printf("%-4d %-9s %-44s %10.2f %10.2f %8.0f %-8s %s\n", step_i, suite_l, d.paths, d.gpu_bytes / gib,
+               d.host_bytes / gib, d.seconds, label, d.peak_at);
+    }
+    total_s += d.seconds;
+    if (e == V_OK && !d.fits) {
+      fprintf(stderr, "vouch run: plan %s: step %d (%s) cannot fit: %s\n", pname, step_i, suite, d.why);
+      refused++;
+    }
+    step_i++;
+  }
+  if (print) printf("expected total: %.0f s (%.1f min)%s\n", total_s, total_s / 60.0,
+                    refused ? "; refused: steps that cannot fit are listed on stderr" : "");
+  return refused;
+}
+
+/* Records step `step_i` (suite) as not run, with the reason. */
+static void not_run_record(int step_i, const char *suite, const char *why) {
+  vrecord *r = rec_new("run", suite, "");
+  if (!r) return;
+  snprintf(r->case_id, sizeof r->case_id, "step%d-%s", step_i, suite);
+  rec_set_status(r, REC_NOT_RUN, why);
+  rec_emit(r, NULL);
+  rec_free(r);
+}
+
 int cmd_run(int argc, char **argv) {
   const char *plan_arg = "smoke", *out_arg = NULL, *v;
   var vars[64];
   int nv = 0;
-  bool bundle = true, list = false;
+  bool bundle = true, list = false, dry = false, fail_fast = false, force = false;
+  double gpu_mem = 0;
   vstatus err = V_OK;
   char over[16][600]; /* "VAR=VALUE" from --model, --paths, --set */
   int n_over = 0;
@@ -160,6 +292,10 @@ int cmd_run(int argc, char **argv) {
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return EXIT_OK; }
     if (!strcmp(a, "--no-bundle")) bundle = false;
     else if (!strcmp(a, "--list")) list = true;
+    else if (!strcmp(a, "--dry-run")) dry = true;
+    else if (!strcmp(a, "--fail-fast")) fail_fast = true;
+    else if (!strcmp(a, "--force")) force = true;
+    else if (cli_opt(argc, argv, &i, "--gpu-mem", &v, &err)) { if (v) err = parse_mem(v, &gpu_mem); }
     else if (cli_opt(argc, argv, &i, "--plan", &v, &err)) { if (v) plan_arg = v; }
     else if (cli_opt(argc, argv, &i, "--out", &v, &err)) { if (v) out_arg = v; }
     else if (cli_opt(argc, argv, &i, "--model", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "model=%s", v); }
@@ -191,6 +327,14 @@ int cmd_run(int argc, char **argv) {
 
   /* variables: plan, then device-derived, then command-line overrides */
   const int gpus = gpu_count();
+  const bool gpu_variant = gpus > 0 || gpu_mem > 0; /* --gpu-mem plans for a GPU */
+  if (gpu_mem > 0 && gpus == 0 && !dry) {
+    VERR("--gpu-mem plans for a GPU and this machine has none: use it with --dry-run");
+    cli_print_error("run");
+    cJSON_Delete(plan);
+    free(text);
+    return EXIT_USAGE;
+  }
   const cJSON *pv;
   cJSON_ArrayForEach(pv, cJSON_GetObjectItem(plan, "vars")) {
     if (nv == 60) break;
@@ -199,7 +343,7 @@ int cmd_run(int argc, char **argv) {
     nv++;
   }
   /* X_gpu / X_cpu define ${X} on a machine with / without a GPU */
-  const char *suffix = gpus > 0 ? "_gpu" : "_cpu";
+  const char *suffix = gpu_variant ? "_gpu" : "_cpu";
   for (int i = 0, n0 = nv; i < n0 && nv < 60; i++) {
     size_t kl = strlen(vars[i].key);
     if (kl > 4 && !strcmp(vars[i].key + kl - 4, suffix)) {
@@ -214,7 +358,7 @@ int cmd_run(int argc, char **argv) {
     nv++;
   }
   snprintf(vars[nv].key, sizeof vars[nv].key, "device");
-  snprintf(vars[nv].val, sizeof vars[nv].val, "%s", gpus > 0 ? "gpu" : "cpu");
+  snprintf(vars[nv].val, sizeof vars[nv].val, "%s", gpu_variant ? "gpu" : "cpu");
   nv++;
   for (int i = 0; i < n_over && nv < 64; i++) {
     const char *eq = strchr(over[i], '=');
@@ -222,6 +366,23 @@ int cmd_run(int argc, char **argv) {
     snprintf(vars[nv].key, sizeof vars[nv].key, "%.*s", (int)(eq - over[i]), over[i]);
     snprintf(vars[nv].val, sizeof vars[nv].val, "%s", eq + 1);
     nv++;
+  }
+
+  /* every step estimated before anything runs; a step that cannot fit refuses the plan */
+  dry_env env;
+  machine_env(&env, gpus, gpu_mem);
+  const int refused = plan_fit(plan, pname, vars, nv, &env, dry);
+  if (refused > 0 && force && !dry)
+    fprintf(stderr, "vouch run: --force: running plan %s although %d step%s may not fit\n", pname, refused,
+            refused == 1 ? "" : "s");
+  else if (refused != 0 || dry) {
+    if (refused < 0) cli_print_error("run");
+    else if (refused > 0)
+      fprintf(stderr, "vouch run: plan %s refused: %d step%s cannot fit %s (nothing ran)\n", pname, refused,
+              refused == 1 ? "" : "s", env.gpu ? env.device : "this machine");
+    cJSON_Delete(plan);
+    free(text);
+    return refused != 0 ? EXIT_USAGE : EXIT_OK;
   }
 
   char outdir[600];
@@ -258,44 +419,31 @@ int cmd_run(int argc, char **argv) {
           outdir);
 
   int step_i = 0, worst = EXIT_OK;
+  char stop_why[160] = "";
   const cJSON *s;
   cJSON_ArrayForEach(s, cJSON_GetObjectItem(plan, "steps")) {
     if (vinterrupted()) break;
+    if (stop_why[0]) { /* --fail-fast: a step failed; the rest are recorded, not run */
+      not_run_record(step_i++, cJSON_GetObjectItem(s, "suite")->valuestring, stop_why);
+      continue;
+    }
     const cJSON *when = cJSON_GetObjectItem(s, "when");
     const char *suite = cJSON_GetObjectItem(s, "suite")->valuestring;
-    if (when && strcmp(when->valuestring, gpus ? "gpu" : "cpu")) {
+    if (when && strcmp(when->valuestring, gpu_variant ? "gpu" : "cpu")) {
       fprintf(stderr, "vouch run: step %d (%s) needs a %s: skipped\n", step_i, suite, when->valuestring);
-      vrecord *r = rec_new("run", suite, "");
-      if (r) {
-        char id[64];
-        snprintf(id, sizeof id, "step%d-%s", step_i, suite);
-        snprintf(r->case_id, sizeof r->case_id, "%s", id);
-        char why[96];
-        snprintf(why, sizeof why, "this step runs only on a %s", when->valuestring);
-        rec_set_status(r, REC_NOT_RUN, why);
-        rec_emit(r, NULL);
-        rec_free(r);
-      }
+      char why[96];
+      snprintf(why, sizeof why, "this step runs only on a %s", when->valuestring);
+      not_run_record(step_i, suite, why);
       step_i++;
       continue;
     }
     char *sargv[128], bufs[128][600];
     int sargc = 0;
-    sargv[sargc++] = (char *)suite;
-    const cJSON *a;
-    char where[160];
-    snprintf(where, sizeof where, "plan %s: steps[%d]", pname, step_i);
-    cJSON_ArrayForEach(a, cJSON_GetObjectItem(s, "args")) {
-      if (sargc == 127) break;
-      if (expand(a->valuestring, vars, nv, bufs[sargc], sizeof bufs[0], where)) {
-        cli_print_error("run");
-        worst = EXIT_USAGE;
-        goto finish;
-      }
-      sargv[sargc] = bufs[sargc];
-      sargc++;
+    if (!expand_step(s, vars, nv, pname, step_i, sargv, bufs, &sargc)) {
+      cli_print_error("run");
+      worst = EXIT_USAGE;
+      goto finish;
     }
-    sargv[sargc] = NULL;
     fprintf(stderr, "vouch run: step %d: vouch", step_i);
     for (int k = 0; k < sargc; k++) fprintf(stderr, " %s", sargv[k]);
     fprintf(stderr, "\n");
@@ -318,6 +466,10 @@ int cmd_run(int argc, char **argv) {
         }
       }
       if (worst == EXIT_OK) worst = EXIT_CHECK_FAILED;
+      if (fail_fast) {
+        snprintf(stop_why, sizeof stop_why, "--fail-fast: step %d (%s) exited %d", step_i, suite, rc);
+        fprintf(stderr, "vouch run: %s; the remaining steps are not run\n", stop_why);
+      }
     }
     step_i++;
   }

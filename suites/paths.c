@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "model/shard.h"
 #include "reference/cpu/cpu_ref.h"
 #include "reference/cpu/cpu_tp.h"
 #ifdef VOUCH_HAVE_CUDA
@@ -257,4 +258,32 @@ vstatus vpath_open(vpath *p, const char *name, const ds_model *m, const vpath_op
 void vpath_close(vpath *p) {
   if (p->ops && p->state) p->ops->close(p->state);
   memset(p, 0, sizeof *p);
+}
+
+vstatus vpath_estimate(const char *name, const ds_config *full, const vpath_opts *o, int sms, ds_mem_estimate *out) {
+  memset(out, 0, sizeof *out);
+  char base[128];
+  name_opts no;
+  if (!parse_name(name, base, sizeof base, &no, NULL, 0)) return VERR("path '%s': malformed name", name);
+  const int tp = no.tp > 0 ? no.tp : o->tp;
+  const bool ep = no.ep || o->ep;
+  ds_config local = *full;
+  ds_mem_opts mo = {.max_seq = o->max_seq, .max_ctx = o->max_ctx, .tp = tp, .dcp = no.dcp || o->dcp, .sms = sms};
+  if (tp > 1) {
+    VTRY(ds_shard_config_ep(full, tp, ep, &local));
+    mo.lm_rows = ds_shard_vocab_block(full->vocab_size, tp);
+  }
+  if (!strcmp(base, "cpu-ref")) {
+    VTRY(ds_mem_cpu_ref(&local, &mo, out));
+    if (tp > 1) { /* simulated ranks in this process: the host holds every shard */
+      out->weight_bytes *= tp, out->kv_bytes *= tp, out->work_bytes *= tp;
+      out->host_bytes = ds_mem_total(out);
+    }
+    return V_OK;
+  }
+  if (!strcmp(base, "cuda-ref")) VTRY(ds_mem_cuda_ref(&local, &mo, out));
+  else if (!strcmp(base, "latency")) VTRY(ds_mem_latency(&local, &mo, out));
+  else return VUNSUPPORTED("path '%s': no memory model (built-in paths: cpu-ref, cuda-ref, latency)", name);
+  out->ranks = tp > 1 ? tp : 1;
+  return V_OK;
 }

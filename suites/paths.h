@@ -4,6 +4,7 @@
 #define VOUCH_SUITES_PATHS_H
 
 #include "common/path.h"
+#include "model/mem_estimate.h"
 #include "model/model.h"
 
 /* NULL when unknown ("NAME:tpN", "NAME:tpN:dcp", "NAME:tpN:ep", "NAME@VARIANT" find NAME). */
@@ -29,5 +30,10 @@ vstatus vpaths_load_lib(const char *file);
  * sweep can compare variants of a path ("latency:tp4@tp_rsag", "latency@v5_cublas"). */
 vstatus vpath_open(vpath *p, const char *name, const ds_model *m, const vpath_opts *o);
 void vpath_close(vpath *p);
+/* The memory path `name` (with its :tpN/:dcp/:ep/@VARIANT suffixes) needs when opened with o on a
+ * model of config `full` (the unsharded config): the same arithmetic the path refuses an open with
+ * (model/mem_estimate.h), per GPU and on each rank's shard under TP. sms: the GPU's SMs (0: an
+ * H200's). V_UNSUPPORTED for a path with no memory model (one loaded with --path-lib). */
+vstatus vpath_estimate(const char *name, const ds_config *full, const vpath_opts *o, int sms, ds_mem_estimate *out);
 
 #endif

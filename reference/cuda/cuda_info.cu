@@ -38,3 +38,21 @@ extern "C" char *cuda_gpu_info_json(void) {
   snprintf(p, cap - (size_t)(p - s), "]");
   return s;
 }
+
+extern "C" int cuda_gpu_mem(int dev, double *free_b, double *total_b, int *sms, char *name, int name_cap) {
+  cudaDeviceProp pr;
+  size_t fr = 0, tot = 0;
+  int prev = 0;
+  cudaGetDevice(&prev);
+  if (cudaGetDeviceProperties(&pr, dev) != cudaSuccess || cudaSetDevice(dev) != cudaSuccess ||
+      cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  cudaSetDevice(prev);
+  *free_b = (double)fr;
+  *total_b = (double)tot;
+  *sms = pr.multiProcessorCount;
+  snprintf(name, (size_t)name_cap, "%s", pr.name);
+  return 0;
+}

@@ -11,6 +11,7 @@
 #include "reference/cuda/cuda_ref_kernels.h"
 extern "C" {
 #include "common/comm.h"
+#include "model/mem_estimate.h"
 #include "model/shard.h"
 }
 
@@ -899,21 +900,19 @@ static vstatus open_impl(cstate *S, const ds_model *m, const vpath_opts *o) {
     wb += align256(S->we[i].bytes);
   }
   S->wbytes = wb;
+  /* the refusal uses the estimate `vouch run --dry-run` prints (model/mem_estimate.h) */
   const double kv_d = (double)c->num_hidden_layers * o->max_seq * (double)o->max_ctx * S->H * (S->dk + S->v) * 2.0;
   if (kv_d > 1e18) return VERR(PATH_NAME ": KV cache size overflows (max_seq %d x max_ctx %d)", o->max_seq, o->max_ctx);
   const size_t per_slot_k = (size_t)o->max_ctx * S->H * S->dk, per_slot_v = (size_t)o->max_ctx * S->H * S->v;
   const size_t layer_k = (size_t)o->max_seq * per_slot_k * 2, layer_v = (size_t)o->max_seq * per_slot_v * 2;
-  S->kvbytes = (size_t)c->num_hidden_layers * (align256(layer_k) + align256(layer_v));
+  ds_mem_opts mo = {o->max_seq, o->max_ctx, S->v1 - S->v0, o->comm ? o->comm->size : 1, false, 0};
+  ds_mem_estimate est;
+  VTRY(ds_mem_cuda_ref(c, &mo, &est));
+  if ((double)S->wbytes > est.weight_bytes) est.weight_bytes = (double)S->wbytes; /* never below the real arena */
+  S->kvbytes = (size_t)est.kv_bytes;
   size_t free_b = 0, total_b = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  const size_t reserve = (size_t)512 << 20; /* workspace, logits, cuBLAS */
-  if (S->wbytes + S->kvbytes + reserve > free_b)
-    return VERR(PATH_NAME ": needs %.2f GiB of weights + %.2f GiB of KV cache (%d layers x max_seq %d x max_ctx %d, "
-                "bf16 expanded per head) + %.2f GiB working space, but %s has %.2f GiB free of %.2f GiB: "
-                "lower max_seq/max_ctx or use fewer layers",
-                (double)S->wbytes / 1073741824.0, (double)S->kvbytes / 1073741824.0, c->num_hidden_layers,
-                o->max_seq, o->max_ctx, (double)reserve / 1073741824.0, prop.name, (double)free_b / 1073741824.0,
-                (double)total_b / 1073741824.0);
+  VTRY(ds_mem_check(PATH_NAME, &est, c, &mo, (double)free_b, (double)total_b, prop.name));
 
   /* weights */
   CUDA_CHECK(cudaMalloc(&S->warena, S->wbytes > 0 ? S->wbytes : 256));

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# vouch run --dry-run / --gpu-mem / --fail-fast on the CPU: the smoke plan's estimates print and
+# nothing runs; a step that cannot fit a stated GPU (or the host) refuses the plan before anything
+# runs, with or without --dry-run; --fail-fast records the steps after a failure as not run.
+. "$VOUCH_SRC/tests/cli/counters.sh"
+export VOUCH_HISTORY_DB="$t/history.sqlite"
+cd "$t" || exit 2
+
+# the smoke plan, CPU variant: one row per step, a total, no result directory
+"$VOUCH" run --dry-run >dry.out 2>dry.err; rc=$?
+[ $rc -eq 0 ] && ok || bad "smoke dry run exit $rc: $(cat dry.err)"
+[ "$(grep -cE '^[0-6] +(kernels|generate|diverge|mrcr|chain|features|sweep) ' dry.out)" -eq 7 ] && ok ||
+  bad "smoke dry run: want 7 step rows: $(cat dry.out)"
+grep -qE '^2 +diverge +cpu-ref\+cpu-ref:tp2 ' dry.out && ok || bad "diverge opens its paths together: $(cat dry.out)"
+grep -qE '^3 +mrcr +cpu-ref, cpu-ref:tp2 ' dry.out && ok || bad "mrcr opens one path at a time: $(cat dry.out)"
+grep -q '^expected total: [0-9]' dry.out && ok || bad "no expected total: $(cat dry.out)"
+[ ! -e vouch-results ] && ok || bad "a dry run wrote results"
+# the GPU variant for a named GPU: smoke's GPU paths fit 141G
+"$VOUCH" run --dry-run --gpu-mem 141G >g.out 2>g.err; rc=$?
+[ $rc -eq 0 ] && grep -qE '^2 +diverge +cpu-ref\+cuda-ref\+latency ' g.out && ok || bad "smoke for 141G: exit $rc $(cat g.out g.err)"
+
+# two_steps FILE PATHS BATCH CONTEXT: a small generate, then a diverge on synth:small
+two_steps() {
+  cat > "$1" <<JSON
+{"name": "two", "steps": [
+  {"suite": "generate", "args": ["--model", "synth:tiny", "-n", "2"]},
+  {"suite": "diverge", "args": ["--model", "synth:small", "--paths", "$2", "--batch", "$3", "--context", "$4",
+                                "--tokens", "4"]}]}
+JSON
+}
+# a step that cannot fit 1 GiB: cuda-ref's expanded cache of synth:small at 8 x 32k is 2.7 GiB
+two_steps big.json cuda-ref,latency 8 32k
+"$VOUCH" run --plan big.json --dry-run --gpu-mem 1G >big.out 2>big.err; rc=$?
+[ $rc -eq 2 ] && ok || bad "1G dry run exit $rc, want 2: $(cat big.err)"
+grep -q 'step 1 (diverge) cannot fit: .*max_seq 8 x max_ctx 32772 needs .* GiB per GPU: cuda-ref' big.err && ok ||
+  bad "refusal line: $(cat big.err)"
+grep -q 'step 0' big.err && bad "the step that fits is listed as refused: $(cat big.err)" || ok
+grep -qE '^1 +diverge .* NO ' big.out && ok || bad "table marks the step: $(cat big.out)"
+"$VOUCH" run --plan big.json --dry-run --gpu-mem 64G >/dev/null 2>&1 && ok || bad "big.json fits 64G"
+expect_error 2 "use it with --dry-run" "$VOUCH" run --plan big.json --gpu-mem 1G --out never
+expect_error 2 "--gpu-mem 'lots'" "$VOUCH" run --dry-run --gpu-mem lots
+# without --dry-run the same check refuses before anything runs: host memory for cpu-ref's cache
+two_steps host.json cpu-ref,cpu-ref:tp2 4096 64k
+"$VOUCH" run --plan host.json --out host --no-bundle >host.out 2>host.err; rc=$?
+[ $rc -eq 2 ] && grep -q 'step 1 (diverge) cannot fit: host paths .* of host memory' host.err && ok ||
+  bad "host refusal: exit $rc $(cat host.err)"
+[ ! -e host ] && ok || bad "a refused plan ran (host/ exists)"
+
+# --fail-fast: step 0 fails (an unreadable model), steps 1 and 2 are recorded not run
+cat > ff.json <<'JSON'
+{"name": "ff", "steps": [
+  {"suite": "generate", "args": ["--model", "/nonexistent/model"]},
+  {"suite": "generate", "args": ["--model", "synth:tiny", "-n", "2"]},
+  {"suite": "generate", "args": ["--model", "synth:tiny", "-n", "2"]}]}
+JSON
+"$VOUCH" run --plan ff.json --out ff --no-bundle --fail-fast >ff.out 2>ff.err; rc=$?
+[ $rc -eq 1 ] && ok || bad "fail-fast exit $rc, want 1: $(tail -3 ff.err)"
+grep -q 'step 1: vouch' ff.err && bad "fail-fast ran step 1: $(cat ff.err)" || ok
+python3 - ff <<'PY' && ok || bad "fail-fast records"
+import json, sys
+d = sys.argv[1]
+res = json.load(open(d + "/results.json"))
+recs = res["records"] if isinstance(res, dict) else res
+nr = {r["case_id"]: r for r in recs if r["status"] == "not_run"}
+assert set(nr) == {"step1-generate", "step2-generate"}, sorted(nr)
+why = json.dumps(nr["step1-generate"])
+assert "--fail-fast: step 0 (generate) exited" in why, why
+assert json.load(open(d + "/manifest.json"))["verdict"] == "fail"
+PY
+# without --fail-fast every step runs after the failure
+"$VOUCH" run --plan ff.json --out ff2 --no-bundle >/dev/null 2>ff2.err
+grep -q 'step 2: vouch' ff2.err && ok || bad "without --fail-fast step 2 did not run: $(cat ff2.err)"
+finish
