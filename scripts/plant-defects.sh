@@ -10,9 +10,10 @@
 #       near-identical binaries cost a few MB together). The work tree and build directory stay in
 #       OUTDIR.work (a registered git worktree; reused by the next build, removed by `clean`).
 #   scripts/plant-defects.sh run BINDIR|TARBALL OUT [--plan pr] [--set k=v]... [--only GLOB]
-#                                [--timeout SECONDS]
+#                                [--timeout SECONDS (900)] [--gpus all|0,1,..]
 #       Runs `BIN run --plan PLAN --out OUT/NN-name --no-bundle` (plus --fail-fast when the binary
-#       offers it) for every vouch-* binary, vouch-00-main first, and writes OUT/detection.tsv:
+#       offers it) for every vouch-* binary, vouch-00-main first; with --gpus one binary per GPU at
+#       a time (CUDA_VISIBLE_DEVICES), else one after another. Writes OUT/detection.tsv:
 #       defect, exit code, verdict, the first failing step and record (suite/case_id, failed checks,
 #       reason), failing record count, wall seconds. Needs only bash, python3 and the binaries
 #       (no compiler): this is what runs on the GPU machine.
@@ -98,48 +99,26 @@ cmd_build() {
   return $failed
 }
 
-cmd_run() {
-  [ $# -ge 2 ] || usage
-  local bins out plan=pr only='*' timeout_s=900 sets=()
-  bins=$(abspath "${1%/}"); out=$(abspath "${2%/}"); shift 2
-  while [ $# -gt 0 ]; do
-    case $1 in
-      --plan) plan=$2; shift 2 ;;
-      --set) sets+=(--set "$2"); shift 2 ;;
-      --only) only=$2; shift 2 ;;
-      --timeout) timeout_s=$2; shift 2 ;;
-      *) usage ;;
-    esac
-  done
-  command -v python3 >/dev/null || die "python3 not found"
-  mkdir -p "$out"
-  if [ -f "$bins" ]; then # a tarball from `build`: unpack it under OUT
-    mkdir -p "$out/bin"
-    tar -C "$out/bin" -xJf "$bins"
-    bins=$(find "$out/bin" -name 'vouch-00-main' -printf '%h\n' | head -1)
-    [ -n "$bins" ] || die "$1: no vouch-00-main inside"
-  fi
-  [ -x "$bins/vouch-00-main" ] || die "$bins/vouch-00-main: missing (the unpatched binary is the control)"
-  local list=("$bins/vouch-00-main")
-  for b in "$bins"/vouch-[0-9]*; do
-    local n=${b##*/vouch-}
-    # shellcheck disable=SC2053
-    [ "$n" != 00-main ] && [[ $n == $only ]] && list+=("$b")
-  done
-  local tsv="$out/detection.tsv"
-  printf 'defect\texit\tverdict\tfirst_failing_step\tfirst_failing_record\tfailed_checks\treason\tfailing_records\twall_s\n' >"$tsv"
-  for b in "${list[@]}"; do
-    local name=${b##*/vouch-} dir="$out/${b##*/vouch-}" log="$out/${b##*/vouch-}.log" ff=() rc t0 t1
-    rm -rf "$dir"
-    if "$b" run --help 2>&1 | grep -q -- '--fail-fast'; then ff=(--fail-fast); fi
-    echo "plant-defects: $name: $b run --plan $plan --out $dir --no-bundle ${ff[*]} ${sets[*]}" >&2
-    t0=$(date +%s.%N)
-    set +e
+# Runs one binary: run_one BIN OUT GPU (GPU: a CUDA_VISIBLE_DEVICES value, or "" to leave it as it
+# is); writes OUT/NAME.row (NAME's detection.tsv row) and OUT/NAME.log (the run's output).
+run_one() {
+  local b=$1 out=$2 gpu=$3 name dir log ff=() rc t0 t1
+  name=${b##*/vouch-}; dir="$out/$name"; log="$out/$name.log"
+  rm -rf "$dir"
+  if "$b" run --help 2>&1 | grep -q -- '--fail-fast'; then ff=(--fail-fast); fi
+  echo "plant-defects: $name${gpu:+ (GPU $gpu)}: $b run --plan $plan --out $dir --no-bundle ${ff[*]} ${sets[*]}" >&2
+  t0=$(date +%s.%N)
+  set +e
+  if [ -n "$gpu" ]; then
+    CUDA_VISIBLE_DEVICES=$gpu timeout -k 30 "$timeout_s" "$b" run --plan "$plan" --out "$dir" --no-bundle "${ff[@]}" \
+      "${sets[@]}" >"$log" 2>&1
+  else
     timeout -k 30 "$timeout_s" "$b" run --plan "$plan" --out "$dir" --no-bundle "${ff[@]}" "${sets[@]}" >"$log" 2>&1
-    rc=$?
-    set -e
-    t1=$(date +%s.%N)
-    python3 - "$name" "$rc" "$dir" "$log" "$t0" "$t1" >>"$tsv" <<'EOF'
+  fi
+  rc=$?
+  set -e
+  t1=$(date +%s.%N)
+  python3 - "$name" "$rc" "$dir" "$log" "$t0" "$t1" >"$out/$name.row" <<'EOF'
 import json, re, sys
 name, rc, d, log, t0, t1 = sys.argv[1:7]
 def clean(s):
@@ -174,6 +153,62 @@ except OSError:
 print('\t'.join([name, rc, verdict, clean(step), clean(rec), clean(checks), clean(reason), str(nfail),
                  '%.1f' % (float(t1) - float(t0))]))
 EOF
+}
+
+cmd_run() {
+  [ $# -ge 2 ] || usage
+  local bins out only='*' gpus=''
+  plan=pr timeout_s=900 sets=() # read by run_one
+  bins=$(abspath "${1%/}"); out=$(abspath "${2%/}"); shift 2
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --plan) plan=$2; shift 2 ;;
+      --set) sets+=(--set "$2"); shift 2 ;;
+      --only) only=$2; shift 2 ;;
+      --timeout) timeout_s=$2; shift 2 ;;
+      --gpus) gpus=$2; shift 2 ;;
+      *) usage ;;
+    esac
+  done
+  command -v python3 >/dev/null || die "python3 not found"
+  mkdir -p "$out"
+  if [ -f "$bins" ]; then # a tarball from `build`: unpack it under OUT
+    mkdir -p "$out/bin"
+    tar -C "$out/bin" -xJf "$bins"
+    bins=$(find "$out/bin" -name 'vouch-00-main' -printf '%h\n' | head -1)
+    [ -n "$bins" ] || die "$1: no vouch-00-main inside"
+  fi
+  [ -x "$bins/vouch-00-main" ] || die "$bins/vouch-00-main: missing (the unpatched binary is the control)"
+  local list=("$bins/vouch-00-main")
+  for b in "$bins"/vouch-[0-9]*; do
+    local n=${b##*/vouch-}
+    # shellcheck disable=SC2053
+    [ "$n" != 00-main ] && [[ $n == $only ]] && list+=("$b")
+  done
+  if [ "$gpus" = all ]; then
+    command -v nvidia-smi >/dev/null || die "--gpus all: nvidia-smi not found"
+    gpus=$(nvidia-smi -L | awk '/^GPU [0-9]+:/ {sub(":", "", $2); printf "%s%s", sep, $2; sep = ","}')
+    [ -n "$gpus" ] || die "--gpus all: nvidia-smi lists no GPU"
+  fi
+  # one worker per GPU, each taking every n-th binary in turn (one worker without --gpus)
+  local ws=() w i
+  IFS=, read -r -a ws <<<"$gpus"
+  [ ${#ws[@]} -gt 0 ] || ws=("")
+  local nw=${#ws[@]} pids=() p
+  rm -f "$out"/*.row
+  for ((w = 0; w < nw; w++)); do
+    (
+      for ((i = w; i < ${#list[@]}; i += nw)); do run_one "${list[$i]}" "$out" "${ws[$w]}"; done
+    ) &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || true; done
+  local tsv="$out/detection.tsv"
+  printf 'defect\texit\tverdict\tfirst_failing_step\tfirst_failing_record\tfailed_checks\treason\tfailing_records\twall_s\n' >"$tsv"
+  for b in "${list[@]}"; do
+    local name=${b##*/vouch-}
+    if [ -s "$out/$name.row" ]; then cat "$out/$name.row" >>"$tsv"
+    else printf '%s\t?\tnot-run\t-\t-\t-\t-\t0\t0\n' "$name" >>"$tsv"; fi
   done
   python3 - "$tsv" <<'EOF'
 import csv, sys

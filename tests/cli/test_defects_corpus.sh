@@ -33,7 +33,8 @@ if command -v shellcheck >/dev/null; then
   shellcheck -S warning -s bash "$S/scripts/plant-defects.sh" && ok "shellcheck plant-defects.sh" || bad "shellcheck plant-defects.sh"
 fi
 
-# run mode on stand-ins: 00-main passes, 01-x fails one check, 02-y crashes before results.json
+# run mode on stand-ins: 00-main passes, 01-x fails one check, 02-y crashes before results.json;
+# two workers (--gpus 0,1; the stand-ins ignore CUDA_VISIBLE_DEVICES), rows still in defect order
 mkbin() { # NAME VERDICT STATUS EXIT
   cat >"$T/bin/vouch-$1" <<STUB
 #!/bin/bash
@@ -57,7 +58,7 @@ mkdir -p "$T/bin"
 mkbin 00-main pass pass 0
 mkbin 01-x fail fail 1
 mkbin 02-y none none 134
-if "$S/scripts/plant-defects.sh" run "$T/bin" "$T/out" --plan smoke >"$T/run.log" 2>&1; then ok "run: exit 0 with main passing"
+if "$S/scripts/plant-defects.sh" run "$T/bin" "$T/out" --plan smoke --gpus 0,1 >"$T/run.log" 2>&1; then ok "run (two workers): exit 0 with main passing"
 else bad "run: exit $? with main passing"; cat "$T/run.log"; fi
 tsv="$T/out/detection.tsv"
 if [ -f "$tsv" ] && [ "$(wc -l <"$tsv")" -eq 4 ]; then ok "detection.tsv: 3 rows"; else bad "detection.tsv missing or wrong row count"; fi
