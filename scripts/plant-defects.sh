@@ -10,10 +10,11 @@
 #       near-identical binaries cost a few MB together). The work tree and build directory stay in
 #       OUTDIR.work (a registered git worktree; reused by the next build, removed by `clean`).
 #   scripts/plant-defects.sh run BINDIR|TARBALL OUT [--plan pr] [--set k=v]... [--only GLOB]
-#                                [--timeout SECONDS (900)] [--gpus all|0,1,..]
+#                                [--timeout SECONDS (900)] [--gpus all|0,1,..] [--no-control]
 #       Runs `BIN run --plan PLAN --out OUT/NN-name --no-bundle` (plus --fail-fast when the binary
 #       offers it) for every vouch-* binary, vouch-00-main first; with --gpus one binary per GPU at
-#       a time (CUDA_VISIBLE_DEVICES), else one after another. Writes OUT/detection.tsv:
+#       a time (CUDA_VISIBLE_DEVICES), else one after another; --no-control leaves out vouch-00-main
+#       (it ran in an earlier call: split the corpus over calls with --only). Writes OUT/detection.tsv:
 #       defect, exit code, verdict, the first failing step and record (suite/case_id, failed checks,
 #       reason), failing record count, wall seconds. Needs only bash, python3 and the binaries
 #       (no compiler): this is what runs on the GPU machine.
@@ -22,7 +23,7 @@
 # Exit: 0 done (build: every patch applied and built; run: main passed), 1 otherwise, 2 usage.
 set -euo pipefail
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "plant-defects: $*" >&2; exit 1; }
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -157,7 +158,7 @@ EOF
 
 cmd_run() {
   [ $# -ge 2 ] || usage
-  local bins out only='*' gpus=''
+  local bins out only='*' gpus='' control=1
   plan=pr timeout_s=900 sets=() # read by run_one
   bins=$(abspath "${1%/}"); out=$(abspath "${2%/}"); shift 2
   while [ $# -gt 0 ]; do
@@ -167,6 +168,7 @@ cmd_run() {
       --only) only=$2; shift 2 ;;
       --timeout) timeout_s=$2; shift 2 ;;
       --gpus) gpus=$2; shift 2 ;;
+      --no-control) control=0; shift ;;
       *) usage ;;
     esac
   done
@@ -179,12 +181,15 @@ cmd_run() {
     [ -n "$bins" ] || die "$1: no vouch-00-main inside"
   fi
   [ -x "$bins/vouch-00-main" ] || die "$bins/vouch-00-main: missing (the unpatched binary is the control)"
-  local list=("$bins/vouch-00-main")
+  local list=()
+  [ $control = 1 ] && list=("$bins/vouch-00-main")
   for b in "$bins"/vouch-[0-9]*; do
+    [ -x "$b" ] || continue
     local n=${b##*/vouch-}
     # shellcheck disable=SC2053
     [ "$n" != 00-main ] && [[ $n == $only ]] && list+=("$b")
   done
+  [ ${#list[@]} -gt 0 ] || die "no binary to run (--only '$only' matched none and --no-control)"
   if [ "$gpus" = all ]; then
     command -v nvidia-smi >/dev/null || die "--gpus all: nvidia-smi not found"
     gpus=$(nvidia-smi -L | awk '/^GPU [0-9]+:/ {sub(":", "", $2); printf "%s%s", sep, $2; sep = ","}')
@@ -213,16 +218,19 @@ cmd_run() {
   python3 - "$tsv" <<'EOF'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter='\t'))
-main = rows[0]
-caught = [r for r in rows[1:] if r['verdict'] != 'pass' or r['exit'] != '0']
+main = rows[0] if rows[0]['defect'] == '00-main' else None
+defects = [r for r in rows if r is not main]
+caught = [r for r in defects if r['verdict'] != 'pass' or r['exit'] != '0']
 w = max(len(r['defect']) for r in rows)
 print('\n%-*s  exit  verdict  wall_s  caught by' % (w, 'defect'))
 for r in rows:
     by = r['first_failing_record'] if r['first_failing_record'] != '-' else r['first_failing_step']
     if r['failed_checks'] != '-': by += ' {' + r['failed_checks'] + '}'
     print('%-*s  %4s  %-7s  %6s  %s' % (w, r['defect'], r['exit'], r['verdict'], r['wall_s'], by if by != '-' else ''))
-print('\ncaught %d / %d defects' % (len(caught), len(rows) - 1))
-if main['verdict'] != 'pass' or main['exit'] != '0':
+print('\ncaught %d / %d defects' % (len(caught), len(defects)))
+if main is None:
+    print('(control vouch-00-main not run in this call: --no-control)')
+elif main['verdict'] != 'pass' or main['exit'] != '0':
     print('\n!!! UNMODIFIED MAIN DOES NOT PASS (exit %s, verdict %s): %s — detections above are not evidence !!!'
           % (main['exit'], main['verdict'], main['first_failing_record']))
     sys.exit(1)
