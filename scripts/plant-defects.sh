@@ -2,19 +2,20 @@
 # Planted-defect corpus (defects/*.patch, issue 17): builds one vouch binary per defect and runs a
 # plan on each, to measure which check catches which defect.
 #
-#   scripts/plant-defects.sh build OUTDIR [--only GLOB]
+#   scripts/plant-defects.sh build OUTDIR [--only GLOB,..]
 #       For each defects/NN-name.patch: applies it alone to a work tree of HEAD, builds the vouch
 #       target with CUDA (sm_90a, RelWithDebInfo; one build directory reused, so only the patched
 #       translation unit recompiles), copies the binary to OUTDIR/vouch-NN-name. The unpatched
 #       build is OUTDIR/vouch-00-main. Then packs OUTDIR.tar.xz (xz, one 192 MiB dictionary: the
 #       near-identical binaries cost a few MB together). The work tree and build directory stay in
 #       OUTDIR.work (a registered git worktree; reused by the next build, removed by `clean`).
-#   scripts/plant-defects.sh run BINDIR|TARBALL OUT [--plan pr] [--set k=v]... [--only GLOB]
+#   scripts/plant-defects.sh run BINDIR|TARBALL OUT [--plan pr] [--set k=v]... [--only GLOB,..]
 #                                [--timeout SECONDS (900)] [--gpus all|0,1,..] [--no-control]
 #       Runs `BIN run --plan PLAN --out OUT/NN-name --no-bundle` (plus --fail-fast when the binary
 #       offers it) for every vouch-* binary, vouch-00-main first; with --gpus one binary per GPU at
 #       a time (CUDA_VISIBLE_DEVICES), else one after another; --no-control leaves out vouch-00-main
-#       (it ran in an earlier call: split the corpus over calls with --only). Writes OUT/detection.tsv:
+#       (it ran in an earlier call: split the corpus over calls with --only, same OUT). Writes
+#       OUT/detection.tsv, one row per binary run into OUT by this call or an earlier one:
 #       defect, exit code, verdict, the first failing step and record (suite/case_id, failed checks,
 #       reason), failing record count, wall seconds. Needs only bash, python3 and the binaries
 #       (no compiler): this is what runs on the GPU machine.
@@ -23,12 +24,22 @@
 # Exit: 0 done (build: every patch applied and built; run: main passed), 1 otherwise, 2 usage.
 set -euo pipefail
 
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "plant-defects: $*" >&2; exit 1; }
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
 abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+# matches NAME GLOBS: NAME matches one of the comma-separated globs
+matches() {
+  local g gs
+  IFS=, read -r -a gs <<<"$2"
+  for g in "${gs[@]}"; do
+    # shellcheck disable=SC2053
+    [[ $1 == $g ]] && return 0
+  done
+  return 1
+}
 
 cmd_build() {
   [ $# -ge 1 ] || usage
@@ -55,9 +66,7 @@ cmd_build() {
   # The corpus comes from the caller's checkout (it may be newer than HEAD's), the code from HEAD.
   local patches=()
   for p in "$repo"/defects/[0-9]*.patch; do
-    local b; b=$(basename "$p" .patch)
-    # shellcheck disable=SC2053
-    [[ $b == $only ]] && patches+=("$p")
+    matches "$(basename "$p" .patch)" "$only" && patches+=("$p")
   done
   [ ${#patches[@]} -gt 0 ] || die "no defects/*.patch matches '$only'"
   cmake -S "$src" -B "$bld" -DVOUCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -186,8 +195,7 @@ cmd_run() {
   for b in "$bins"/vouch-[0-9]*; do
     [ -x "$b" ] || continue
     local n=${b##*/vouch-}
-    # shellcheck disable=SC2053
-    [ "$n" != 00-main ] && [[ $n == $only ]] && list+=("$b")
+    [ "$n" != 00-main ] && matches "$n" "$only" && list+=("$b")
   done
   [ ${#list[@]} -gt 0 ] || die "no binary to run (--only '$only' matched none and --no-control)"
   if [ "$gpus" = all ]; then
@@ -200,7 +208,7 @@ cmd_run() {
   IFS=, read -r -a ws <<<"$gpus"
   [ ${#ws[@]} -gt 0 ] || ws=("")
   local nw=${#ws[@]} pids=() p
-  rm -f "$out"/*.row
+  for b in "${list[@]}"; do rm -f "$out/${b##*/vouch-}.row"; done
   for ((w = 0; w < nw; w++)); do
     (
       for ((i = w; i < ${#list[@]}; i += nw)); do run_one "${list[$i]}" "$out" "${ws[$w]}"; done
@@ -210,11 +218,13 @@ cmd_run() {
   for p in "${pids[@]}"; do wait "$p" || true; done
   local tsv="$out/detection.tsv"
   printf 'defect\texit\tverdict\tfirst_failing_step\tfirst_failing_record\tfailed_checks\treason\tfailing_records\twall_s\n' >"$tsv"
+  # this call's binaries, and the rows earlier calls left in OUT (a corpus split over calls)
   for b in "${list[@]}"; do
     local name=${b##*/vouch-}
-    if [ -s "$out/$name.row" ]; then cat "$out/$name.row" >>"$tsv"
-    else printf '%s\t?\tnot-run\t-\t-\t-\t-\t0\t0\n' "$name" >>"$tsv"; fi
+    [ -s "$out/$name.row" ] || printf '%s\t?\tnot-run\t-\t-\t-\t-\t0\t0\n' "$name" >"$out/$name.row"
   done
+  local r
+  for r in "$out"/*.row; do cat "$r"; done | sort -t$'\t' -k1,1 >>"$tsv"
   python3 - "$tsv" <<'EOF'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter='\t'))

@@ -5,7 +5,7 @@
 #   - `plant-defects.sh run` on stand-in binaries (shell scripts that write a results.json as
 #     `vouch run` does) writes detection.tsv with the failing record named, and says loudly,
 #     exiting 1, when the unpatched control does not pass.
-# No CUDA build and no plan run: under a second. Exits 77 outside a git checkout.
+# No CUDA build and no plan run: ~1 s of CPU (8 python3 starts). Exits 77 outside a git checkout.
 set -u
 S=${VOUCH_SRC:?VOUCH_SRC is the source tree}
 command -v git >/dev/null || { echo "git missing; skipping"; exit 77; }
@@ -67,11 +67,15 @@ row 01-x | grep -q $'\t1\tfail\tstep 0 (kernels) exit 1: kernels --path latency\
   && ok "01-x named by its failing record and check" || { bad "01-x row: $(row 01-x)"; }
 row 02-y | grep -q $'\t134\tno-results\tstep 3 (kernels) exit 1' && ok "02-y: crash without results" || bad "02-y row: $(row 02-y)"
 grep -q 'caught 2 / 2 defects' "$T/run.log" && ok "summary counts caught" || bad "summary: $(tail -3 "$T/run.log")"
-# --no-control: the defects only (the control ran in an earlier call)
-if "$S/scripts/plant-defects.sh" run "$T/bin" "$T/out3" --no-control --only '01-*' >"$T/run3.log" 2>&1 &&
-   [ "$(wc -l <"$T/out3/detection.tsv")" -eq 2 ] && grep -q 'not run in this call' "$T/run3.log"; then
-  ok "--no-control runs only the matching defect"
-else bad "--no-control: $(tail -2 "$T/run3.log")"; fi
+# --no-control: the defects only; into the same OUT the table keeps the earlier call's rows
+if "$S/scripts/plant-defects.sh" run "$T/bin" "$T/out" --no-control --only '09-*,01-*' >"$T/run3.log" 2>&1 &&
+   [ "$(wc -l <"$tsv")" -eq 4 ] && grep -q 'caught 2 / 2 defects' "$T/run3.log"; then
+  ok "--no-control into the same OUT: the whole table"
+else bad "--no-control, same OUT: $(tail -2 "$T/run3.log")"; fi
+if "$S/scripts/plant-defects.sh" run "$T/bin" "$T/out3" --no-control --only '01-*' >"$T/run4.log" 2>&1 &&
+   [ "$(wc -l <"$T/out3/detection.tsv")" -eq 2 ] && grep -q 'not run in this call' "$T/run4.log"; then
+  ok "--no-control into a new OUT: the one defect, no control"
+else bad "--no-control, new OUT: $(tail -2 "$T/run4.log")"; fi
 # a control that fails makes the table say so and the script fail
 mkbin 00-main fail fail 1
 if "$S/scripts/plant-defects.sh" run "$T/bin" "$T/out2" --only none >"$T/run2.log" 2>&1; then bad "run: exit 0 with main failing"
