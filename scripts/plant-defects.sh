@@ -2,8 +2,8 @@
 # Planted-defect corpus (defects/*.patch, issue 17): builds one vouch binary per defect and runs a
 # plan on each, to measure which check catches which defect.
 #
-#   scripts/plant-defects.sh build OUTDIR [--only GLOB,..]
-#       For each defects/NN-name.patch: applies it alone to a work tree of HEAD, builds the vouch
+#   scripts/plant-defects.sh build OUTDIR [--only GLOB,..] [--base REV]
+#       For each defects/NN-name.patch: applies it alone to a work tree of REV (HEAD), builds the vouch
 #       target with CUDA (sm_90a, RelWithDebInfo; one build directory reused, so only the patched
 #       translation unit recompiles), copies the binary to OUTDIR/vouch-NN-name. The unpatched
 #       build is OUTDIR/vouch-00-main. Then packs OUTDIR.tar.xz (xz, one 192 MiB dictionary: the
@@ -43,18 +43,19 @@ matches() {
 
 cmd_build() {
   [ $# -ge 1 ] || usage
-  local out only='*'
+  local out only='*' base=HEAD
   out=$(abspath "${1%/}"); shift
   while [ $# -gt 0 ]; do
     case $1 in
       --only) only=$2; shift 2 ;;
+      --base) base=$2; shift 2 ;;
       *) usage ;;
     esac
   done
   command -v xz >/dev/null || die "xz not found (apt-get install xz-utils)"
   git -C "$repo" rev-parse --git-dir >/dev/null 2>&1 || die "$repo is not a git checkout"
   local head work src bld
-  head=$(git -C "$repo" rev-parse HEAD)
+  head=$(git -C "$repo" rev-parse --verify "$base^{commit}") || die "--base $base: not a commit"
   work="$out.work"; src="$work/src"; bld="$work/build"
   mkdir -p "$out" "$work"
   if [ -e "$src/.git" ]; then
@@ -63,7 +64,7 @@ cmd_build() {
   else
     git -C "$repo" worktree add -q --detach "$src" "$head"
   fi
-  # The corpus comes from the caller's checkout (it may be newer than HEAD's), the code from HEAD.
+  # The corpus comes from the caller's checkout, the code from REV (e.g. main with the pr plan).
   local patches=()
   for p in "$repo"/defects/[0-9]*.patch; do
     matches "$(basename "$p" .patch)" "$only" && patches+=("$p")
