@@ -53,7 +53,7 @@ static const char USAGE[] =
     "  points left are listed as not run (time budget spent), so a time limit keeps what finished.\n"
     "  defaults: --model synth:tiny --paths cpu-ref --batch 1 --context 1k --steps 20 --warmup 3\n";
 
-static vstatus parse_spec(const char *s, int *k, int *al) {
+vstatus sweep_spec_parse(const char *s, int *k, int *al) {
   int kk = -1, aa = -1;
   char extra;
   if (sscanf(s, "K=%d,AL=%d%c", &kk, &aa, &extra) != 2 && sscanf(s, "k=%d,al=%d%c", &kk, &aa, &extra) != 2)
@@ -606,7 +606,7 @@ int cmd_sweep(int argc, char **argv) {
       if (v && n_peers == 8) err = VERR("--peer: at most 8 files");
       else if (v) peers[n_peers++] = v;
     }
-    else if (cli_opt(argc, argv, &i, "--spec", &v, &err)) { if (v) err = parse_spec(v, &spec_k, &spec_al); }
+    else if (cli_opt(argc, argv, &i, "--spec", &v, &err)) { if (v) err = sweep_spec_parse(v, &spec_k, &spec_al); }
     else if (cli_opt(argc, argv, &i, "--workload", &v, &err)) {
       if (v && !strcmp(v, "decode")) wl = SWEEP_DECODE;
       else if (v && !strcmp(v, "prefill+decode")) wl = SWEEP_PREFILL_DECODE;
