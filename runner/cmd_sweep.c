@@ -51,7 +51,8 @@ static const char USAGE[] =
     "  under uniform choice is used.\n"
     "  --time-budget S: no grid point starts later than S seconds after the command started; the\n"
     "  points left are listed as not run (time budget spent), so a time limit keeps what finished.\n"
-    "  defaults: --model synth:tiny --paths cpu-ref --batch 1 --context 1k --steps 20 --warmup 3\n";
+    "  defaults: --model synth:tiny --paths cpu-ref --batch 1 --context 1k --steps 20 --warmup 3\n"
+    "  vouch sweep --server URL ... measures an OpenAI-compatible server instead (vouch sweep --server x --help).\n";
 
 vstatus sweep_spec_parse(const char *s, int *k, int *al) {
   int kk = -1, aa = -1;
@@ -574,6 +575,8 @@ static vstatus write_json(const char *file, vrecord **recs, int n, const sweep_o
 }
 
 int cmd_sweep(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--server") || !strncmp(argv[i], "--server=", 9)) return cmd_sweep_server(argc, argv);
   const char *model_spec = "synth:tiny", *paths_s = "cpu-ref", *batch_s = "1", *ctx_s = "1k", *tp_s = "1";
   const char *routing_s = "natural", *json_file = NULL, *v;
   const char *peers[8];

@@ -80,6 +80,8 @@ typedef struct {
   uint64_t spec_accepted_pos[65];                  /* [K] accepted drafts per draft position */
   uint64_t steps, step_tokens, fallback_steps;     /* forward steps run, tokens in them, steps split by supports() */
   double forward_s;                                /* wall seconds inside forward() */
+  uint64_t decode_steps;                           /* steps with decodes only (no prefill chunk) */
+  double decode_s;                                 /* wall seconds of those inside forward() */
   serve_hist ttft, itl, tpot, e2e;                 /* seconds */
 } serve_counters;
 

@@ -90,6 +90,9 @@ char *serve_metrics_text(serve_sched *s) {
   scalar(&b, m, "vouch:forward_steps_total", "counter", "Forward steps the path ran.", (double)c.steps);
   scalar(&b, m, "vouch:forward_tokens_total", "counter", "Tokens in those steps.", (double)c.step_tokens);
   scalar(&b, m, "vouch:forward_seconds_total", "counter", "Wall seconds inside the path's forward().", c.forward_s);
+  scalar(&b, m, "vouch:decode_steps_total", "counter", "Forward steps with decodes only (no prefill chunk).",
+         (double)c.decode_steps);
+  scalar(&b, m, "vouch:decode_seconds_total", "counter", "Wall seconds of those inside forward().", c.decode_s);
   scalar(&b, m, "vouch:fallback_steps_total", "counter", "Steps run one sequence at a time because supports() "
          "refused the mixed step.", (double)c.fallback_steps);
   if (b.oom) {

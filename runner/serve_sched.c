@@ -341,6 +341,9 @@ static void *sched_main(void *arg) {
       s->c.steps++;
       s->c.step_tokens += (uint64_t)n_tokens;
       s->c.forward_s += secs;
+      bool pure = true;
+      for (int i = 0; i < n; i++) pure &= b.decode[i];
+      if (pure) s->c.decode_steps++, s->c.decode_s += secs;
       consume(s, &b, 0, n, all_logits, vclock_now());
     } else {
       /* the path's fallback: one step per sequence (a path that refuses mixed steps) */
