@@ -145,6 +145,18 @@ PY
 curl -s "$C/metrics" | grep -q '^vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="synth:tiny",position="1"} [1-9]' \
   && ok || bad "per-position counter"
 
+# Mooncake trace replay: arrival offsets from timestamps, shared prefixes from hash_ids
+printf '%s\n' '{"timestamp": 0, "input_length": 20, "output_length": 4, "hash_ids": [7, 8]}' \
+  '{"timestamp": 50, "input_length": 12, "output_length": 3, "hash_ids": [7]}' '' \
+  '{"timestamp": 120, "input_length": 9, "output_length": 5}' >"$t/trace.jsonl"
+"$VOUCH" sweep --server "$A" --trace "$t/trace.jsonl" --trace-block 8 --concurrency 4 --json "$t/tr.json" >"$t/tr.txt" 2>&1 \
+  && ok || bad "trace replay: $(cat "$t/tr.txt")"
+grep -q '"case_id":[[:space:]]*"trace/trace.jsonl/c4"' "$t/tr.json" && grep -q '"output_tokens",' "$t/tr.json" \
+  && [ "$(grep -A2 '"name":[[:space:]]*"output_tokens"' "$t/tr.json" | grep -c '"value":[[:space:]]*12')" -eq 1 ] \
+  && ok || bad "trace record: $(head -c 600 "$t/tr.json")"
+printf '%s\n' '{"timestamp": 0, "input_length": 20, "output_length": 4}' '{"timestamp": 5, "input_length": "x", "output_length": 4}' >"$t/bad.jsonl"
+expect_error 1 "bad.jsonl:2: 'input_length' must be an integer" "$VOUCH" sweep --server "$A" --trace "$t/bad.jsonl"
+
 # client errors: wrong model, connection refused, HTTP 500, text instead of token ids, truncated stream
 expect_error 1 "serves no model 'other' (it serves: synth:tiny)" "$VOUCH" sweep --server "$A" --server-model other
 stop_server "$B_PID" && ok || bad "server b did not exit 0 on SIGTERM"
