@@ -51,9 +51,10 @@ static const char USAGE[] =
     "  under uniform choice is used.\n"
     "  --time-budget S: no grid point starts later than S seconds after the command started; the\n"
     "  points left are listed as not run (time budget spent), so a time limit keeps what finished.\n"
-    "  defaults: --model synth:tiny --paths cpu-ref --batch 1 --context 1k --steps 20 --warmup 3\n";
+    "  defaults: --model synth:tiny --paths cpu-ref --batch 1 --context 1k --steps 20 --warmup 3\n"
+    "  vouch sweep --server URL ... measures an OpenAI-compatible server instead (vouch sweep --server x --help).\n";
 
-static vstatus parse_spec(const char *s, int *k, int *al) {
+vstatus sweep_spec_parse(const char *s, int *k, int *al) {
   int kk = -1, aa = -1;
   char extra;
   if (sscanf(s, "K=%d,AL=%d%c", &kk, &aa, &extra) != 2 && sscanf(s, "k=%d,al=%d%c", &kk, &aa, &extra) != 2)
@@ -574,6 +575,8 @@ static vstatus write_json(const char *file, vrecord **recs, int n, const sweep_o
 }
 
 int cmd_sweep(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--server") || !strncmp(argv[i], "--server=", 9)) return cmd_sweep_server(argc, argv);
   const char *model_spec = "synth:tiny", *paths_s = "cpu-ref", *batch_s = "1", *ctx_s = "1k", *tp_s = "1";
   const char *routing_s = "natural", *json_file = NULL, *v;
   const char *peers[8];
@@ -606,7 +609,7 @@ int cmd_sweep(int argc, char **argv) {
       if (v && n_peers == 8) err = VERR("--peer: at most 8 files");
       else if (v) peers[n_peers++] = v;
     }
-    else if (cli_opt(argc, argv, &i, "--spec", &v, &err)) { if (v) err = parse_spec(v, &spec_k, &spec_al); }
+    else if (cli_opt(argc, argv, &i, "--spec", &v, &err)) { if (v) err = sweep_spec_parse(v, &spec_k, &spec_al); }
     else if (cli_opt(argc, argv, &i, "--workload", &v, &err)) {
       if (v && !strcmp(v, "decode")) wl = SWEEP_DECODE;
       else if (v && !strcmp(v, "prefill+decode")) wl = SWEEP_PREFILL_DECODE;

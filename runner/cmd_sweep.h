@@ -2,6 +2,12 @@
 #ifndef VOUCH_RUNNER_CMD_SWEEP_H
 #define VOUCH_RUNNER_CMD_SWEEP_H
 
+#include "common/vstatus.h"
+
 int cmd_sweep(int argc, char **argv);
+/* "K=7,AL=6" (or lower case): K draft tokens verified per step, AL kept; 0 <= K <= 64, 1 <= AL <= K+1. */
+vstatus sweep_spec_parse(const char *s, int *k, int *al);
+/* `vouch sweep --server URL ...`: served throughput of an OpenAI-compatible server (cmd_sweep_server.c). */
+int cmd_sweep_server(int argc, char **argv);
 
 #endif

@@ -10,6 +10,7 @@
 #include "runner/cmd_evidence.h"
 #include "runner/cmd_kernels.h"
 #include "runner/cmd_run.h"
+#include "runner/cmd_serve.h"
 #include "runner/cmd_sweep.h"
 #include "runner/commands.h"
 #include "suites/paths.h"
@@ -45,7 +46,8 @@ static const command COMMANDS[] = {
     {"diverge", cmd_diverge, "teacher-forced divergence of paths: KLD, top-token agreement, max |dlogit|"},
     {"eval", cmd_eval, "mrcr | chain: ground-truth evals on constructed checkpoints"},
     {"features", cmd_features, "full context, sampling, structured output, speculative verify, stop tokens"},
-    {"sweep", cmd_sweep, "throughput sweeps over batch x context (x TP) of decode paths"},
+    {"sweep", cmd_sweep, "throughput sweeps over batch x context (x TP) of decode paths, or of a server (--server)"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server over a path, with continuous batching"},
     {"run", cmd_run, "run a plan's suites (default: smoke) into a result directory and bundle it"},
     {"bundle", cmd_bundle, "pack a result directory into a deterministic NAME.vouch.tar.gz"},
     {"verify", cmd_verify, "check a bundle's hashes, schema and every derived figure"},

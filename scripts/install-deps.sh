@@ -4,7 +4,7 @@
 # picks it up from /usr/local/cuda when present. Nothing is downloaded at build or run time.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git ca-certificates
-      libcjson-dev libsqlite3-dev sqlite3 libcurl4-openssl-dev libgit2-dev libarchive-dev
+      libcjson-dev libsqlite3-dev sqlite3 libcurl4-openssl-dev libmicrohttpd-dev libgit2-dev libarchive-dev
       zlib1g-dev libssl-dev python3 python3-jsonschema shellcheck yamllint debootstrap curl)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,0 +1,490 @@
+/* vouch sweep --server URL: served throughput of an OpenAI-compatible server (vLLM, SGLang,
+ * vouch serve, ...). For each --concurrency level, --num-prompts streamed completions of
+ * --input-len random token ids and --output-len generated tokens (ignore_eos), sent at once up to
+ * the concurrency (closed loop) or at a constant / Poisson --rate (open loop, still capped), or
+ * replayed from a Mooncake trace. Per level: TTFT, TPOT, ITL and end-to-end latency (mean, p50,
+ * p90, p99), output tokens/s, tokens/s per user (1000 / TPOT ms, per request), request rate,
+ * goodput under --slo, and speculative-decoding acceptance from /metrics before and after.
+ * One record per level (suite "serve", path "server"), emitted as every suite does (and --json).
+ *
+ * Definitions (as vLLM's benchmark_serving): TTFT = first token event - send; TPOT = (end - first
+ * token) / (tokens - 1); ITL = gaps between consecutive token events; E2E = end - send. The
+ * duration of a level runs from its first send to its last end. Goodput counts requests that meet
+ * every SLO given. Acceptance: rate = accepted / draft tokens, mean acceptance length
+ * = 1 + accepted / drafts (tokens kept per verify step), per position = accepted at p / drafts.
+ * Against vouch serve, /metrics also gives the path's own forward time per decode-only step
+ * (server_decode_step_ms, the mean over the level), and serving overhead = TPOT p50 - that step
+ * (divided by the measured mean acceptance length under speculative decoding)
+ * (HTTP, JSON, SSE, scheduling, sampling, and steps slowed by other requests' prefill chunks).
+ *
+ * Mooncake trace (--trace FILE): JSON lines {"timestamp": ms, "input_length": N, "output_length": N,
+ * "hash_ids": [..]}; request i is sent at (timestamp_i - timestamp_0) / --trace-speed; its prompt
+ * is block after block of --trace-block tokens, block j drawn from hash_ids[j] (so equal hash ids
+ * give equal prefixes), the rest of the input from the request's own line. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/interrupt.h"
+#include "runner/cli.h"
+#include "runner/cmd_sweep.h"
+#include "runner/record.h"
+#include "runner/served.h"
+#include "vouch_git_commit.h"
+
+static const char USAGE[] =
+    "usage: vouch sweep --server URL [--server-model NAME] [--concurrency 1,4,16] [--input-len N]\n"
+    "                   [--output-len N] [--num-prompts N] [--rate R|poisson:R] [--slo ttft:MS,tpot:MS,e2e:MS]\n"
+    "                   [--trace FILE [--trace-speed X] [--trace-block N]] [--warmup N] [--vocab N]\n"
+    "                   [--timeout S] [--seed S] [--json FILE]\n"
+    "  Served throughput of an OpenAI-compatible server: streamed /v1/completions with token-id prompts,\n"
+    "  timed per SSE event. Per concurrency level: TTFT, TPOT, ITL, E2E (mean, p50, p90, p99), output\n"
+    "  tok/s, tok/s per user (1000/TPOT), req/s, goodput under --slo, spec-decode acceptance from the\n"
+    "  server's /metrics (vLLM names) before and after; against vouch serve also the path's forward\n"
+    "  time per step and the serving overhead (TPOT - step). One record per level (suite serve).\n"
+    "  --rate R sends R requests/s evenly, poisson:R with exponential gaps (seeded); without it all\n"
+    "  requests start at once, at most --concurrency in flight. --trace replays a Mooncake JSONL trace\n"
+    "  (timestamp ms, input_length, output_length, hash_ids; see runner/cmd_sweep_server.c).\n"
+    "  API key: $VOUCH_SERVER_API_KEY, else $OPENAI_API_KEY, sent as a bearer token, never recorded.\n"
+    "  The server must return token ids (choices[].token_ids; vLLM: return_token_ids). Exit 1 when a\n"
+    "  request failed (each failure listed), 2 on usage errors.\n"
+    "  defaults: --concurrency 1 --input-len 32 --output-len 32 --num-prompts 4 x concurrency --warmup 1\n"
+    "            --vocab (the server's vocab_size, else 1000) --timeout 600 --trace-speed 1 --trace-block 512\n";
+
+typedef struct {
+  double ttft, tpot, e2e; /* ms; <= 0: not set */
+} slo;
+
+static vstatus parse_slo(const char *s, slo *o) {
+  char buf[200];
+  snprintf(buf, sizeof buf, "%s", s);
+  char *save = NULL;
+  for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    char *c = strchr(t, ':'), *end;
+    if (!c) return VERR("--slo '%s': expected ttft:MS,tpot:MS,e2e:MS (any of them)", s);
+    *c = 0;
+    const double v = strtod(c + 1, &end);
+    if (end == c + 1 || *end || !(v > 0)) return VERR("--slo '%s': '%s' needs a positive number of ms", s, t);
+    if (!strcmp(t, "ttft")) o->ttft = v;
+    else if (!strcmp(t, "tpot")) o->tpot = v;
+    else if (!strcmp(t, "e2e") || !strcmp(t, "e2el")) o->e2e = v;
+    else return VERR("--slo '%s': unknown target '%s' (ttft, tpot, e2e)", s, t);
+  }
+  return V_OK;
+}
+
+/* One trace line. */
+typedef struct {
+  double t_ms;
+  int in, out;
+  int64_t *hash;  /* [n_hash] (owned) */
+  int n_hash;
+} trace_line;
+
+static vstatus read_trace(const char *file, int limit, trace_line **out, int *n_out) {
+  FILE *f = fopen(file, "r");
+  if (!f) return VERR("%s: cannot open the trace", file);
+  trace_line *v = NULL;
+  int n = 0, cap = 0;
+  char *line = NULL;
+  size_t lcap = 0;
+  long lno = 0;
+  vstatus s = V_OK;
+  while (s == V_OK && (limit <= 0 || n < limit) && getline(&line, &lcap, f) > 0) {
+    lno++;
+    const char *p = line;
+    while (*p == ' ' || *p == '\t') p++;
+    if (!*p || *p == '\n' || *p == '#') continue;
+    cJSON *j = cJSON_Parse(p);
+    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(j, "timestamp");
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(j, "input_length");
+    const cJSON *ou = cJSON_GetObjectItemCaseSensitive(j, "output_length");
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "hash_ids");
+    if (!cJSON_IsObject(j)) s = VERR("%s:%ld: not a JSON object", file, lno);
+    else if (!cJSON_IsNumber(ts) || !(ts->valuedouble >= 0)) s = VERR("%s:%ld: 'timestamp' must be a number of ms >= 0", file, lno);
+    else if (!cJSON_IsNumber(in) || in->valuedouble < 1 || in->valuedouble > 1e7 || in->valuedouble != floor(in->valuedouble))
+      s = VERR("%s:%ld: 'input_length' must be an integer >= 1", file, lno);
+    else if (!cJSON_IsNumber(ou) || ou->valuedouble < 1 || ou->valuedouble > 1e7 || ou->valuedouble != floor(ou->valuedouble))
+      s = VERR("%s:%ld: 'output_length' must be an integer >= 1", file, lno);
+    else if (h && !cJSON_IsArray(h)) s = VERR("%s:%ld: 'hash_ids' must be a list of integers", file, lno);
+    else if (n && ts->valuedouble < v[n - 1].t_ms) s = VERR("%s:%ld: 'timestamp' goes backwards", file, lno);
+    if (s == V_OK && n == cap) {
+      cap = cap ? cap * 2 : 256;
+      trace_line *nv = realloc(v, (size_t)cap * sizeof *nv);
+      if (!nv) s = VERR("%s: out of memory", file);
+      else v = nv;
+    }
+    if (s == V_OK) {
+      trace_line *t = &v[n];
+      *t = (trace_line){.t_ms = ts->valuedouble, .in = (int)in->valuedouble, .out = (int)ou->valuedouble};
+      const int nh = h ? cJSON_GetArraySize(h) : 0;
+      t->hash = malloc((size_t)(nh ? nh : 1) * sizeof *t->hash);
+      if (!t->hash) s = VERR("%s: out of memory", file);
+      const cJSON *e;
+      int k = 0;
+      if (h) cJSON_ArrayForEach(e, h) {
+        if (s || !cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble)) {
+          if (!s) s = VERR("%s:%ld: 'hash_ids'[%d] is not an integer", file, lno, k);
+          break;
+        }
+        t->hash[k++] = (int64_t)e->valuedouble;
+      }
+      t->n_hash = k;
+      if (s == V_OK) n++;
+      else free(t->hash);
+    }
+    cJSON_Delete(j);
+  }
+  free(line);
+  fclose(f);
+  if (s == V_OK && n == 0) s = VERR("%s: no requests in the trace", file);
+  if (s != V_OK) {
+    for (int i = 0; i < n; i++) free(v[i].hash);
+    free(v);
+    return s;
+  }
+  *out = v;
+  *n_out = n;
+  return V_OK;
+}
+
+static uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t st = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull);
+  return rec_rng_next(&st);
+}
+
+/* ---- one level's figures ---- */
+
+typedef struct {
+  double *ttft, *tpot, *itl, *e2e, *per_user; /* ms, ms, ms, ms, tok/s */
+  int n_ttft, n_tpot, n_itl, n_e2e;
+  int ok, failed, good;
+  long tokens;
+  double duration_s;
+} level_stats;
+
+static void stats_free(level_stats *st) {
+  free(st->ttft); free(st->tpot); free(st->itl); free(st->e2e); free(st->per_user);
+}
+
+static vstatus stats_compute(const served_req *r, int n, const slo *g, level_stats *st) {
+  memset(st, 0, sizeof *st);
+  long itl_cap = 0;
+  for (int i = 0; i < n; i++) itl_cap += r[i].n_chunks;
+  st->ttft = malloc((size_t)(n + 1) * sizeof(double));
+  st->tpot = malloc((size_t)(n + 1) * sizeof(double));
+  st->e2e = malloc((size_t)(n + 1) * sizeof(double));
+  st->per_user = malloc((size_t)(n + 1) * sizeof(double));
+  st->itl = malloc((size_t)(itl_cap + 1) * sizeof(double));
+  if (!st->ttft || !st->tpot || !st->e2e || !st->per_user || !st->itl) return VERR("out of memory for the statistics");
+  double first = INFINITY, last = -INFINITY;
+  for (int i = 0; i < n; i++) {
+    const served_req *q = &r[i];
+    if (q->t_send == 0) continue; /* never sent (interrupted) */
+    first = fmin(first, q->t_send);
+    last = fmax(last, q->t_end);
+    if (!q->ok) { st->failed++; continue; }
+    st->ok++;
+    st->tokens += q->n_tokens;
+    const double ttft = (q->t_first - q->t_send) * 1e3, e2e = (q->t_end - q->t_send) * 1e3;
+    st->ttft[st->n_ttft++] = ttft;
+    st->e2e[st->n_e2e++] = e2e;
+    double tpot = NAN;
+    if (q->n_tokens > 1) {
+      tpot = (q->t_end - q->t_first) * 1e3 / (q->n_tokens - 1);
+      st->per_user[st->n_tpot] = tpot > 0 ? 1e3 / tpot : NAN;
+      st->tpot[st->n_tpot++] = tpot;
+    }
+    for (int k = 1; k < q->n_chunks; k++) st->itl[st->n_itl++] = (q->chunk_t[k] - q->chunk_t[k - 1]) * 1e3;
+    const bool good = (!(g->ttft > 0) || ttft <= g->ttft) && (!(g->tpot > 0) || isnan(tpot) || tpot <= g->tpot) &&
+                      (!(g->e2e > 0) || e2e <= g->e2e);
+    st->good += good;
+  }
+  st->duration_s = last > first ? last - first : NAN;
+  return V_OK;
+}
+
+static double pct(const double *x, int n, double p) { return n ? rec_stat_percentile(x, n, p) : NAN; }
+
+/* Adds name (median), name_mean, name_p90, name_p99 from samples. */
+static vstatus add_dist(vrecord *r, const char *name, const char *unit, rec_better b, const double *x, int n) {
+  if (n == 0) return V_OK;
+  char nm[48];
+  VTRY(rec_metric_samples(r, name, unit, RD_MEDIAN, b, x, n, 0));
+  snprintf(nm, sizeof nm, "%s_mean", name);
+  VTRY(rec_metric_samples(r, nm, unit, RD_MEAN, b, x, n, 0));
+  snprintf(nm, sizeof nm, "%s_p90", name);
+  VTRY(rec_metric_samples(r, nm, unit, RD_P90, b, x, n, 0));
+  snprintf(nm, sizeof nm, "%s_p99", name);
+  return rec_metric_samples(r, nm, unit, RD_P99, b, x, n, 0);
+}
+
+typedef struct {
+  const char *case_id;
+  const served_conn *conn;
+  const char *model, *rate, *trace;
+  int concurrency, input_len, output_len, n_prompts;
+  uint64_t seed;
+  const slo *g;
+  const served_metrics *before, *after;
+} level_info;
+
+static vrecord *level_record(const level_info *L, const level_stats *st, const served_req *reqs, int n, vstatus *err) {
+  vrecord *r = rec_new("serve", L->case_id, "server");
+  if (!r) { *err = V_ERR; return NULL; }
+  vstatus s = V_OK;
+  s = s ? s : rec_param_str(r, "server", L->conn->shown);
+  s = s ? s : rec_param_str(r, "model", L->model);
+  s = s ? s : rec_param_int(r, "concurrency", L->concurrency);
+  s = s ? s : rec_param_int(r, "num_prompts", L->n_prompts);
+  if (L->trace) s = s ? s : rec_param_str(r, "trace", L->trace);
+  else {
+    s = s ? s : rec_param_int(r, "input_len", L->input_len);
+    s = s ? s : rec_param_int(r, "output_len", L->output_len);
+    s = s ? s : rec_param_str(r, "rate", L->rate);
+  }
+  s = s ? s : rec_param_int(r, "seed", (int64_t)L->seed);
+  if (L->g->ttft > 0) s = s ? s : rec_param_num(r, "slo_ttft_ms", L->g->ttft);
+  if (L->g->tpot > 0) s = s ? s : rec_param_num(r, "slo_tpot_ms", L->g->tpot);
+  if (L->g->e2e > 0) s = s ? s : rec_param_num(r, "slo_e2e_ms", L->g->e2e);
+  s = s ? s : add_dist(r, "ttft_ms", "ms", RB_LOWER, st->ttft, st->n_ttft);
+  s = s ? s : add_dist(r, "tpot_ms", "ms", RB_LOWER, st->tpot, st->n_tpot);
+  s = s ? s : add_dist(r, "itl_ms", "ms", RB_LOWER, st->itl, st->n_itl);
+  s = s ? s : add_dist(r, "e2e_ms", "ms", RB_LOWER, st->e2e, st->n_e2e);
+  if (st->n_tpot) s = s ? s : rec_metric_samples(r, "tokens_per_s_per_user", "tok/s", RD_MEDIAN, RB_HIGHER, st->per_user, st->n_tpot, 0);
+  const double dur = st->duration_s;
+  s = s ? s : rec_metric_value(r, "tokens_per_s", "tok/s", RB_HIGHER, dur > 0 ? st->tokens / dur : NAN);
+  s = s ? s : rec_metric_value(r, "requests_per_s", "req/s", RB_HIGHER, dur > 0 ? st->ok / dur : NAN);
+  s = s ? s : rec_metric_value(r, "duration_s", "s", RB_NONE, dur);
+  s = s ? s : rec_metric_value(r, "requests_ok", "", RB_HIGHER, st->ok);
+  s = s ? s : rec_metric_value(r, "requests_failed", "", RB_LOWER, st->failed);
+  s = s ? s : rec_metric_value(r, "output_tokens", "", RB_NONE, (double)st->tokens);
+  if (L->g->ttft > 0 || L->g->tpot > 0 || L->g->e2e > 0) {
+    s = s ? s : rec_metric_value(r, "goodput_requests_per_s", "req/s", RB_HIGHER, dur > 0 ? st->good / dur : NAN);
+    s = s ? s : rec_metric_value(r, "goodput_pct", "%", RB_HIGHER, st->ok + st->failed ? 100.0 * st->good / (st->ok + st->failed) : NAN);
+  }
+  const served_metrics *a = L->after, *b = L->before;
+  if (a->have_spec && b->have_spec && a->drafts - b->drafts > 0) {
+    const double dr = a->drafts - b->drafts, dt = a->draft_tokens - b->draft_tokens, ac = a->accepted - b->accepted;
+    s = s ? s : rec_metric_value(r, "spec_drafts", "", RB_NONE, dr);
+    s = s ? s : rec_metric_value(r, "spec_acceptance_rate", "", RB_HIGHER, dt > 0 ? ac / dt : NAN);
+    s = s ? s : rec_metric_value(r, "spec_mean_acceptance_length", "tok", RB_HIGHER, 1 + ac / dr);
+    for (int p = 0; p < a->n_pos && s == V_OK; p++) {
+      char nm[48];
+      snprintf(nm, sizeof nm, "spec_acceptance_pos%d", p);
+      s = rec_metric_value(r, nm, "", RB_HIGHER, (a->per_pos[p] - b->per_pos[p]) / dr);
+    }
+  }
+  if (a->have_forward && b->have_forward && a->forward_steps - b->forward_steps > 0) {
+    const double step_ms = 1e3 * (a->forward_s - b->forward_s) / (a->forward_steps - b->forward_steps);
+    s = s ? s : rec_metric_value(r, "server_decode_step_ms", "ms", RB_LOWER, step_ms);
+    /* a step keeps AL tokens per sequence under speculative decoding: its share per token is step / AL */
+    const double al = a->have_spec && b->have_spec && a->drafts - b->drafts > 0
+                          ? 1 + (a->accepted - b->accepted) / (a->drafts - b->drafts) : 1;
+    if (st->n_tpot) s = s ? s : rec_metric_value(r, "serve_overhead_ms", "ms", RB_LOWER, pct(st->tpot, st->n_tpot, 50) - step_ms / al);
+  }
+  s = s ? s : rec_check_add(r, "all_requests_ok", st->failed == 0 && st->ok > 0);
+  if (s == V_OK && st->failed) {
+    for (int i = 0; i < n; i++)
+      if (reqs[i].t_send != 0 && !reqs[i].ok) {
+        char why[300];
+        snprintf(why, sizeof why, "%d of %d requests failed; first: %.220s", st->failed, st->ok + st->failed, reqs[i].error);
+        rec_set_status(r, REC_FAIL, why);
+        break;
+      }
+  }
+  s = s ? s : rec_finalize(r);
+  if (s) { rec_free(r); *err = s; return NULL; }
+  return r;
+}
+
+static double mval(const vrecord *r, const char *name) {
+  const rec_metric *m = rec_metric_find(r, name);
+  return m ? m->value : NAN;
+}
+
+static void print_row(const vrecord *r, int conc) {
+  printf("%5d %4.0f/%-4.0f %9.1f %8.1f %7.2f %8.1f %8.1f %8.1f %8.2f %8.2f %8.2f %8.2f %9.1f %9.1f", conc,
+         mval(r, "requests_ok"), mval(r, "requests_ok") + mval(r, "requests_failed"), mval(r, "tokens_per_s"),
+         mval(r, "tokens_per_s_per_user"), mval(r, "requests_per_s"), mval(r, "ttft_ms"), mval(r, "ttft_ms_p90"),
+         mval(r, "ttft_ms_p99"), mval(r, "tpot_ms"), mval(r, "tpot_ms_p90"), mval(r, "itl_ms"), mval(r, "itl_ms_p99"),
+         mval(r, "e2e_ms"), mval(r, "e2e_ms_p99"));
+  const double gp = mval(r, "goodput_pct"), al = mval(r, "spec_mean_acceptance_length"), st = mval(r, "server_decode_step_ms");
+  if (!isnan(gp)) printf("  goodput %.0f%%", gp);
+  if (!isnan(al)) printf("  AL %.2f (rate %.2f)", al, mval(r, "spec_acceptance_rate"));
+  if (!isnan(st)) printf("  decode step %.2f ms, overhead %.2f ms", st, mval(r, "serve_overhead_ms"));
+  printf("\n");
+}
+
+int cmd_sweep_server(int argc, char **argv) {
+  const char *url = NULL, *model_opt = "", *conc_s = "1", *rate_s = "inf", *slo_s = NULL, *trace_file = NULL,
+             *json_file = NULL, *v;
+  long in_len = 32, out_len = 32, n_prompts = 0, warmup = 1, vocab_opt = 0, trace_block = 512;
+  double timeout = 600, trace_speed = 1;
+  uint64_t seed = 0;
+  vstatus err = V_OK;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return EXIT_OK; }
+    if (cli_opt(argc, argv, &i, "--server", &v, &err)) { if (v) url = v; }
+    else if (cli_opt(argc, argv, &i, "--server-model", &v, &err)) { if (v) model_opt = v; }
+    else if (cli_opt(argc, argv, &i, "--concurrency", &v, &err)) { if (v) conc_s = v; }
+    else if (cli_opt(argc, argv, &i, "--rate", &v, &err)) { if (v) rate_s = v; }
+    else if (cli_opt(argc, argv, &i, "--slo", &v, &err)) { if (v) slo_s = v; }
+    else if (cli_opt(argc, argv, &i, "--trace", &v, &err)) { if (v) trace_file = v; }
+    else if (cli_opt(argc, argv, &i, "--json", &v, &err)) { if (v) json_file = v; }
+    else if (cli_opt(argc, argv, &i, "--input-len", &v, &err)) { if (v) err = cli_size("--input-len", v, &in_len); }
+    else if (cli_opt(argc, argv, &i, "--output-len", &v, &err)) { if (v) err = cli_size("--output-len", v, &out_len); }
+    else if (cli_opt(argc, argv, &i, "--num-prompts", &v, &err)) { if (v) err = cli_int("--num-prompts", v, 1, 1 << 20, &n_prompts); }
+    else if (cli_opt(argc, argv, &i, "--warmup", &v, &err)) { if (v) err = cli_int("--warmup", v, 0, 1000, &warmup); }
+    else if (cli_opt(argc, argv, &i, "--vocab", &v, &err)) { if (v) err = cli_int("--vocab", v, 1, 1 << 30, &vocab_opt); }
+    else if (cli_opt(argc, argv, &i, "--trace-block", &v, &err)) { if (v) err = cli_int("--trace-block", v, 1, 1 << 20, &trace_block); }
+    else if (cli_opt(argc, argv, &i, "--trace-speed", &v, &err)) { if (v) err = cli_double("--trace-speed", v, &trace_speed); }
+    else if (cli_opt(argc, argv, &i, "--timeout", &v, &err)) { if (v) err = cli_double("--timeout", v, &timeout); }
+    else if (cli_opt(argc, argv, &i, "--seed", &v, &err)) { if (v) err = cli_u64("--seed", v, &seed); }
+    else err = VERR("unknown option '%s' with --server (see vouch sweep --server URL --help)", a);
+    if (err) { cli_print_error("sweep"); return EXIT_USAGE; }
+  }
+  slo g = {0};
+  long *conc = NULL;
+  int n_conc = 0;
+  double rate = INFINITY;
+  bool poisson = false;
+  if (!url) err = VERR("--server URL is required");
+  else if (in_len < 1 || out_len < 1 || in_len > (1 << 24) || out_len > (1 << 24)) err = VERR("--input-len and --output-len must be >= 1");
+  else if (!(trace_speed > 0) || !(timeout >= 0)) err = VERR("--trace-speed must be > 0 and --timeout >= 0");
+  else if (slo_s && parse_slo(slo_s, &g)) err = V_ERR;
+  else if (cli_size_list("--concurrency", conc_s, &conc, &n_conc)) err = V_ERR;
+  else if (strcmp(rate_s, "inf")) {
+    poisson = !strncmp(rate_s, "poisson:", 8);
+    char *end;
+    rate = strtod(rate_s + (poisson ? 8 : 0), &end);
+    if (end == rate_s + (poisson ? 8 : 0) || *end || !(rate > 0)) err = VERR("--rate '%s': expected R or poisson:R (requests/s > 0)", rate_s);
+  }
+  for (int i = 0; !err && i < n_conc; i++)
+    if (conc[i] < 1 || conc[i] > 4096) err = VERR("--concurrency: %ld is outside [1, 4096]", conc[i]);
+  served_conn c;
+  if (!err) err = served_conn_init(&c, url, timeout);
+  if (err) { cli_print_error("sweep"); free(conc); return EXIT_USAGE; }
+
+  char model[256];
+  snprintf(model, sizeof model, "%s", model_opt);
+  int vocab = 0, max_len = 0;
+  trace_line *tr = NULL;
+  int n_tr = 0;
+  if (served_models(&c, model, sizeof model, &vocab, &max_len) ||
+      (trace_file && read_trace(trace_file, (int)n_prompts, &tr, &n_tr))) {
+    cli_print_error("sweep");
+    free(conc);
+    return EXIT_CHECK_FAILED;
+  }
+  if (vocab_opt) vocab = (int)vocab_opt;
+  if (!vocab) vocab = 1000;
+  vinterrupt_install();
+  int rc = EXIT_OK;
+  vrecord **recs = calloc((size_t)n_conc, sizeof *recs);
+  int n_recs = 0;
+  vstatus s = recs ? V_OK : VERR("out of memory");
+  printf("served sweep: %s, model %s, %s\n", c.shown, model,
+         trace_file ? "Mooncake trace replay" : "random token-id prompts, ignore_eos");
+  if (trace_file) printf("trace %s: %d requests, speed x%g, block %ld tokens\n", trace_file, n_tr, trace_speed, trace_block);
+  else printf("input %ld, output %ld tokens, rate %s\n", in_len, out_len, rate_s);
+  printf("%5s %9s %9s %8s %7s %8s %8s %8s %8s %8s %8s %8s %9s %9s\n", "conc", "ok/sent", "tok/s", "tok/s/u",
+         "req/s", "TTFT p50", "p90", "p99", "TPOT p50", "p90", "ITL p50", "p99", "E2E p50", "p99");
+  for (int li = 0; s == V_OK && li < n_conc && !vinterrupted(); li++) {
+    const int cc = (int)conc[li];
+    const int n = trace_file ? n_tr : (int)(n_prompts ? n_prompts : 4 * cc);
+    const int nw = li == 0 ? (int)warmup : 0;
+    served_req *reqs = calloc((size_t)(n + nw), sizeof *reqs);
+    int32_t **prompts = calloc((size_t)(n + nw), sizeof *prompts);
+    if (!reqs || !prompts) { s = VERR("out of memory"); free(reqs); free(prompts); break; }
+    uint64_t rs = mix(seed, (uint64_t)li + 1);
+    double t = 0;
+    for (int i = 0; s == V_OK && i < n + nw; i++) {
+      const trace_line *L = trace_file && i >= nw ? &tr[i - nw] : NULL;
+      const int ilen = L ? L->in : (int)in_len, olen = L ? L->out : (int)out_len;
+      prompts[i] = malloc((size_t)ilen * sizeof(int32_t));
+      if (!prompts[i]) { s = VERR("out of memory"); break; }
+      for (int k = 0; k < ilen; k++) {
+        const int blk = k / (int)trace_block;
+        const uint64_t key = L && blk < L->n_hash ? mix(seed ^ 0x4D6F6F6Eull, (uint64_t)L->hash[blk])
+                                                  : mix(seed, ((uint64_t)li << 40) ^ (uint64_t)i);
+        prompts[i][k] = (int32_t)(mix(key, (uint64_t)k) % (uint64_t)vocab);
+      }
+      served_req *q = &reqs[i];
+      q->prompt = prompts[i], q->n_prompt = ilen, q->max_tokens = olen;
+      if (i < nw) continue;
+      if (L) q->arrival_s = (L->t_ms - tr[0].t_ms) / 1e3 / trace_speed;
+      else if (isfinite(rate)) {
+        q->arrival_s = t;
+        const double u = (double)(rec_rng_next(&rs) >> 11) * 0x1.0p-53;
+        t += poisson ? -log(1 - u) / rate : 1 / rate;
+      }
+    }
+    served_metrics before, after;
+    if (s == V_OK && nw) s = served_run(&c, model, reqs, nw, 1, vinterrupted);
+    for (int i = 0; s == V_OK && i < nw; i++)
+      if (!reqs[i].ok) s = VERR("warm-up request failed: %s", reqs[i].error);
+    if (s == V_OK) s = served_metrics_read(&c, &before);
+    if (s == V_OK) s = served_run(&c, model, reqs + nw, n, cc, vinterrupted);
+    if (s == V_OK) s = served_metrics_read(&c, &after);
+    level_stats st = {0};
+    if (s == V_OK) s = stats_compute(reqs + nw, n, &g, &st);
+    if (s == V_OK) {
+      char id[160], rate_txt[40];
+      snprintf(rate_txt, sizeof rate_txt, "%s", isfinite(rate) ? rate_s : "inf");
+      if (trace_file) {
+        const char *base = strrchr(trace_file, '/');
+        snprintf(id, sizeof id, "trace/%.80s/c%d", base ? base + 1 : trace_file, cc);
+      } else {
+        snprintf(id, sizeof id, "served/c%d/in%ld/out%ld/rate-%.30s", cc, in_len, out_len, rate_txt);
+      }
+      level_info L = {.case_id = id, .conn = &c, .model = model, .rate = rate_txt, .trace = trace_file, .concurrency = cc,
+                      .input_len = (int)in_len, .output_len = (int)out_len, .n_prompts = n, .seed = seed, .g = &g,
+                      .before = &before, .after = &after};
+      vrecord *r = level_record(&L, &st, reqs + nw, n, &s);
+      if (r) {
+        recs[n_recs++] = r;
+        print_row(r, cc);
+        if (st.failed) {
+          rc = EXIT_CHECK_FAILED;
+          int shown = 0;
+          for (int i = 0; i < n && shown < 3; i++)
+            if (reqs[nw + i].t_send != 0 && !reqs[nw + i].ok) printf("  request %d failed: %s\n", i, reqs[nw + i].error), shown++;
+        }
+        if (st.ok == 0) rc = EXIT_CHECK_FAILED;
+        s = rec_emit(r, NULL);
+      }
+    }
+    stats_free(&st);
+    for (int i = 0; i < n + nw; i++) served_req_free(&reqs[i]), free(prompts[i]);
+    free(reqs);
+    free(prompts);
+  }
+  if (s == V_OK && json_file) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "schema", "vouch-serve-sweep/1");
+    cJSON_AddStringToObject(root, "tool", "vouch " VOUCH_VERSION " " VOUCH_GIT_COMMIT);
+    cJSON_AddStringToObject(root, "server", c.shown);
+    cJSON_AddStringToObject(root, "model", model);
+    cJSON *arr = cJSON_AddArrayToObject(root, "records");
+    for (int i = 0; i < n_recs; i++) cJSON_AddItemToArray(arr, rec_to_json(recs[i]));
+    char *txt = cJSON_Print(root);
+    cJSON_Delete(root);
+    FILE *f = txt ? fopen(json_file, "w") : NULL;
+    if (!f || fputs(txt, f) < 0 || fputc('\n', f) < 0) s = VERR("%s: cannot write", json_file);
+    if (f && fclose(f) != 0 && s == V_OK) s = VERR("%s: cannot write", json_file);
+    free(txt);
+  }
+  if (s != V_OK) { cli_print_error("sweep"); rc = EXIT_CHECK_FAILED; }
+  if (vinterrupted() && rc == EXIT_OK) rc = EXIT_INTERRUPTED;
+  for (int i = 0; i < n_recs; i++) rec_free(recs[i]);
+  free(recs);
+  for (int i = 0; i < n_tr; i++) free(tr[i].hash);
+  free(tr);
+  free(conc);
+  return rc;
+}

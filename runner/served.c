@@ -1,0 +1,459 @@
+/* Client of an OpenAI-compatible server over libcurl (runner/served.h). */
+#include "runner/served.h"
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/clock.h"
+
+static void curl_once(void) {
+  static bool done;
+  if (!done) curl_global_init(CURL_GLOBAL_DEFAULT), done = true;
+}
+
+vstatus served_conn_init(served_conn *c, const char *url, double timeout_s) {
+  memset(c, 0, sizeof *c);
+  if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8))
+    return VERR("--server '%s': expected an http:// or https:// URL", url);
+  if (strlen(url) >= sizeof c->base) return VERR("--server: URL longer than %zu characters", sizeof c->base - 1);
+  snprintf(c->base, sizeof c->base, "%s", url);
+  size_t n = strlen(c->base);
+  while (n > 0 && c->base[n - 1] == '/') c->base[--n] = 0;
+  if (n >= 3 && !strcmp(c->base + n - 3, "/v1")) c->base[n -= 3] = 0; /* "http://h:8000/v1" as OpenAI clients take it */
+  /* shown: without user:password@ and ?query */
+  const char *scheme_end = strstr(c->base, "://") + 3, *at = strchr(scheme_end, '@'), *slash = strchr(scheme_end, '/');
+  const char *host = at && (!slash || at < slash) ? at + 1 : scheme_end;
+  snprintf(c->shown, sizeof c->shown, "%.*s%s", (int)(scheme_end - c->base), c->base, host);
+  char *q = strchr(c->shown, '?');
+  if (q) *q = 0;
+  const char *key = getenv("VOUCH_SERVER_API_KEY");
+  if (!key || !*key) key = getenv("OPENAI_API_KEY");
+  if (key && *key) {
+    if (strlen(key) > 1000 || strpbrk(key, "\r\n")) return VERR("the API key in the environment is malformed");
+    snprintf(c->auth, sizeof c->auth, "Authorization: Bearer %s", key);
+  }
+  c->timeout_s = timeout_s;
+  curl_once();
+  return V_OK;
+}
+
+typedef struct {
+  char *p;
+  size_t n, cap;
+} growbuf;
+
+static bool grow_add(growbuf *b, const char *d, size_t n) {
+  if (b->n + n + 1 > b->cap) {
+    size_t cap = (b->n + n + 1) * 2;
+    char *nb = realloc(b->p, cap);
+    if (!nb) return false;
+    b->p = nb, b->cap = cap;
+  }
+  memcpy(b->p + b->n, d, n);
+  b->n += n;
+  b->p[b->n] = 0;
+  return true;
+}
+
+static size_t on_body(char *d, size_t sz, size_t nm, void *u) {
+  return grow_add(u, d, sz * nm) ? sz * nm : 0;
+}
+
+/* The message of a failed transfer, naming the URL. */
+static void transfer_error(char *out, size_t n, CURLcode rc, const char *errbuf, const char *shown, const char *path) {
+  if (rc == CURLE_COULDNT_CONNECT)
+    snprintf(out, n, "cannot connect to %s%s: %s (is the server running there?)", shown, path,
+             errbuf[0] ? errbuf : "connection refused");
+  else if (rc == CURLE_OPERATION_TIMEDOUT)
+    snprintf(out, n, "%s%s: no complete answer within the timeout (%s)", shown, path, errbuf);
+  else
+    snprintf(out, n, "%s%s: %s%s%s", shown, path, curl_easy_strerror(rc), errbuf[0] ? ": " : "", errbuf);
+}
+
+/* The message of an HTTP error body: OpenAI's error.message (or vLLM's/others' "message",
+ * "detail"), else the body's first 200 characters. */
+static void http_error(char *out, size_t n, long code, const char *body, const char *shown, const char *path) {
+  const char *msg = NULL;
+  cJSON *j = body ? cJSON_Parse(body) : NULL;
+  const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
+  const cJSON *m = cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, "message") : e;
+  if (!cJSON_IsString(m)) m = cJSON_GetObjectItemCaseSensitive(j, "message");
+  if (!cJSON_IsString(m)) m = cJSON_GetObjectItemCaseSensitive(j, "detail");
+  if (cJSON_IsString(m)) msg = m->valuestring;
+  snprintf(out, n, "HTTP %ld from %s%s: %.200s", code, shown, path, msg ? msg : body && *body ? body : "(empty body)");
+  cJSON_Delete(j);
+}
+
+static struct curl_slist *headers(const served_conn *c, bool json) {
+  struct curl_slist *h = NULL;
+  if (json) h = curl_slist_append(h, "Content-Type: application/json");
+  if (c->auth[0]) h = curl_slist_append(h, c->auth);
+  return h;
+}
+
+vstatus served_get(const served_conn *c, const char *path, char **body, long *code) {
+  char url[640], err[CURL_ERROR_SIZE] = "";
+  snprintf(url, sizeof url, "%s%s", c->base, path);
+  CURL *e = curl_easy_init();
+  if (!e) return VERR("curl_easy_init failed");
+  growbuf b = {0};
+  struct curl_slist *h = headers(c, false);
+  curl_easy_setopt(e, CURLOPT_URL, url);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, err);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)((c->timeout_s > 0 ? c->timeout_s : 60) * 1000));
+  if (h) curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+  const CURLcode rc = curl_easy_perform(e);
+  vstatus s = V_OK;
+  if (rc != CURLE_OK) {
+    char msg[400];
+    transfer_error(msg, sizeof msg, rc, err, c->shown, path);
+    s = VERR("%s", msg);
+  } else {
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, code);
+  }
+  curl_slist_free_all(h);
+  curl_easy_cleanup(e);
+  if (s == V_OK && !b.p) b.p = calloc(1, 1);
+  if (s != V_OK || !b.p) {
+    free(b.p);
+    return s ? s : VERR("out of memory");
+  }
+  *body = b.p;
+  return V_OK;
+}
+
+vstatus served_models(const served_conn *c, char *model, int model_cap, int *vocab, int *max_len) {
+  char *body = NULL;
+  long code = 0;
+  VTRY(served_get(c, "/v1/models", &body, &code));
+  if (code != 200) {
+    char msg[400];
+    http_error(msg, sizeof msg, code, body, c->shown, "/v1/models");
+    free(body);
+    return VERR("%s", msg);
+  }
+  cJSON *j = cJSON_Parse(body);
+  free(body);
+  const cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data"), *m;
+  if (!cJSON_IsArray(data) || cJSON_GetArraySize(data) == 0) {
+    cJSON_Delete(j);
+    return VERR("%s/v1/models: no 'data' list of models in the answer", c->shown);
+  }
+  char names[400] = "";
+  const cJSON *found = NULL;
+  cJSON_ArrayForEach(m, data) {
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "id");
+    if (!cJSON_IsString(id)) continue;
+    if (strlen(names) + strlen(id->valuestring) + 3 < sizeof names)
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", id->valuestring);
+    if (!found && (!model[0] || !strcmp(model, id->valuestring))) found = m;
+  }
+  if (!found) {
+    vstatus s = model[0] ? VERR("%s serves no model '%s' (it serves: %s): fix --server-model", c->shown, model, names)
+                         : VERR("%s/v1/models: no model has an 'id'", c->shown);
+    cJSON_Delete(j);
+    return s;
+  }
+  snprintf(model, (size_t)model_cap, "%s", cJSON_GetObjectItemCaseSensitive(found, "id")->valuestring);
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(found, "vocab_size");
+  const cJSON *ml = cJSON_GetObjectItemCaseSensitive(found, "max_model_len");
+  *vocab = cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble < 1e9 ? (int)v->valuedouble : 0;
+  *max_len = cJSON_IsNumber(ml) && ml->valuedouble >= 1 && ml->valuedouble < 1e9 ? (int)ml->valuedouble : 0;
+  cJSON_Delete(j);
+  return V_OK;
+}
+
+/* Value of the series starting at line p ("name{labels} value" or "name value"), its labels in lab. */
+static bool series(const char *p, const char *name, const char **lab, size_t *lab_n, double *v) {
+  const size_t n = strlen(name);
+  if (strncmp(p, name, n) || (p[n] != '{' && p[n] != ' ')) return false;
+  const char *q = p + n;
+  *lab = q, *lab_n = 0;
+  if (*q == '{') {
+    const char *e = strchr(q, '}');
+    if (!e) return false;
+    *lab_n = (size_t)(e - q);
+    q = e + 1;
+  }
+  char *end;
+  *v = strtod(q, &end);
+  return end != q;
+}
+
+double served_prom_sum(const char *text, const char *name) {
+  double sum = NAN;
+  for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+    const char *lab;
+    size_t ln;
+    double v;
+    if (*p != '#' && series(p, name, &lab, &ln, &v)) sum = isnan(sum) ? v : sum + v;
+  }
+  return sum;
+}
+
+vstatus served_metrics_read(const served_conn *c, served_metrics *m) {
+  memset(m, 0, sizeof *m);
+  char *body = NULL;
+  long code = 0;
+  VTRY(served_get(c, "/metrics", &body, &code));
+  if (code != 200) {
+    free(body);
+    return V_OK;
+  }
+  m->have = true;
+  m->drafts = served_prom_sum(body, "vllm:spec_decode_num_drafts_total");
+  m->draft_tokens = served_prom_sum(body, "vllm:spec_decode_num_draft_tokens_total");
+  m->accepted = served_prom_sum(body, "vllm:spec_decode_num_accepted_tokens_total");
+  m->have_spec = !isnan(m->drafts) && !isnan(m->draft_tokens) && !isnan(m->accepted);
+  const char *pp = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+  for (const char *p = body; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+    const char *lab, *ps;
+    size_t ln;
+    double v;
+    if (*p == '#' || !series(p, pp, &lab, &ln, &v)) continue;
+    ps = strstr(lab, "position=\"");
+    if (!ps || ps > lab + ln) continue;
+    const int pos = atoi(ps + 10);
+    if (pos < 0 || pos >= SERVED_MAX_POS) continue;
+    m->per_pos[pos] += v;
+    if (pos + 1 > m->n_pos) m->n_pos = pos + 1;
+  }
+  m->forward_s = served_prom_sum(body, "vouch:decode_seconds_total");
+  m->forward_steps = served_prom_sum(body, "vouch:decode_steps_total");
+  m->have_forward = !isnan(m->forward_s) && !isnan(m->forward_steps);
+  free(body);
+  return V_OK;
+}
+
+/* ---- streamed completions on curl multi ---- */
+
+typedef struct {
+  served_req *r;
+  CURL *e;
+  struct curl_slist *h;
+  char *body;            /* request JSON */
+  growbuf line;          /* SSE bytes not yet split into lines */
+  growbuf err_body;      /* the body of an HTTP error */
+  long http;             /* status, once known */
+  bool done_seen, finish_seen, failed;
+  char errbuf[CURL_ERROR_SIZE];
+} xfer;
+
+static void req_fail(served_req *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void req_fail(served_req *r, const char *fmt, ...) {
+  if (r->error[0]) return; /* the first reason stays */
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->error, sizeof r->error, fmt, ap);
+  va_end(ap);
+}
+
+static void on_event(xfer *x, const char *data, double now) {
+  served_req *r = x->r;
+  if (!strcmp(data, "[DONE]")) {
+    x->done_seen = true;
+    return;
+  }
+  cJSON *j = cJSON_Parse(data);
+  const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
+  const cJSON *ch = cJSON_GetObjectItemCaseSensitive(j, "choices");
+  const cJSON *c0 = cJSON_IsArray(ch) ? cJSON_GetArrayItem(ch, 0) : NULL;
+  if (!cJSON_IsObject(j)) {
+    req_fail(r, "a stream event is not JSON: %.80s", data);
+  } else if (err) {
+    const cJSON *m = cJSON_IsObject(err) ? cJSON_GetObjectItemCaseSensitive(err, "message") : err;
+    req_fail(r, "the server reported an error mid-stream: %.200s", cJSON_IsString(m) ? m->valuestring : "(no message)");
+  } else if (c0) {
+    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(c0, "token_ids");
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(c0, "text");
+    const cJSON *fin = cJSON_GetObjectItemCaseSensitive(c0, "finish_reason");
+    if (cJSON_IsArray(ids)) {
+      const int n = cJSON_GetArraySize(ids);
+      const cJSON *t;
+      cJSON_ArrayForEach(t, ids) {
+        if (!cJSON_IsNumber(t)) { req_fail(r, "token_ids holds a non-number"); break; }
+        if (r->n_tokens < 8 && r->n_tokens >= 0) r->first_tokens[r->n_tokens] = (int32_t)t->valuedouble;
+        r->n_tokens++;
+      }
+      if (n > 0) {
+        if (r->n_chunks == r->cap_chunks) {
+          const int cap = r->cap_chunks ? r->cap_chunks * 2 : 64;
+          double *nt = realloc(r->chunk_t, (size_t)cap * sizeof *nt);
+          if (nt) r->chunk_t = nt;
+          int *nn = realloc(r->chunk_n, (size_t)cap * sizeof *nn);
+          if (nn) r->chunk_n = nn;
+          if (!nt || !nn) { req_fail(r, "out of memory"); cJSON_Delete(j); return; }
+          r->cap_chunks = cap;
+        }
+        r->chunk_t[r->n_chunks] = now;
+        r->chunk_n[r->n_chunks++] = n;
+        if (r->n_chunks == 1) r->t_first = now;
+      }
+    } else if (cJSON_IsString(text) && text->valuestring[0]) {
+      req_fail(r, "the server returned text, not token ids (vLLM: it needs 'return_token_ids'; a server that cannot "
+                  "return token ids cannot be measured per token here)");
+    }
+    if (cJSON_IsString(fin)) x->finish_seen = true;
+  }
+  cJSON_Delete(j);
+}
+
+/* SSE: events are "data: ..." lines; other fields and comments are skipped. */
+static size_t on_stream(char *d, size_t sz, size_t nm, void *u) {
+  xfer *x = u;
+  const size_t n = sz * nm;
+  if (!x->http) curl_easy_getinfo(x->e, CURLINFO_RESPONSE_CODE, &x->http);
+  if (x->http >= 300) return grow_add(&x->err_body, d, n) ? n : 0;
+  if (!grow_add(&x->line, d, n)) return 0;
+  const double now = vclock_now();
+  char *start = x->line.p, *nl;
+  while ((nl = memchr(start, '\n', x->line.n - (size_t)(start - x->line.p)))) {
+    *nl = 0;
+    if (nl > start && nl[-1] == '\r') nl[-1] = 0;
+    if (!strncmp(start, "data:", 5)) on_event(x, start[5] == ' ' ? start + 6 : start + 5, now);
+    start = nl + 1;
+  }
+  const size_t rest = x->line.n - (size_t)(start - x->line.p);
+  memmove(x->line.p, start, rest);
+  x->line.n = rest;
+  x->line.p[rest] = 0;
+  return n;
+}
+
+static vstatus xfer_start(const served_conn *c, const char *model, xfer *x, CURLM *multi) {
+  served_req *r = x->r;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "model", model);
+  cJSON *p = cJSON_AddArrayToObject(o, "prompt");
+  for (int i = 0; i < r->n_prompt; i++) cJSON_AddItemToArray(p, cJSON_CreateNumber(r->prompt[i]));
+  cJSON_AddNumberToObject(o, "max_tokens", r->max_tokens);
+  cJSON_AddNumberToObject(o, "temperature", 0);
+  cJSON_AddBoolToObject(o, "ignore_eos", true);
+  cJSON_AddBoolToObject(o, "stream", true);
+  cJSON_AddBoolToObject(o, "return_token_ids", true);
+  cJSON_AddItemToObject(o, "stream_options", cJSON_CreateObject());
+  cJSON_AddBoolToObject(cJSON_GetObjectItem(o, "stream_options"), "include_usage", true);
+  x->body = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  x->e = curl_easy_init();
+  x->h = headers(c, true);
+  if (!x->body || !x->e || !x->h) return VERR("out of memory for a request");
+  char url[640];
+  snprintf(url, sizeof url, "%s/v1/completions", c->base);
+  curl_easy_setopt(x->e, CURLOPT_URL, url);
+  curl_easy_setopt(x->e, CURLOPT_POSTFIELDS, x->body);
+  curl_easy_setopt(x->e, CURLOPT_HTTPHEADER, x->h);
+  curl_easy_setopt(x->e, CURLOPT_WRITEFUNCTION, on_stream);
+  curl_easy_setopt(x->e, CURLOPT_WRITEDATA, x);
+  curl_easy_setopt(x->e, CURLOPT_PRIVATE, x);
+  curl_easy_setopt(x->e, CURLOPT_ERRORBUFFER, x->errbuf);
+  curl_easy_setopt(x->e, CURLOPT_NOSIGNAL, 1L);
+  if (c->timeout_s > 0) curl_easy_setopt(x->e, CURLOPT_TIMEOUT_MS, (long)(c->timeout_s * 1000));
+  r->t_send = vclock_now();
+  if (curl_multi_add_handle(multi, x->e) != CURLM_OK) return VERR("curl_multi_add_handle failed");
+  return V_OK;
+}
+
+/* Judges a finished transfer. */
+static void xfer_end(const served_conn *c, xfer *x, CURLcode rc) {
+  served_req *r = x->r;
+  r->t_end = vclock_now();
+  if (!x->http) curl_easy_getinfo(x->e, CURLINFO_RESPONSE_CODE, &x->http);
+  char msg[400];
+  if (rc != CURLE_OK && !(x->http >= 300 && rc == CURLE_WRITE_ERROR)) {
+    transfer_error(msg, sizeof msg, rc, x->errbuf, c->shown, "/v1/completions");
+    req_fail(r, "%s%s", msg, r->n_tokens ? " (the stream broke off)" : "");
+  } else if (x->http >= 300) {
+    http_error(msg, sizeof msg, x->http, x->err_body.p, c->shown, "/v1/completions");
+    req_fail(r, "%s", msg);
+  } else if (!x->done_seen) {
+    req_fail(r, "the stream ended without 'data: [DONE]' after %d tokens (truncated)", r->n_tokens);
+  } else if (!x->finish_seen) {
+    req_fail(r, "the stream ended without a finish_reason after %d tokens", r->n_tokens);
+  } else if (r->n_tokens == 0) {
+    req_fail(r, "the server returned no token ids");
+  }
+  r->ok = !r->error[0];
+}
+
+static void xfer_free(xfer *x, CURLM *multi) {
+  if (x->e) {
+    curl_multi_remove_handle(multi, x->e);
+    curl_easy_cleanup(x->e);
+  }
+  curl_slist_free_all(x->h);
+  cJSON_free(x->body);
+  free(x->line.p);
+  free(x->err_body.p);
+  memset(x, 0, sizeof *x);
+}
+
+vstatus served_run(const served_conn *c, const char *model, served_req *reqs, int n, int concurrency,
+                   bool (*stop)(void)) {
+  CURLM *multi = curl_multi_init();
+  xfer *xs = calloc((size_t)(n > 0 ? n : 1), sizeof *xs);
+  if (!multi || !xs) {
+    free(xs);
+    if (multi) curl_multi_cleanup(multi);
+    return VERR("out of memory for %d requests", n);
+  }
+  const double t0 = vclock_now();
+  int next = 0, active = 0, finished = 0;
+  vstatus s = V_OK;
+  while (s == V_OK) {
+    const double now = vclock_now();
+    while (next < n && active < concurrency && !(stop && stop()) && now - t0 >= reqs[next].arrival_s) {
+      xs[next].r = &reqs[next];
+      if ((s = xfer_start(c, model, &xs[next], multi)) != V_OK) break;
+      next++, active++;
+    }
+    if (s) break;
+    if (finished == next && (next == n || (stop && stop()))) break;
+    int running = 0;
+    curl_multi_perform(multi, &running);
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(multi, &left))) {
+      if (m->msg != CURLMSG_DONE) continue;
+      xfer *x = NULL;
+      curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+      const CURLcode rc = m->data.result;
+      xfer_end(c, x, rc);
+      xfer_free(x, multi);
+      active--, finished++;
+    }
+    /* wait for traffic, or until the next arrival is due */
+    int wait_ms = 50;
+    if (next < n && active < concurrency) {
+      const double due = (t0 + reqs[next].arrival_s - vclock_now()) * 1000;
+      if (due < wait_ms) wait_ms = due > 0 ? (int)due : 0;
+    }
+    if (active > 0) curl_multi_poll(multi, NULL, 0, wait_ms, NULL);
+    else if (wait_ms > 0 && next < n) {
+      struct timespec ts = {.tv_sec = wait_ms / 1000, .tv_nsec = (long)(wait_ms % 1000) * 1000000L};
+      nanosleep(&ts, NULL);
+    }
+  }
+  for (int i = 0; i < n; i++)
+    if (xs[i].e) xfer_free(&xs[i], multi);
+  free(xs);
+  curl_multi_cleanup(multi);
+  return s;
+}
+
+void served_req_free(served_req *r) {
+  free(r->chunk_t);
+  free(r->chunk_n);
+  r->chunk_t = NULL;
+  r->chunk_n = NULL;
+  r->n_chunks = r->cap_chunks = 0;
+}

@@ -1,0 +1,77 @@
+/* The client side of a served system under test: an OpenAI-compatible server (vLLM, SGLang,
+ * llama.cpp, vouch serve) reached over HTTP with libcurl. Token ids go in (`prompt` as a list of
+ * ids), token ids come back (`choices[].token_ids`, which vLLM gives with `return_token_ids`);
+ * streams are SSE `data:` events ending with `data: [DONE]`, timed as each event arrives.
+ *
+ * The API key comes from VOUCH_SERVER_API_KEY, else OPENAI_API_KEY, and is sent as a bearer
+ * token; it is held in memory only and never written to a record, a log or an error message.
+ * Requests are never retried: a completion that reached the server may have run, so a retry
+ * would count it twice; every finished request is kept, failed ones with their reason. */
+#ifndef VOUCH_RUNNER_SERVED_H
+#define VOUCH_RUNNER_SERVED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/vstatus.h"
+
+typedef struct {
+  char base[512];      /* server URL without a trailing slash ("http://127.0.0.1:8000") */
+  char shown[512];     /* the same without user:password@ and query, for records and messages */
+  char auth[1100];     /* "Authorization: Bearer <key>" or "" (never recorded) */
+  double timeout_s;    /* per request, 0: none */
+} served_conn;
+
+/* Checks the URL (http:// or https://) and picks up the API key from the environment. */
+vstatus served_conn_init(served_conn *c, const char *url, double timeout_s);
+
+/* GET base+path: body (malloc'ed, NUL-terminated) and HTTP status. V_ERR with a clear message when
+ * the server cannot be reached; HTTP errors are returned as *code for the caller to judge. */
+vstatus served_get(const served_conn *c, const char *path, char **body, long *code);
+
+/* The served model: *model in/out ("" on input: take the server's first; else it must be listed,
+ * or the error names the models served). vocab / max_len: the server's figures, 0 when it gives none. */
+vstatus served_models(const served_conn *c, char *model, int model_cap, int *vocab, int *max_len);
+
+/* Counters read from /metrics (vLLM names; vouch serve adds vouch:forward_* and vouch:decode_*). */
+#define SERVED_MAX_POS 64
+typedef struct {
+  bool have;                 /* /metrics answered */
+  bool have_spec;            /* the spec-decode counters are there */
+  double drafts, draft_tokens, accepted; /* vllm:spec_decode_num_{drafts,draft_tokens,accepted_tokens}_total */
+  double per_pos[SERVED_MAX_POS];        /* ..._num_accepted_tokens_per_pos_total by position */
+  int n_pos;
+  bool have_forward;         /* vouch:decode_* present (vouch serve) */
+  double forward_s, forward_steps; /* vouch:decode_{seconds,steps}_total: steps with decodes only */
+} served_metrics;
+/* Reads /metrics; a server without it (404) gives have = false, not an error. */
+vstatus served_metrics_read(const served_conn *c, served_metrics *m);
+/* Sum of every series named `name` in Prometheus text (NaN when absent). For tests. */
+double served_prom_sum(const char *text, const char *name);
+
+/* One streamed completion. */
+typedef struct {
+  /* in */
+  const int32_t *prompt;     /* [n_prompt] token ids */
+  int n_prompt;
+  int max_tokens;            /* asked with ignore_eos, so the server should generate exactly this many */
+  double arrival_s;          /* when to send, seconds after the run starts */
+  /* out */
+  bool ok;
+  char error[320];           /* why not ok */
+  double t_send, t_first, t_end; /* vclock_now() seconds */
+  double *chunk_t;           /* [n_chunks] arrival time of each event that carried tokens (owned) */
+  int *chunk_n;              /* [n_chunks] tokens in it */
+  int n_chunks, cap_chunks;
+  int n_tokens;              /* tokens received */
+  int32_t first_tokens[8];   /* the first (up to 8) token ids received */
+} served_req;
+
+/* Streams every request of reqs (at most `concurrency` in flight; each no earlier than its
+ * arrival_s) on one curl multi handle. Per-request failures are in the requests; V_ERR only when
+ * the harness itself fails. Stops starting requests once stop() says so (the ones in flight finish). */
+vstatus served_run(const served_conn *c, const char *model, served_req *reqs, int n, int concurrency,
+                   bool (*stop)(void));
+void served_req_free(served_req *r);
+
+#endif
