@@ -2,8 +2,9 @@
 # llama.cpp against cpu-ref per configuration of the family (docs/llama-cpp.md's findings table):
 # for each configuration, synthesize tiny with the config's --set edits, export it as an f32 GGUF,
 # let llama.cpp compute teacher-forced logits of N seeded tokens and score them against cpu-ref
-# with vouch model peer-diverge. f32 on both sides, so agreement means KLD ~1e-7.
-#   usage: configs.sh VOUCH OUT_DIR [NAME..]      (needs install.sh's folder in VOUCH_LLAMACPP_DIR)
+# with vouch model peer-diverge. f32 on both sides (DTYPE=f32, the default), so agreement means
+# KLD ~1e-7; DTYPE=bf16 exports bf16 matrices (llama.cpp then rounds activations to bf16 too).
+#   usage: [DTYPE=bf16] configs.sh VOUCH OUT_DIR [NAME..]  (needs install.sh's folder in VOUCH_LLAMACPP_DIR)
 # Prints one line per configuration: name, status, mean KLD, same-top %, max |dlogit|.
 set -uo pipefail
 vouch=${1:?usage: configs.sh VOUCH OUT_DIR [NAME..]}; out=${2:?usage: configs.sh VOUCH OUT_DIR [NAME..]}; shift 2
@@ -54,16 +55,16 @@ while IFS='|' read -r name n sets bias; do
   rm -rf "$d"
   "$vouch" model synth --preset tiny --seed 1 --out "$d" "${args[@]}" >"$out/$name.log" 2>&1 &&
     { [ -z "$bias" ] || shift_bias "$d" "$bias"; } &&
-    "$vouch" model export --gguf "$d" --dtype f32 -o "$d.gguf" >>"$out/$name.log" 2>&1 || {
+    "$vouch" model export --gguf "$d" --dtype "${DTYPE:-f32}" -o "$d.gguf" >>"$out/$name.log" 2>&1 || {
       echo "$name: export failed: $(tail -1 "$out/$name.log")"; rc=1; continue; }
   vocab=$(python3 -c "import json;print(json.load(open('$d/config.json'))['vocab_size'])")
-  if ! node "$here/peer.mjs" logits --gguf "$d.gguf" --random "$n" --vocab "$vocab" --seed 1 --out "$d-llama" \
+  if ! node "$here/peer.mjs" logits --threads 1 --gguf "$d.gguf" --random "$n" --vocab "$vocab" --seed 1 --out "$d-llama" \
       >>"$out/$name.log" 2>&1; then
     echo "$name: llama.cpp failed: $(grep -m1 -iE "error|assert|failed|throw" "$out/$name.log" | cut -c1-200)"
     rc=1
     continue
   fi
-  "$vouch" model peer-diverge --model "$d" --peer "$d-llama" --json "$d-diverge.json" > "$d-diverge.txt" 2>&1
+  "$vouch" model peer-diverge --threads 1 --model "$d" --peer "$d-llama" --json "$d-diverge.json" > "$d-diverge.txt" 2>&1
   st=$?
   line=$(tail -1 "$d-diverge.txt")
   echo "$name: $(echo "$line" | awk '{printf "status %s, mean KLD %s, same-top %s%%, max|dlogit| %s", $NF, $2, $8, $10}')"

@@ -69,6 +69,11 @@ function percentile(x, p) {
   const hi = Math.min(lo + 1, s.length - 1);
   return s[lo] + (s[hi] - s[lo]) * (pos - lo);
 }
+function cv(x) {
+  if (x.length < 2) return null;
+  const m = x.reduce((a, b) => a + b, 0) / x.length;
+  return (100 * Math.sqrt(x.reduce((a, v) => a + (v - m) ** 2, 0) / (x.length - 1))) / Math.abs(m);
+}
 function writeJson(file, doc) {
   fs.writeFileSync(file + ".tmp", JSON.stringify(doc, null, 1));
   fs.renameSync(file + ".tmp", file);
@@ -227,6 +232,7 @@ async function cmdDecode() {
         metric("step_ms_p99", "ms", "p99", "lower", timed, percentile(timed, 99)),
         metric("step_ms_stable", "ms", "stable_mean", "lower", ms, kept.reduce((a, b) => a + b, 0) / kept.length, warmup),
         metric("tokens_per_s", "tok/s", "median", "higher", tps, median(tps)),
+        metric("step_ms_cv_pct", "%", "value", "lower", [cv(kept)], cv(kept)),
       ],
       threshold: null, checks: [], status: "pass", reason: "", trace_ref: null,
     });
