@@ -82,6 +82,18 @@ synth yarn-mscale max_position_embeddings=512 rope_scaling.original_max_position
 diverge yarn-mscale f32 64
 [ "$rc" -eq 1 ] && grep -q "FAIL" "$t/yarn-mscale.txt" && ok || bad "yarn mscale finding not reproduced: $(cat "$t/yarn-mscale.txt")"
 
+#    group-limited routing with negative biased scores: HF fills the masked groups with 0.0, which
+#    then outranks the kept groups' negative scores; llama.cpp fills -inf (DeepSeek's own rule).
+#    The same bias shift without groups changes no choice and must still agree.
+synth negbias
+python3 "$peer/shift_bias.py" "$t/negbias" -0.9 >/dev/null || bad "shift the selection bias"
+diverge negbias f32 32
+[ "$rc" -eq 1 ] && grep -q "FAIL" "$t/negbias.txt" && ok || bad "group-fill finding not reproduced: $(cat "$t/negbias.txt")"
+synth negbias-nogroups topk_group=1 n_group=1
+python3 "$peer/shift_bias.py" "$t/negbias-nogroups" -0.9 >/dev/null || bad "shift the selection bias"
+diverge negbias-nogroups f32 32
+[ "$rc" -eq 0 ] && ok || bad "negative bias without groups should agree: $(cat "$t/negbias-nogroups.txt")"
+
 # 4. the constructed MRCR eval scored on llama.cpp's greedy tokens
 "$VOUCH" model synth --preset recall-mrcr --out "$t/mrcr" >/dev/null || bad "synth recall-mrcr"
 "$VOUCH" model export --gguf "$t/mrcr" -o "$t/mrcr.gguf" >/dev/null || bad "export recall-mrcr"

@@ -27,25 +27,6 @@ groups-off-negative-bias|64|topk_group=1 n_group=1|-0.9
 "
 mkdir -p "$out"
 rc=0
-# Adds `shift` to every f32 e_score_correction_bias of DIR's safetensors, in place: the biased
-# selection scores sigmoid + bias then go negative, where HF's 0.0 fill of the masked groups and
-# an engine's -inf fill choose different experts.
-shift_bias() {
-  python3 - "$1" "$2" <<'PY'
-import json, os, struct, sys
-d, shift = sys.argv[1], float(sys.argv[2])
-for f in sorted(x for x in os.listdir(d) if x.endswith(".safetensors")):
-    with open(os.path.join(d, f), "r+b") as fh:
-        n = struct.unpack("<Q", fh.read(8))[0]
-        hdr = json.loads(fh.read(n))
-        for name, e in hdr.items():
-            if not name.endswith("e_score_correction_bias"): continue
-            assert e["dtype"] == "F32", name
-            a, b = e["data_offsets"]
-            fh.seek(8 + n + a); v = struct.unpack(f"<{(b - a) // 4}f", fh.read(b - a))
-            fh.seek(8 + n + a); fh.write(struct.pack(f"<{len(v)}f", *[x + shift for x in v]))
-PY
-}
 while IFS='|' read -r name n sets bias; do
   [ -z "$name" ] && continue
   if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qx "$name"; then continue; fi
@@ -54,7 +35,7 @@ while IFS='|' read -r name n sets bias; do
   d="$out/$name"
   rm -rf "$d"
   "$vouch" model synth --preset tiny --seed 1 --out "$d" "${args[@]}" >"$out/$name.log" 2>&1 &&
-    { [ -z "$bias" ] || shift_bias "$d" "$bias"; } &&
+    { [ -z "$bias" ] || python3 "$here/shift_bias.py" "$d" "$bias" >>"$out/$name.log"; } &&
     "$vouch" model export --gguf "$d" --dtype "${DTYPE:-f32}" -o "$d.gguf" >>"$out/$name.log" 2>&1 || {
       echo "$name: export failed: $(tail -1 "$out/$name.log")"; rc=1; continue; }
   vocab=$(python3 -c "import json;print(json.load(open('$d/config.json'))['vocab_size'])")

@@ -16,7 +16,8 @@
 //       single-token decode step times after an untimed prefill of `context` seeded tokens;
 //       records in the sweep's format, merged with `vouch sweep --peer FILE`
 // Common: --deps DIR (the install folder; default $VOUCH_LLAMACPP_DIR), --threads N (0: the cores),
-// --path NAME (the records' path name, default llama.cpp-cpu).
+// --gpu cuda (every layer on the GPU; needs install.sh --cuda), --path NAME (the records' path
+// name, default llama.cpp-cpu, or llama.cpp-cuda with --gpu cuda).
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -95,8 +96,9 @@ function rng(seed) {
 async function openModel(contextSize) {
   const { getLlama, LlamaLogLevel } = await import(dep("node-llama-cpp/dist/index.js"));
   // build "never" + skipDownload: only the prebuilt binaries of @node-llama-cpp/linux-x64 are used
-  const llama = await getLlama({ gpu: false, build: "never", skipDownload: true, logLevel: LlamaLogLevel.error });
-  const model = await llama.loadModel({ modelPath: need("gguf"), gpuLayers: 0 });
+  const gpu = args.gpu === "cuda" ? "cuda" : args.gpu === undefined ? false : die("--gpu: only 'cuda' is known");
+  const llama = await getLlama({ gpu, build: "never", skipDownload: true, logLevel: LlamaLogLevel.error });
+  const model = await llama.loadModel({ modelPath: need("gguf"), gpuLayers: gpu ? "max" : 0 });
   const threads = parseInt(args.threads ?? "0", 10) || os.availableParallelism();
   const ctx = await model.createContext({
     contextSize, batchSize: Math.min(contextSize, 512), sequences: 1, threads: threads || undefined,
@@ -105,9 +107,10 @@ async function openModel(contextSize) {
   const info = JSON.parse(fs.readFileSync(path.join(deps, "node_modules/node-llama-cpp/llama/binariesGithubRelease.json")));
   const vocab = Number(model.fileInfo.metadata?.deepseek2?.vocab_size ?? 0);
   return { llama, model, ctx, seq: ctx.getSequence(), vocab,
-           engine: `llama.cpp ${info.release} via node-llama-cpp ${version} (cpu)`, threads: ctx.currentThreads };
+           engine: `llama.cpp ${info.release} via node-llama-cpp ${version} (${gpu || "cpu"})`, threads: ctx.currentThreads };
 }
 
+const defaultPath = () => args.path || (args.gpu === "cuda" ? "llama.cpp-cuda" : "llama.cpp-cpu");
 const logitsOpt = { generateNext: { logits: true } };
 const greedyOpt = { generateNext: { token: true, options: { temperature: 0 } } };
 
@@ -138,7 +141,7 @@ async function cmdLogits() {
   res.forEach((r, i) => { for (const [t, v] of r.next.logits) out[i * vocab + t] = v; });
   const prefix = need("out");
   fs.writeFileSync(prefix + ".f32", Buffer.from(out.buffer));
-  writeJson(prefix + ".json", { engine: args.path || "llama.cpp-cpu", detail: m.engine, model: args.gguf, tokens: toks,
+  writeJson(prefix + ".json", { engine: defaultPath(), detail: m.engine, model: args.gguf, tokens: toks,
                                 shape: [toks.length, vocab], threads: m.threads });
   console.log(`${prefix}: ${toks.length} positions x ${vocab} logits from ${m.engine}`);
 }
@@ -146,7 +149,7 @@ async function cmdLogits() {
 async function cmdEval() {
   const spec = JSON.parse(fs.readFileSync(need("prompts")));
   const minScore = parseFloat(args["min-score"] ?? "0.99");
-  const pathName = args.path || "llama.cpp-cpu";
+  const pathName = defaultPath();
   let maxLen = 0;
   for (const c of spec.cases) maxLen = Math.max(maxLen, c.prompt.length + (c.queries?.length ?? 0) + (spec.hops?.at(-1) ?? 0) + 2);
   const m = await openModel(maxLen);
@@ -201,7 +204,7 @@ async function cmdEval() {
 
 async function cmdDecode() {
   const ctxs = sizes(args.context ?? "0"), steps = parseInt(args.steps ?? "16", 10), warmup = parseInt(args.warmup ?? "3", 10);
-  const pathName = args.path || "llama.cpp-cpu";
+  const pathName = defaultPath();
   const m = await openModel(Math.max(...ctxs) + steps + warmup + 2);
   const vocab = m.vocab || die(`${args.gguf}: no deepseek2.vocab_size`);
   const r = rng(parseInt(args.seed ?? "1", 10));
