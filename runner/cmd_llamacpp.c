@@ -61,7 +61,8 @@ static const char PEER_USAGE[] =
     "                                [--min-same-top PCT] [--seed S] [--layers N] [--threads N]\n"
     "  Reads a peer's teacher-forced logits (PREFIX.json: tokens, shape, engine; PREFIX.f32: float32\n"
     "  [tokens, vocab], e.g. from scripts/peers/llamacpp/peer.mjs logits), runs cpu-ref on the same\n"
-    "  tokens and prints the divergence of the peer against it, as vouch diverge does: mean KLD +/- se,\n"
+    "  tokens and prints the divergence of the peer against it on the n-1 next-token rows (the row\n"
+    "  after token i predicts token i+1), as vouch diverge does: mean KLD +/- se,\n"
     "  percentiles, same-top %, RMS dp, max |dlogit|. Passes when mean KLD <= --max-kld (default\n"
     "  0.01 nats), same-top >= --min-same-top (default 90) and every logit is finite.\n";
 
@@ -92,7 +93,7 @@ static vstatus read_peer_meta(const char *file, int vocab, int32_t **tok, int *n
   const cJSON *t = cJSON_GetObjectItem(j, "tokens"), *sh = cJSON_GetObjectItem(j, "shape"),
               *e = cJSON_GetObjectItem(j, "engine");
   int nt = cJSON_IsArray(t) ? cJSON_GetArraySize(t) : 0;
-  if (nt < 1) s = VERR("%s: field 'tokens': a non-empty array of token ids is required", file);
+  if (nt < 2) s = VERR("%s: field 'tokens': an array of at least 2 token ids is required", file);
   else if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) != 2 || cJSON_GetArrayItem(sh, 0)->valuedouble != nt ||
            cJSON_GetArrayItem(sh, 1)->valuedouble != vocab)
     s = VERR("%s: field 'shape': expected [%d, %d] (tokens, the model's vocab_size)", file, nt, vocab);
@@ -157,16 +158,18 @@ static vstatus peer_diverge(const char *model, const char *prefix, const char *j
   }
   if (!s) s = ref_logits(&m, tok, n, threads, ref);
   if (!s) {
+    /* row i: the next-token distribution after tokens [0, i], the stream's next token tok[i+1] */
     snprintf(r.path, sizeof r.path, "%s", engine);
-    r.rows = n;
-    for (int i = 0; i < n; i++)
-      diverge_row(&r, (size_t)i, ref + (size_t)i * V, peer + (size_t)i * V, V, i + 1 < n ? tok[i + 1] : tok[i], scratch);
+    r.rows = n - 1;
+    for (int i = 0; i < n - 1; i++)
+      diverge_row(&r, (size_t)i, ref + (size_t)i * V, peer + (size_t)i * V, V, tok[i + 1], scratch);
     s = diverge_summarize(&r);
   }
   if (!s) {
     const bool finite = r.nonfinite == 0 && r.ref_nonfinite == 0;
     *pass = finite && r.kld_mean <= max_kld && r.same_top_pct >= min_same;
-    printf("peer-diverge: model %s, reference cpu-ref, peer %s, %d teacher-forced positions\n", m.source, engine, n);
+    printf("peer-diverge: model %s, reference cpu-ref, peer %s, %d teacher-forced next-token rows\n", m.source, engine,
+           r.rows);
     printf("%-22s %20s %10s %10s %10s %8s %9s %10s %6s %7s\n", "path", "mean KLD +/- se", "p99.9", "p99", "median",
            "same%", "RMS dp", "max|dl|", "nan", "status");
     printf("%-22s %10.3g +/- %-7.2g %10.3g %10.3g %10.3g %8.2f %9.3g %10.3g %6ld %7s\n", engine, r.kld_mean, r.kld_se,
@@ -182,7 +185,10 @@ static vstatus peer_diverge(const char *model, const char *prefix, const char *j
     rec_param_str(rec, "reference", "cpu-ref");
     rec_param_str(rec, "peer_logits", bin);
     rec_param_int(rec, "tokens", n);
-    rec_metric_samples(rec, "kld", "nats", RD_MEAN, RB_LOWER, r.kld, n, 0);
+    int nk = 0; /* rows with non-finite logits carry NaN: left out, and counted in nonfinite_logits */
+    for (int i = 0; i < r.rows; i++)
+      if (!isnan(r.kld[i])) r.kld[nk++] = r.kld[i];
+    rec_metric_samples(rec, "kld", "nats", RD_MEAN, RB_LOWER, r.kld, nk, 0);
     rec_metric_value(rec, "kld_se", "nats", RB_LOWER, r.kld_se);
     rec_metric_value(rec, "kld_p99", "nats", RB_LOWER, r.kld_p99);
     rec_metric_value(rec, "kld_median", "nats", RB_LOWER, r.kld_median);

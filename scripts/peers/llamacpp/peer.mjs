@@ -6,7 +6,7 @@
 //       reads the GGUF back with @huggingface/gguf and checks every metadata key llama.cpp's
 //       deepseek2 reads, every tensor's name and shape, and every tensor's bytes against the
 //       checkpoint's safetensors (the k_b / v_b split, the stacked experts, the RoPE row order)
-//   node peer.mjs logits --gguf F.gguf --out PREFIX (--tokens 1,2,3 | --random N --seed S)
+//   node peer.mjs logits --gguf F.gguf --out PREFIX (--tokens 1,2,3 | --random N [--seed S] [--vocab V])
 //       teacher-forced logits of every position: PREFIX.f32 (float32 [n, vocab]) and PREFIX.json
 //       (tokens, shape, engine), for `vouch model peer-diverge --peer PREFIX`
 //   node peer.mjs eval   --gguf F.gguf --prompts P.json --json OUT [--min-score 0.99]
@@ -128,15 +128,14 @@ async function feedGreedy(seq, toks) {
 }
 
 async function cmdLogits() {
-  let toks;
-  if (args.tokens) toks = args.tokens.split(",").map((t) => parseInt(t, 10));
-  else {
-    const n = parseInt(need("random"), 10), vocab = parseInt(need("vocab"), 10), r = rng(parseInt(args.seed ?? "1", 10));
-    toks = Array.from({ length: n }, () => Math.floor(r() * vocab) % vocab);
-  }
-  const m = await openModel(Math.max(32, toks.length + 1));
+  const given = args.tokens ? args.tokens.split(",").map((t) => parseInt(t, 10)) : null;
+  const n = given ? given.length : parseInt(need("random"), 10);
+  if (!(n >= 2)) die("give at least 2 tokens (--tokens or --random N)");
+  const m = await openModel(Math.max(32, n + 1));
+  const vocab0 = parseInt(args.vocab ?? String(m.vocab), 10), r = rng(parseInt(args.seed ?? "1", 10));
+  const toks = given ?? Array.from({ length: n }, () => Math.floor(r() * vocab0) % vocab0);
   const res = await m.seq.controlledEvaluate(toks.map((t) => [t, logitsOpt]));
-  const vocab = res[0].next.logits.size;
+  const vocab = m.vocab || res[0].next.logits.size; // a logit missing from the map stays NaN (vouch counts it)
   const out = new Float32Array(toks.length * vocab).fill(NaN);
   res.forEach((r, i) => { for (const [t, v] of r.next.logits) out[i * vocab + t] = v; });
   const prefix = need("out");
