@@ -21,17 +21,7 @@ command -v npm >/dev/null || unavailable "npm not found"
 [ "$(node -p 'process.versions.node.split(".")[0]')" -ge 20 ] || unavailable "node $(node --version) < 20 (node-llama-cpp 3.22 needs 20)"
 "$peer/install.sh" "$VOUCH_LLAMACPP_DIR" >"$t/install.log" 2>&1 || unavailable "npm install failed: $(tail -3 "$t/install.log")"
 
-# bad input: one-line errors naming the option, file or field
-expect_error 2 "option --dtype" "$VOUCH" model export --gguf synth:tiny -o "$t/x.gguf" --dtype f16
-expect_error 1 "cannot create" "$VOUCH" model export --gguf synth:tiny -o "$t/no/such/dir/x.gguf"
-expect_error 1 "cannot read the peer's metadata" "$VOUCH" model peer-diverge --model synth:tiny --peer "$t/none"
-echo '{"tokens":[1,2],"shape":[2,7]}' >"$t/badshape.json"
-expect_error 1 "field 'shape'" "$VOUCH" model peer-diverge --model synth:tiny --peer "$t/badshape"
-echo '{"tokens":[1,99999],"shape":[2,1024]}' >"$t/badtok.json"
-expect_error 1 "field 'tokens" "$VOUCH" model peer-diverge --model synth:tiny --peer "$t/badtok"
-echo '{"tokens":[1,2],"shape":[2,1024]}' >"$t/short.json"
-head -c 100 /dev/zero >"$t/short.f32"
-expect_error 1 "expected 2 x 1024 float32" "$VOUCH" model peer-diverge --model synth:tiny --peer "$t/short"
+# (bad input of the export and peer-diverge: tests/cli/test_gguf_export.sh, which needs no node)
 
 # synth NAME SETS..: a tiny checkpoint in $t/NAME with the --set edits
 synth() {
