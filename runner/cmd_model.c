@@ -10,6 +10,7 @@
 #include "model/construct.h"
 #include "model/model.h"
 #include "runner/cli.h"
+#include "runner/cmd_llamacpp.h"
 #include "runner/commands.h"
 
 static const char SYNTH_USAGE[] =
@@ -201,12 +202,14 @@ static int model_info(int argc, char **argv) {
 
 int cmd_model(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-    fputs("usage: vouch model synth|info ...   (vouch model synth --help)\n", argc < 2 ? stderr : stdout);
+    fputs("usage: vouch model synth|info|export|peer-diverge ...   (vouch model synth --help)\n", argc < 2 ? stderr : stdout);
     return argc < 2 ? EXIT_USAGE : EXIT_OK;
   }
   if (!strcmp(argv[1], "synth")) return model_synth(argc - 1, argv + 1);
   if (!strcmp(argv[1], "info")) return model_info(argc - 1, argv + 1);
-  VERR("unknown subcommand 'model %s' (synth, info)", argv[1]);
+  if (!strcmp(argv[1], "export")) return cmd_model_export(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "peer-diverge")) return cmd_model_peer_diverge(argc - 1, argv + 1);
+  VERR("unknown subcommand 'model %s' (synth, info, export, peer-diverge)", argv[1]);
   cli_print_error(NULL);
   return EXIT_USAGE;
 }

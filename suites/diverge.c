@@ -27,10 +27,57 @@ static void unsupported(diverge_result *r, const char *why) {
   snprintf(r->reason, sizeof r->reason, "%s", why);
 }
 
-
 /* Sequence b's cached length before the first decoded token. */
 static int context_of(const diverge_opts *o, int b) {
   return o->ragged ? (int)((long)o->context * (o->batch - b) / o->batch) : o->context;
+}
+
+void diverge_row(diverge_result *r, size_t row, const float *lr, const float *lt, int V, int32_t next, double *scratch) {
+  long bad = 0, rbad = 0;
+  double mx = 0;
+  for (int i = 0; i < V; i++) {
+    if (!isfinite(lt[i])) bad++;
+    if (!isfinite(lr[i])) rbad++;
+    double d = fabs((double)lt[i] - lr[i]);
+    if (isfinite(d) && d > mx) mx = d;
+  }
+  r->nonfinite += bad;
+  r->ref_nonfinite += rbad;
+  if (mx > r->max_dlogit) r->max_dlogit = mx;
+  if (bad || rbad) {
+    r->kld[row] = r->dp[row] = r->margin[row] = r->top_err[row] = NAN;
+    if (bad) r->max_dlogit = INFINITY;
+    return;
+  }
+  r->kld[row] = stat_kld(lr, lt, V, scratch);
+  double *lp = scratch, *lq = scratch + V;
+  stat_log_softmax(lr, V, lp);
+  stat_log_softmax(lt, V, lq);
+  r->dp[row] = exp(lq[next]) - exp(lp[next]);
+  int a1, a2;
+  r->margin[row] = stat_top2_margin(lr, V, &a1, &a2);
+  const double e1 = fabs((double)lt[a1] - lr[a1]), e2 = fabs((double)lt[a2] - lr[a2]);
+  r->top_err[row] = e1 > e2 ? e1 : e2;
+  r->same[row] = vsample_argmax(lr, V) == vsample_argmax(lt, V);
+  r->same_top_pct += r->same[row];
+}
+
+vstatus diverge_summarize(diverge_result *r) {
+  double *k = calloc((size_t)(r->rows > 0 ? r->rows : 1), sizeof *k);
+  if (!k) return VERR("diverge: out of memory");
+  int n = 0;
+  double sdp = 0;
+  for (int i = 0; i < r->rows; i++)
+    if (!isnan(r->kld[i])) { k[n++] = r->kld[i]; sdp += r->dp[i] * r->dp[i]; }
+  stat_mean_se(k, n, &r->kld_mean, &r->kld_se);
+  r->kld_p999 = stat_percentile(k, n, 99.9);
+  r->kld_p99 = stat_percentile(k, n, 99);
+  r->kld_p95 = stat_percentile(k, n, 95);
+  r->kld_median = stat_percentile(k, n, 50);
+  r->rms_dp = n ? sqrt(sdp / n) : NAN;
+  r->same_top_pct = r->rows ? 100.0 * r->same_top_pct / r->rows : NAN;
+  free(k);
+  return V_OK;
 }
 
 vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *res) {
@@ -134,58 +181,17 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
       if (!live[p]) continue;
       diverge_result *r = &res[p - 1];
       for (int i = 0; i < R; i++) {
-        const float *lr = logits + (size_t)i * V, *lt = logits + ((size_t)p * R + i) * V;
-        const size_t row = (size_t)t * R + i;
-        long bad = 0, rbad = 0;
-        double mx = 0;
-        for (int j = 0; j < V; j++) {
-          if (!isfinite(lt[j])) bad++;
-          if (!isfinite(lr[j])) rbad++;
-          double d = fabs((double)lt[j] - lr[j]);
-          if (isfinite(d) && d > mx) mx = d;
-        }
-        r->nonfinite += bad;
-        r->ref_nonfinite += rbad;
-        if (mx > r->max_dlogit) r->max_dlogit = mx;
-        if (bad || rbad) {
-          r->kld[row] = r->dp[row] = r->margin[row] = r->top_err[row] = NAN;
-          if (bad) r->max_dlogit = INFINITY;
-          continue;
-        }
-        r->kld[row] = stat_kld(lr, lt, V, scratch);
         /* dp of the row's next stream token: the following row's input, or the sampled next token */
         const int32_t nx = i % K1 < K1 - 1 ? tok[i + 1] : next[i / K1];
-        double *lp = scratch, *lq = scratch + V;
-        stat_log_softmax(lr, V, lp);
-        stat_log_softmax(lt, V, lq);
-        r->dp[row] = exp(lq[nx]) - exp(lp[nx]);
-        int a1, a2;
-        r->margin[row] = stat_top2_margin(lr, V, &a1, &a2);
-        const double e1 = fabs((double)lt[a1] - lr[a1]), e2 = fabs((double)lt[a2] - lr[a2]);
-        r->top_err[row] = e1 > e2 ? e1 : e2;
-        r->same[row] = vsample_argmax(lr, V) == vsample_argmax(lt, V);
-        r->same_top_pct += r->same[row];
+        diverge_row(r, (size_t)t * R + i, logits + (size_t)i * V, logits + ((size_t)p * R + i) * V, V, nx, scratch);
       }
     }
   }
-  for (int p = 1; p < P; p++) {
+  for (int p = 1; p < P && !st; p++) {
     diverge_result *r = &res[p - 1];
     if (!r->supported) continue;
     r->rows = (int)nrows;
-    double *k = malloc((size_t)r->rows * sizeof *k);
-    if (!k) { st = VERR("diverge: out of memory"); goto done; }
-    int n = 0;
-    double sdp = 0;
-    for (int i = 0; i < r->rows; i++)
-      if (!isnan(r->kld[i])) { k[n++] = r->kld[i]; sdp += r->dp[i] * r->dp[i]; }
-    stat_mean_se(k, n, &r->kld_mean, &r->kld_se);
-    r->kld_p999 = stat_percentile(k, n, 99.9);
-    r->kld_p99 = stat_percentile(k, n, 99);
-    r->kld_p95 = stat_percentile(k, n, 95);
-    r->kld_median = stat_percentile(k, n, 50);
-    r->rms_dp = n ? sqrt(sdp / n) : NAN;
-    r->same_top_pct = 100.0 * r->same_top_pct / r->rows;
-    free(k);
+    st = diverge_summarize(r);
   }
 done:
   for (int p = 0; p < P && paths; p++)

@@ -66,5 +66,11 @@ typedef struct {
  * as unsupported with the reason. */
 vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *res);
 void diverge_result_free(diverge_result *r);
+/* Compares row `row` of a result (r->kld, dp, margin, top_err and same allocated with more than
+ * `row` entries): reference logits lr[V] against lt[V], `next` the stream's next token; adds to the
+ * non-finite counts, max |dlogit| and the same-top count (turned into a % by diverge_summarize). */
+void diverge_row(diverge_result *r, size_t row, const float *lr, const float *lt, int V, int32_t next, double *scratch);
+/* Mean KLD +/- se, percentiles, RMS dp and same-top % over r->rows rows compared by diverge_row. */
+vstatus diverge_summarize(diverge_result *r);
 
 #endif
