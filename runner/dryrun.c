@@ -212,6 +212,9 @@ static vstatus est_diverge(int argc, char **argv, ctx_t *X) {
   if (!ps) return VERR("diverge: --paths is required");
   VTRY(split_paths(ps, pbuf, sizeof pbuf, names, &n));
   VTRY(opt_long(argc, argv, "--tokens", 32, &T));
+  long K = 0; /* --spec K: K+1 tokens per sequence per step */
+  VTRY(opt_long(argc, argv, "--spec", 0, &K));
+  T *= K + 1;
   VTRY(cli_size_list("--batch", opt(argc, argv, "--batch", "1"), &bs, &nb));
   vstatus s = cli_size_list("--context", opt(argc, argv, "--context", "0"), &cs, &nc);
   if (s) { free(bs); return s; }
@@ -281,12 +284,23 @@ static vstatus est_features(int argc, char **argv, ctx_t *X) {
   VTRY(opt_long(argc, argv, "--full-ctx", 0, &full));
   if (full <= 0) full = X->cfg->max_position_embeddings;
   open_set(X, names, 2, 2, (int)full, true);
-  name_paths(X->out, names, 2, true);
   for (int p = 0; p < 2; p++) {
     X->out->seconds += open_s(names[p], X->env, X->wbytes[p]) + fill_s(names[p], X->cfg, X->env, 1, (double)full);
     X->out->seconds += path_on_gpu(names[p]) ? COST_FEAT_GPU_S_PER_KPOS / 2 * full / 1024.0
                                              : COST_FEAT_STEPS * step_s(names[p], X->cfg, X->env, 2, (double)full);
   }
+  /* --floor: a third path, open beside the two, on the short-context rows only (features.c: max_ctx 64) */
+  char *fl = (char *)opt(argc, argv, "--floor", NULL);
+  if (fl) {
+    const double g0 = X->out->gpu_bytes, h0 = X->out->host_bytes;
+    X->out->gpu_bytes = X->out->host_bytes = 0;
+    open_set(X, &fl, 1, 2, 64, true);
+    X->out->gpu_bytes += g0;
+    X->out->host_bytes += h0;
+    X->out->seconds += open_s(fl, X->env, X->wbytes[0]) + COST_FEAT_STEPS * step_s(fl, X->cfg, X->env, 2, 32);
+  }
+  char *all[3] = {names[0], names[1], fl};
+  name_paths(X->out, all, fl ? 3 : 2, true);
   return V_OK;
 }
 
