@@ -448,19 +448,20 @@ int cmd_run(int argc, char **argv) {
     for (int k = 0; k < sargc; k++) fprintf(stderr, " %s", sargv[k]);
     fprintf(stderr, "\n");
     int rc = 2;
-    const int before = rec_dir_count(rd);
+    const int bad_before = rec_dir_count_bad(rd);
     for (size_t k = 0; k < sizeof SUITES / sizeof SUITES[0]; k++)
       if (!strcmp(SUITES[k].name, suite)) rc = SUITES[k].fn(sargc, sargv);
     if (rc != EXIT_OK) {
       fprintf(stderr, "vouch run: step %d (%s) exited %d\n", step_i, suite, rc);
-      /* A step that failed without recording why (bad arguments, an unreadable model, a crash
-       * caught as an error) still leaves an error record, so the verdict cannot stay "pass". */
-      if (rc == EXIT_USAGE || rec_dir_count(rd) == before) {
+      /* A step that failed without recording why (bad arguments, an unreadable model, a store
+       * error after some cases were kept) still leaves an error record, so the verdict cannot stay
+       * "pass" (seen: a UNIQUE-constraint failure left a plan "pass" with exit 1). */
+      if (rc == EXIT_USAGE || rec_dir_count_bad(rd) == bad_before) {
         vrecord *r = rec_new("run", suite, "");
         if (r) {
           snprintf(r->case_id, sizeof r->case_id, "step%d-%s", step_i, suite);
           rec_set_status(r, REC_ERROR, rc == EXIT_USAGE ? "the suite rejected its arguments (see the log above)"
-                                                        : "the suite failed before recording any case (see the log above)");
+                                                        : "the suite exited non-zero without a failing case (see the log above)");
           rec_emit(r, NULL);
           rec_free(r);
         }

@@ -171,6 +171,8 @@ vrundir *rec_current(void);
 vstatus rec_emit(vrecord *r, const char *trace_json);
 /* Number of records added so far. */
 int rec_dir_count(const vrundir *rd);
+/* Records added that failed or errored (a step that exited non-zero without one needs one). */
+int rec_dir_count_bad(const vrundir *rd);
 const char *rec_dir_path(const vrundir *rd);
 
 #endif

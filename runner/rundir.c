@@ -20,6 +20,7 @@ struct vrundir {
   vstore st;            /* results.sqlite, open read-write */
   cJSON *manifest;      /* the manifest as written at open */
   int n;                /* records added */
+  int n_bad;            /* of those, failed or errored */
   int next_trace;       /* number of the next traces/NNNN.json */
 };
 
@@ -188,6 +189,7 @@ vstatus rec_add(vrundir *rd, vrecord *r) {
   VTRY(rec_finalize(r));
   VTRY(store_add_record(&rd->st, r));
   rd->n++;
+  rd->n_bad += r->status == REC_FAIL || r->status == REC_ERROR;
   return V_OK;
 }
 
@@ -213,6 +215,7 @@ FILE *rec_log_open(vrundir *rd, const char *name) {
 }
 
 int rec_dir_count(const vrundir *rd) { return rd->n; }
+int rec_dir_count_bad(const vrundir *rd) { return rd->n_bad; }
 const char *rec_dir_path(const vrundir *rd) { return rd->dir; }
 
 static vstatus finish(vrundir *rd, bool complete) {
