@@ -1,11 +1,13 @@
 /* libFuzzer target: manifest.json of a result folder (runner/verify.c schema checks, the
  * manifest fields compare and report read). results.json is a small real one. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fuzz/fuzz_util.h"
 #include "runner/bundle.h"
 #include "runner/manifest.h"
+#include "runner/report.h"
 #include "runner/verify.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
@@ -24,6 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
   vresults r;
   if (bundle_load(d, &r) == V_OK) {
     (void)manifest_hardware_key(r.manifest);
+    char *md = NULL;
+    if (report_markdown(&r, NULL, 1 << 16, &md) == V_OK) free(md); /* what publish posts */
     bundle_unload(&r);
   }
   return 0;

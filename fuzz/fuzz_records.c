@@ -1,11 +1,13 @@
 /* libFuzzer target: results.json of a result folder, read by vouch verify and by
- * compare/report (runner/verify.c, runner/bundle.c bundle_load). The folder's manifest.json is
+ * report (runner/verify.c, runner/bundle.c bundle_load, runner/report.c report_markdown). The folder's manifest.json is
  * a real one (the seed corpus of fuzz_manifest); results.json is the input. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fuzz/fuzz_util.h"
 #include "runner/bundle.h"
+#include "runner/report.h"
 #include "runner/verify.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
@@ -24,7 +26,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
   memset(&rep, 0, sizeof rep);
   if (verify_path(d, &rep) == V_OK) verify_report_free(&rep);
   vresults r;
-  if (bundle_load(d, &r) == V_OK) bundle_unload(&r);
-  else fz_assert(verr_msg()[0] && !strchr(verr_msg(), '\n'), "bundle_load error is one non-empty line");
+  if (bundle_load(d, &r) == V_OK) {
+    char *md = NULL;
+    if (report_markdown(&r, NULL, 1 << 16, &md) == V_OK) free(md); /* what publish posts */
+    bundle_unload(&r);
+  } else {
+    fz_assert(verr_msg()[0] && !strchr(verr_msg(), '\n'), "bundle_load error is one non-empty line");
+  }
   return 0;
 }
