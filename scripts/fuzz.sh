@@ -5,7 +5,7 @@
 # target: executions, coverage (edges, features), corpus size, findings. Exit 1 on any finding.
 #
 #   scripts/fuzz.sh                 # the long local run: 3600 s per target
-#   scripts/fuzz.sh -t 20 -j 2      # what scripts/test.sh runs in CI
+#   scripts/fuzz.sh -t 15 -j 2      # what scripts/test.sh runs in CI
 #   scripts/fuzz.sh -t 600 fuzz_config fuzz_bundle
 #
 # Corpora: fuzz/corpus/<target>/ (in git: seeds from real vouch outputs, regress-* inputs) is read;

@@ -16,8 +16,8 @@ BUILD_DIR="$root/build-asan" "$root/scripts/build.sh" -DVOUCH_WERROR=ON -DVOUCH_
   -DCMAKE_BUILD_TYPE=Debug
 (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp ctest -L cpu -R 'safetensors|model|cli_' --output-on-failure -j"$(nproc)")
 # The parsers' libFuzzer targets (fuzz/, clang + ASan + UBSan): every corpus input replayed,
-# then VOUCH_FUZZ_SECONDS (20) of fuzzing each, two at a time; any finding fails (~4 minutes).
-"$root/scripts/fuzz.sh" -t "${VOUCH_FUZZ_SECONDS:-20}" -j 2
+# then VOUCH_FUZZ_SECONDS (15) of fuzzing each, two at a time; any finding fails.
+"$root/scripts/fuzz.sh" -t "${VOUCH_FUZZ_SECONDS:-15}" -j 2
 # The evaluation image's recipe in a clean debootstrap root (no Docker engine here): in CI, or
 # when asked with VOUCH_CHECK_RECIPE=1. Needs root and the Debian mirror (~2 minutes).
 if [ "${CI:-}" = true ] || [ "${VOUCH_CHECK_RECIPE:-0}" = 1 ]; then
