@@ -17,7 +17,8 @@ typedef enum {
   V_INTERRUPTED = 3,  /* the user asked to stop (SIGINT); what finished is kept */
 } vstatus;
 
-/* Records a one-line message (printf format) and the source location; returns V_ERR.
+/* Records a one-line message (printf format; control characters become '?') and the source
+ * location; returns V_ERR.
  * A later error overwrites an earlier one. Thread-local. */
 vstatus verr_set(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

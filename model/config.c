@@ -33,6 +33,7 @@ static vstatus get_num(const cJSON *o, const char *origin, const char *key, bool
     return V_OK;
   }
   if (!cJSON_IsNumber(v)) return VERR("%s: field '%s' must be a number", origin, key);
+  if (!isfinite(v->valuedouble)) return VERR("%s: field '%s' must be a finite number", origin, key);
   *out = v->valuedouble;
   return V_OK;
 }
@@ -65,8 +66,10 @@ static vstatus get_token_id(const cJSON *o, const char *origin, const char *key,
   if (!v || cJSON_IsNull(v)) return V_OK;
   if (cJSON_IsArray(v)) v = cJSON_GetArrayItem(v, 0);
   if (!v) return V_OK;
-  if (!cJSON_IsNumber(v)) return VERR("%s: field '%s' must be an integer token id", origin, key);
-  *out = v->valueint;
+  double d = cJSON_IsNumber(v) ? v->valuedouble : -1;
+  if (!(d >= 0 && d <= 2147483647.0 && d == floor(d)))
+    return VERR("%s: field '%s' must be a non-negative integer token id", origin, key);
+  *out = (int)d;
   return V_OK;
 }
 
@@ -81,10 +84,8 @@ static vstatus parse_rope_scaling(ds_config *c, const cJSON *root, const char *o
   if (strcmp(type, "yarn") != 0)
     return VERR("%s: field 'rope_scaling.rope_type' is '%s'; vouch supports 'yarn' (or no rope_scaling)", origin, type);
   c->yarn.enabled = true;
-  double omax = 0;
   VTRY(get_num(rs, origin, "factor", true, 0, &c->yarn.factor));
-  VTRY(get_num(rs, origin, "original_max_position_embeddings", true, 0, &omax));
-  c->yarn.original_max_position_embeddings = (int)omax;
+  VTRY(get_int(rs, origin, "original_max_position_embeddings", true, 0, &c->yarn.original_max_position_embeddings));
   VTRY(get_num(rs, origin, "beta_fast", false, 32, &c->yarn.beta_fast));
   VTRY(get_num(rs, origin, "beta_slow", false, 1, &c->yarn.beta_slow));
   VTRY(get_num(rs, origin, "mscale", false, 0, &c->yarn.mscale));
@@ -190,6 +191,8 @@ vstatus ds_config_validate(const ds_config *c, const char *origin) {
 #undef POS
   if (c->q_lora_rank < 0) return VERR("%s: field 'q_lora_rank' must be null or > 0", origin);
   if (c->qk_rope_head_dim % 2) return VERR("%s: field 'qk_rope_head_dim' must be even (got %d)", origin, c->qk_rope_head_dim);
+  if (c->qk_rope_head_dim > DS_MAX_ROPE_DIM)
+    return VERR("%s: field 'qk_rope_head_dim' must be <= %d (got %d)", origin, DS_MAX_ROPE_DIM, c->qk_rope_head_dim);
   if (c->num_key_value_heads != c->num_attention_heads)
     return VERR("%s: field 'num_key_value_heads' (%d) must equal num_attention_heads (%d) for MLA", origin,
                 c->num_key_value_heads, c->num_attention_heads);
@@ -320,17 +323,14 @@ static double correction_dim(double rotations, int dim, double base, double max_
   return (dim * log(max_pos / (rotations * 2 * M_PI))) / (2 * log(base));
 }
 
+/* HF computes base ** (arange(0, dim, 2).float() / dim) in float32: element i. */
+static float pos_freq(float base, int i, int dim) { return powf(base, (float)(2 * i) / (float)dim); }
+
 double ds_rope_inv_freq(const ds_config *c, float *inv_freq) {
   const int dim = c->qk_rope_head_dim, half = dim / 2;
   const float base = (float)c->rope_theta;
-  /* HF computes base ** (arange(0, dim, 2).float() / dim) in float32. */
-  float pos_freqs[512];
-  for (int i = 0; i < half && i < 512; i++) {
-    float e = (float)(2 * i) / (float)dim;
-    pos_freqs[i] = powf(base, e);
-  }
   if (!c->yarn.enabled) {
-    for (int i = 0; i < half; i++) inv_freq[i] = 1.0f / pos_freqs[i];
+    for (int i = 0; i < half; i++) inv_freq[i] = 1.0f / pos_freq(base, i, dim);
     return 1.0;
   }
   const double factor = c->yarn.factor;
@@ -350,8 +350,9 @@ double ds_rope_inv_freq(const ds_config *c, float *inv_freq) {
     float ramp = ((float)i - flow) / fspan;
     ramp = ramp < 0 ? 0 : (ramp > 1 ? 1 : ramp);
     float extra_factor = 1.0f - ramp;
-    float interp = 1.0f / (ffac * pos_freqs[i]);
-    float extra = 1.0f / pos_freqs[i];
+    const float pf = pos_freq(base, i, dim);
+    float interp = 1.0f / (ffac * pf);
+    float extra = 1.0f / pf;
     inv_freq[i] = interp * (1.0f - extra_factor) + extra * extra_factor;
   }
   return attn;

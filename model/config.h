@@ -3,6 +3,8 @@
 #ifndef VOUCH_MODEL_CONFIG_H
 #define VOUCH_MODEL_CONFIG_H
 
+#define DS_MAX_ROPE_DIM 1024 /* largest qk_rope_head_dim accepted (K2: 64) */
+
 #include <stdbool.h>
 #include <stdint.h>
 

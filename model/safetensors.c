@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -198,12 +199,13 @@ static vstatus parse_header(const st_file *f, int fi, entry_list *out) {
   const char *path = f->path;
   uint64_t hlen = 0;
   for (int b = 7; b >= 0; b--) hlen = (hlen << 8) | f->map[b];
+  /* the value is not printed: for a file that is not safetensors it is 8 bytes of its content */
   if (hlen > MAX_HEADER_BYTES)
-    return VERR("%s: field 'header length': %llu bytes is absurd (limit %llu; not a safetensors file?)",
-                path, (unsigned long long)hlen, (unsigned long long)MAX_HEADER_BYTES);
+    return VERR("%s: field 'header length': over the limit of %llu bytes (not a safetensors file?)",
+                path, (unsigned long long)MAX_HEADER_BYTES);
   if (hlen > f->size - 8)
-    return VERR("%s: field 'header length': %llu bytes runs past the end of the file (%zu bytes; "
-                "truncated?)", path, (unsigned long long)hlen, f->size);
+    return VERR("%s: field 'header length': runs past the end of the file (%zu bytes; truncated?)", path,
+                f->size);
   if (hlen == 0) return VERR("%s: field 'header': empty header (length 0)", path);
   const char *hdr = (const char *)f->map + 8;
   const char *end = NULL;
@@ -216,8 +218,8 @@ static vstatus parse_header(const st_file *f, int fi, entry_list *out) {
   range *ranges = NULL;
   for (const char *p = end; p && p < hdr + hlen; p++) {
     if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-      s = VERR("%s: field 'header': unexpected byte 0x%02x after the JSON object at header byte %ld",
-               path, (unsigned char)*p, (long)(p - hdr));
+      s = VERR("%s: field 'header': unexpected data after the JSON object at header byte %ld", path,
+               (long)(p - hdr));
       goto done;
     }
   }
@@ -298,6 +300,44 @@ static vstatus open_file(st_set *set, const char *path, entry_list *out) {
   if (m == MAP_FAILED) return VERR("%s: cannot mmap %zu bytes: %s", path, f->size, strerror(e));
   f->map = m;
   return parse_header(f, set->n_files - 1, out);
+}
+
+/* ---------------------------------------------------------------- confinement */
+
+/* A shard name an index may give: a plain file name in the index's folder. */
+static bool plain_file_name(const char *n) {
+  size_t len = strlen(n);
+  if (len == 0 || len > 255 || !strcmp(n, ".") || !strcmp(n, "..")) return false;
+  for (const unsigned char *p = (const unsigned char *)n; *p; p++)
+    if (*p == '/' || *p == '\\' || *p < 0x20 || *p == 0x7f) return false;
+  return true;
+}
+
+/* True when real path `p` is `dir` itself or lies below it. */
+static bool path_below(const char *p, const char *dir) {
+  size_t n = strlen(dir);
+  if (n == 1 && dir[0] == '/') return true;
+  return strncmp(p, dir, n) == 0 && (p[n] == '/' || p[n] == 0);
+}
+
+/* A file of the checkpoint folder `dir` (named `shown` in errors, as field `field`) may be a
+ * symbolic link only into the folder itself or into an HF cache's blobs (the folder is
+ * <cache>/models--ORG--NAME/snapshots/REV, its files link to ../../blobs/HASH). */
+static vstatus check_confined(const char *dir, const char *file, const char *where, const char *field) {
+  struct stat st;
+  if (lstat(file, &st) != 0 || !S_ISLNK(st.st_mode)) return V_OK;
+  char real[PATH_MAX], rdir[PATH_MAX], blobs[PATH_MAX + 16], rblobs[PATH_MAX];
+  if (!realpath(file, real)) return VERR("%s: %s: %s is a broken symbolic link", where, field, file);
+  if (!realpath(dir, rdir)) return VERR("%s: %s: cannot resolve the folder %s: %s", where, field, dir, strerror(errno));
+  if (path_below(real, rdir)) return V_OK;
+  snprintf(blobs, sizeof blobs, "%s/../../blobs", rdir);
+  if (realpath(blobs, rblobs) && path_below(real, rblobs)) {
+    /* only a cache layout: the folder is .../snapshots/REV */
+    const char *slash = strrchr(rdir, '/');
+    if (slash && slash - rdir >= 10 && !strncmp(slash - 10, "/snapshots", 10)) return V_OK;
+  }
+  return VERR("%s: %s: %s is a symbolic link to a file outside the checkpoint folder (only links into "
+              "the folder or an HF cache's blobs are followed)", where, field, file);
 }
 
 /* ---------------------------------------------------------------- index files */
@@ -393,9 +433,9 @@ static vstatus open_index(st_set *set, const char *path, entry_list *out) {
       s = VERR("%s: field 'weight_map'.'%s': value is not a file name string", path, c->string);
       goto done;
     }
-    if (c->valuestring[0] == 0 || c->valuestring[0] == '/') {
-      s = VERR("%s: field 'weight_map'.'%s': shard name \"%s\" is not a relative file name", path,
-               c->string, c->valuestring);
+    if (!plain_file_name(c->valuestring)) {
+      s = VERR("%s: field 'weight_map'.'%.200s': shard name is not a plain file name in the index's "
+               "folder (no '/', '..' or control characters)", path, c->string);
       goto done;
     }
     if ((s = join_path(shard, sizeof shard, set->dir, c->valuestring)) != V_OK) goto done;
@@ -404,6 +444,9 @@ static vstatus open_index(st_set *set, const char *path, entry_list *out) {
       s = VERR("%s: field 'weight_map'.'%s': shard file %s does not exist", path, c->string, shard);
       goto done;
     }
+    char field[300];
+    snprintf(field, sizeof field, "field 'weight_map'.'%.200s'", c->string);
+    if ((s = check_confined(set->dir, shard, path, field)) != V_OK) goto done;
     if ((s = open_file(set, shard, out)) != V_OK) goto done;
   }
   if (set->n_files == 0) {
@@ -451,7 +494,10 @@ static vstatus open_any(st_set *set, const char *path, entry_list *l) {
     VTRY(join_path(target, sizeof target, path, INDEX_NAME));
     if (is_file(target)) return open_index(set, target, l);
     VTRY(join_path(target, sizeof target, path, SINGLE_NAME));
-    if (is_file(target)) return open_file(set, target, l);
+    if (is_file(target)) {
+      VTRY(check_confined(path, target, path, "file " SINGLE_NAME));
+      return open_file(set, target, l);
+    }
     return VERR("%s: directory holds neither %s nor %s", path, INDEX_NAME, SINGLE_NAME);
   }
   dir_of(set->dir, sizeof set->dir, path);

@@ -81,7 +81,7 @@ vstatus bundle_list_files(const char *dir, char ***files, int *n) {
   strlist l = {0};
   vstatus s = walk(dir, "", &l, 0);
   if (s) { sl_free(l.v, l.n); return s; }
-  qsort(l.v, (size_t)l.n, sizeof *l.v, cmp_str);
+  if (l.n > 1) qsort(l.v, (size_t)l.n, sizeof *l.v, cmp_str); /* l.v is NULL when the folder is empty */
   *files = l.v;
   *n = l.n;
   return V_OK;
@@ -305,7 +305,13 @@ vstatus bundle_materialize(const char *path, vbundle *b) {
   }
   struct archive_entry *e;
   int rc, members = 0;
-  while ((rc = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
+  while ((rc = archive_read_next_header(a, &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
+    /* a warning (a name that is not valid in the locale's charset, ...) stops the read: an
+     * error naming the member, not a silent end of the archive */
+    if (rc == ARCHIVE_WARN) {
+      s = VERR("%s: member %d: %s", path, members + 1, archive_error_string(a) ? archive_error_string(a) : "unreadable header");
+      goto done;
+    }
     const char *name = archive_entry_pathname(e);
     if (!name) { s = VERR("%s: member without a name", path); goto done; }
     if (archive_entry_filetype(e) == AE_IFDIR) continue;

@@ -278,6 +278,16 @@ static void not_run_record(int step_i, const char *suite, const char *why) {
   rec_free(r);
 }
 
+vstatus run_plan_parse(const char *text, const char *pname, cJSON **out) {
+  *out = NULL;
+  cJSON *plan = cJSON_Parse(text);
+  if (!plan) return VERR("plan %s: not valid JSON", pname);
+  vstatus s = check_plan(plan, pname);
+  if (s) { cJSON_Delete(plan); return s; }
+  *out = plan;
+  return V_OK;
+}
+
 int cmd_run(int argc, char **argv) {
   const char *plan_arg = "smoke", *out_arg = NULL, *v;
   var vars[64];
@@ -316,14 +326,8 @@ int cmd_run(int argc, char **argv) {
   char pname[128];
   char *text = read_plan(plan_arg, pname, sizeof pname);
   if (!text) { cli_print_error("run"); return EXIT_USAGE; }
-  cJSON *plan = cJSON_Parse(text);
-  if (!plan) {
-    VERR("plan %s: not valid JSON", pname);
-    cli_print_error("run");
-    free(text);
-    return EXIT_USAGE;
-  }
-  if (check_plan(plan, pname)) { cli_print_error("run"); cJSON_Delete(plan); free(text); return EXIT_USAGE; }
+  cJSON *plan = NULL;
+  if (run_plan_parse(text, pname, &plan)) { cli_print_error("run"); free(text); return EXIT_USAGE; }
 
   /* variables: plan, then device-derived, then command-line overrides */
   const int gpus = gpu_count();

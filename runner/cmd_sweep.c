@@ -226,6 +226,8 @@ static vstatus add_speedups(vrecord **recs, int n, const char *base) {
 }
 
 static void fmt_ctx(char *b, size_t n, double c) {
+  /* a peer record may lack params.context (NaN) or hold any number: no cast out of range */
+  if (!(c >= 0 && c <= 1e15)) { snprintf(b, n, "-"); return; }
   long v = (long)c;
   if (v >= 1024 && v % 1024 == 0) snprintf(b, n, "%ldk", v / 1024);
   else snprintf(b, n, "%ld", v);
@@ -476,7 +478,7 @@ static cJSON *agreement_json(vrecord **recs, const agreement *ag, int repeat) {
   return o;
 }
 
-static vstatus read_peer(const char *file, vrecord ***recs, int *n, int *cap) {
+vstatus sweep_read_peer(const char *file, vrecord ***recs, int *n, int *cap) {
   FILE *f = fopen(file, "rb");
   if (!f) return VERR("%s: cannot open peer records", file);
   fseek(f, 0, SEEK_END);
@@ -713,7 +715,7 @@ int cmd_sweep(int argc, char **argv) {
       if (r) recs[n_recs++] = r;
     }
   }
-  for (int i = 0; s == V_OK && i < n_peers; i++) s = read_peer(peers[i], &recs, &n_recs, &cap_recs);
+  for (int i = 0; s == V_OK && i < n_peers; i++) s = sweep_read_peer(peers[i], &recs, &n_recs, &cap_recs);
   if (s == V_OK) s = add_speedups(recs, n_recs, paths[0]);
   if (s == V_OK && repeat > 1) s = agreement_compute(recs, n_recs, (int)repeat, agree_pct, max_cv, &ag);
   if (s == V_OK) {

@@ -11,6 +11,7 @@
 
 #include <git2.h>
 
+#include "common/redact.h"
 #include "runner/sha256.h"
 
 #ifndef VOUCH_VERSION
@@ -65,6 +66,8 @@ void manifest_strip_userinfo(const char *url, char *out, size_t cap) {
   }
 }
 
+/* The allow-listed variables (redact_env_allowed), values redacted: a secret-looking name keeps
+ * only "***"; any value loses a URL's password and anything that looks like a credential. */
 static cJSON *environment_json(void) {
   /* sorted by name so the manifest does not depend on environ order */
   int n = 0;
@@ -80,13 +83,14 @@ static cJSON *environment_json(void) {
     if (!eq || eq == v[i]) continue;
     char name[256];
     snprintf(name, sizeof name, "%.*s", (int)(eq - v[i]), v[i]);
-    if (cJSON_GetObjectItemCaseSensitive(obj, name)) continue;
+    if (cJSON_GetObjectItemCaseSensitive(obj, name) || !redact_env_allowed(name)) continue;
     if (manifest_name_is_secret(name)) {
       cJSON_AddStringToObject(obj, name, "***");
     } else {
       char val[4096];
       /* values that carry credentials in a URL (proxies) lose them too */
       manifest_strip_userinfo(eq + 1, val, sizeof val);
+      redact_text(val);
       cJSON_AddStringToObject(obj, name, val);
     }
   }
@@ -278,13 +282,16 @@ vstatus manifest_build(const manifest_opts *o, cJSON **out) {
 #else
   cJSON_AddBoolToObject(b, "nccl", 0);
 #endif
-  const char *pt = o->plan_text ? o->plan_text : "";
+  /* the plan as plan.json holds it (rundir writes files redacted), so the hash matches */
+  char *pt = redact_dup(o->plan_text);
+  if (!pt) { cJSON_Delete(m); return VERR("manifest: out of memory"); }
   char hash[65];
   sha256_hex(pt, strlen(pt), hash);
   cJSON *plan = cJSON_AddObjectToObject(m, "plan");
   cJSON_AddStringToObject(plan, "name", o->plan_name ? o->plan_name : "");
   cJSON_AddStringToObject(plan, "sha256", hash);
   cJSON_AddStringToObject(plan, "text", pt);
+  free(pt);
   cJSON *seeds = cJSON_AddArrayToObject(m, "seeds");
   for (int i = 0; i < o->n_seeds; i++) {
     if (o->seeds[i] <= (1ULL << 53)) {
@@ -317,6 +324,7 @@ vstatus manifest_build(const manifest_opts *o, cJSON **out) {
       snprintf(buf, sizeof buf, "%s", a);
     }
     hide_next = a[0] == '-' && !eq && manifest_name_is_secret(a);
+    redact_text(buf);
     cJSON_AddItemToArray(cmd, cJSON_CreateString(buf));
   }
   cJSON *env = environment_json();

@@ -31,7 +31,9 @@ typedef struct manifest_opts {
  * the text is copied. NULL clears. */
 void manifest_set_gpu_info(const char *json);
 
-/* Builds the manifest at the start of a run (verdict "incomplete", ended_at null). */
+/* Builds the manifest at the start of a run (verdict "incomplete", ended_at null). The
+ * environment holds only the variables of redact_env_allowed; values, the command line and the
+ * plan text are redacted (common/redact.h). */
 vstatus manifest_build(const manifest_opts *o, cJSON **out);
 /* Sets ended_at (now) and the verdict. */
 vstatus manifest_finish(cJSON *m, const char *verdict);

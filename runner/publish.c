@@ -12,6 +12,8 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 
+#include "common/redact.h"
+#include "runner/publish_reply.h"
 #include "runner/report.h"
 
 vstatus publish_parse_pr(const char *spec, char *repo, size_t cap, int *pr) {
@@ -31,58 +33,13 @@ vstatus publish_parse_pr(const char *spec, char *repo, size_t cap, int *pr) {
   return V_OK;
 }
 
-typedef struct {
-  char *data;            /* response body */
-  size_t n, cap;
-  double retry_after;    /* seconds from Retry-After, -1 when absent */
-  long rl_remaining;     /* x-ratelimit-remaining, -1 when absent */
-  double rl_reset;       /* x-ratelimit-reset (epoch s), -1 when absent */
-  char next[2048];       /* Link rel="next" URL, "" when none */
-} resp;
+typedef publish_reply resp;
 
-static size_t on_body(char *p, size_t sz, size_t nm, void *u) {
-  resp *r = u;
-  size_t k = sz * nm;
-  if (r->n + k + 1 > r->cap) {
-    size_t cap = (r->n + k + 1) * 2;
-    char *d = realloc(r->data, cap);
-    if (!d) return 0;
-    r->data = d;
-    r->cap = cap;
-  }
-  memcpy(r->data + r->n, p, k);
-  r->n += k;
-  r->data[r->n] = 0;
-  return k;
-}
+static size_t on_body(char *p, size_t sz, size_t nm, void *u) { return publish_reply_body(u, p, sz * nm); }
 
 static size_t on_header(char *p, size_t sz, size_t nm, void *u) {
-  resp *r = u;
-  size_t k = sz * nm;
-  char line[4096];
-  snprintf(line, sizeof line, "%.*s", (int)(k < sizeof line - 1 ? k : sizeof line - 1), p);
-  line[strcspn(line, "\r\n")] = 0;
-  char *c = strchr(line, ':');
-  if (!c) return k;
-  *c = 0;
-  char *v = c + 1;
-  while (*v == ' ') v++;
-  if (!strcasecmp(line, "retry-after")) r->retry_after = atof(v);
-  else if (!strcasecmp(line, "x-ratelimit-remaining")) r->rl_remaining = atol(v);
-  else if (!strcasecmp(line, "x-ratelimit-reset")) r->rl_reset = atof(v);
-  else if (!strcasecmp(line, "link")) {
-    /* <URL>; rel="next", <URL>; rel="last" */
-    for (char *s = v; (s = strchr(s, '<'));) {
-      char *e = strchr(s, '>');
-      if (!e) break;
-      if (strstr(e, "rel=\"next\"") && (!strchr(e + 1, '<') || strstr(e, "rel=\"next\"") < strchr(e + 1, '<'))) {
-        snprintf(r->next, sizeof r->next, "%.*s", (int)(e - s - 1), s + 1);
-        break;
-      }
-      s = e + 1;
-    }
-  }
-  return k;
+  publish_reply_header(u, p, sz * nm);
+  return sz * nm;
 }
 
 typedef struct {
@@ -103,9 +60,7 @@ static vstatus http(client *c, const char *method, const char *url, const char *
   double backoff = 1.0;
   for (int attempt = 1;; attempt++) {
     memset(r, 0, sizeof *r);
-    r->retry_after = -1;
-    r->rl_remaining = -1;
-    r->rl_reset = -1;
+    publish_reply_init(r);
     CURL *h = curl_easy_init();
     if (!h) return VERR("%s %s: cannot initialise libcurl", method, url);
     char auth[512], ua[64], errbuf[CURL_ERROR_SIZE] = "";
@@ -164,11 +119,8 @@ static vstatus http(client *c, const char *method, const char *url, const char *
 
 static vstatus check_code(const char *method, const char *url, long code, const resp *r) {
   if (code >= 200 && code < 300) return V_OK;
-  cJSON *j = r->data ? cJSON_Parse(r->data) : NULL;
-  const char *msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "message"));
   char m[256];
-  snprintf(m, sizeof m, "%s", msg ? msg : "");
-  cJSON_Delete(j);
+  publish_reply_field(r->data, "message", m, sizeof m);
   const char *hint = code == 401 ? "the token was rejected: check GITHUB_TOKEN"
                      : code == 403 ? "forbidden: the token lacks permission (pull-requests: write / statuses: write)"
                      : code == 404 ? "not found: check OWNER/REPO and the PR number, and that the token can see the repository"
@@ -205,17 +157,9 @@ static vstatus find_comment(client *c, const char *base, double *id) {
     VTRY(http(c, "GET", url, NULL, &code, &r));
     vstatus s = check_code("GET", url, code, &r);
     if (s) { free(r.data); return s; }
-    cJSON *arr = r.data ? cJSON_Parse(r.data) : NULL;
+    s = publish_reply_find_comment(r.data, REPORT_MARKER, url, id);
     free(r.data);
-    if (!cJSON_IsArray(arr)) { cJSON_Delete(arr); return VERR("GET %s: reply is not a JSON array of comments", url); }
-    const cJSON *e;
-    cJSON_ArrayForEach(e, arr) {
-      const char *b = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "body"));
-      const cJSON *idj = cJSON_GetObjectItemCaseSensitive(e, "id");
-      if (b && strstr(b, REPORT_MARKER) && cJSON_IsNumber(idj)) { *id = idj->valuedouble; break; }
-    }
-    cJSON_Delete(arr);
-    if (*id) return V_OK;
+    if (s || *id) return s;
     /* follow Link: rel="next" only on the same API host (the token goes with it) */
     if (r.next[0] && !strncmp(r.next, base, strlen(base))) snprintf(url, sizeof url, "%s", r.next);
     else url[0] = 0;
@@ -237,7 +181,9 @@ vstatus publish_run(const publish_opts *o, char *url_out, size_t cap) {
   const char *target = o->target_url && (!strncmp(o->target_url, "https://", 8) || !strncmp(o->target_url, "http://", 7))
                            ? o->target_url : NULL;
   char url[2048];
-  char *cbody = json_body("body", o->body, NULL, NULL, NULL, NULL, NULL, NULL);
+  char *rbody = redact_dup(o->body); /* the comment is public: no credential in it */
+  char *cbody = rbody ? json_body("body", rbody, NULL, NULL, NULL, NULL, NULL, NULL) : NULL;
+  free(rbody);
   char *sbody = json_body("state", state, "context", "vouch", "description", desc, "target_url", target);
   if (!cbody || !sbody) { free(cbody); free(sbody); return VERR("publish: out of memory"); }
   vstatus s = V_OK;
@@ -276,11 +222,10 @@ vstatus publish_run(const publish_opts *o, char *url_out, size_t cap) {
   if ((s = http(&c, method, url, cbody, &code, &r))) goto out_curl;
   s = check_code(method, url, code, &r);
   if (s == V_OK) {
-    cJSON *j = r.data ? cJSON_Parse(r.data) : NULL;
-    const char *hu = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "html_url"));
-    if (hu && url_out) snprintf(url_out, cap, "%s", hu);
-    fprintf(o->out, "publish: %s comment on %s#%d%s%s\n", id ? "updated" : "created", o->repo, o->pr, hu ? ": " : "", hu ? hu : "");
-    cJSON_Delete(j);
+    char hu[2048];
+    publish_reply_field(r.data, "html_url", hu, sizeof hu);
+    if (hu[0] && url_out) snprintf(url_out, cap, "%s", hu);
+    fprintf(o->out, "publish: %s comment on %s#%d%s%s\n", id ? "updated" : "created", o->repo, o->pr, hu[0] ? ": " : "", hu);
   }
   free(r.data);
   if (s || !o->status) goto out_curl;

@@ -471,9 +471,11 @@ static vstatus metric_from_json(vrecord *r, const cJSON *o, const char *where) {
     int warmup = 0;
     const cJSON *wj = cJSON_GetObjectItemCaseSensitive(o, "warmup");
     if (d == RD_STABLE_MEAN) {
-      if (!cJSON_IsNumber(wj) || wj->valuedouble < 0 || wj->valuedouble != (int)wj->valuedouble) {
+      /* range first: (int) of a double outside int's range is undefined */
+      if (!cJSON_IsNumber(wj) || !(wj->valuedouble >= 0 && wj->valuedouble <= 2147483647.0) ||
+          wj->valuedouble != floor(wj->valuedouble)) {
         free(s);
-        return VERR("%s: field 'warmup': stable_mean needs a non-negative integer", where);
+        return VERR("%s: field 'warmup': stable_mean needs a non-negative integer below 2^31", where);
       }
       warmup = (int)wj->valuedouble;
     }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/redact.h"
 #include "runner/history.h"
 #include "runner/manifest.h"
 #include "runner/record.h"
@@ -37,16 +38,20 @@ static vstatus mkdir_p(const char *path) {
   return V_OK;
 }
 
-/* Writes text to dir/name through a temporary file and rename (never half-written). */
-static vstatus write_file(const char *dir, const char *name, const char *text, mode_t mode) {
+/* Writes text to dir/name through a temporary file and rename (never half-written), with
+ * anything that looks like a credential redacted (common/redact.h). */
+static vstatus write_file(const char *dir, const char *name, const char *raw, mode_t mode) {
   char path[PATH_MAX + 64], tmp[PATH_MAX + 80];
+  char *text = redact_dup(raw);
+  if (!text) return VERR("%s/%s: out of memory", dir, name);
   snprintf(path, sizeof path, "%s/%s", dir, name);
   snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
   FILE *f = fopen(tmp, "wb");
-  if (!f) return VERR("%s: cannot write: %s", tmp, strerror(errno));
+  if (!f) { free(text); return VERR("%s: cannot write: %s", tmp, strerror(errno)); }
   size_t n = strlen(text);
   int bad = fwrite(text, 1, n, f) != n;
   bad |= fclose(f) != 0;
+  free(text);
   if (bad) { unlink(tmp); return VERR("%s: write failed", tmp); }
   chmod(tmp, mode);
   if (rename(tmp, path) != 0) { unlink(tmp); return VERR("%s: cannot rename into place: %s", path, strerror(errno)); }
@@ -185,8 +190,25 @@ fail:
   return s;
 }
 
+/* Redacts the free-text fields of a record before it is stored: its case id, reason, check
+ * names and string parameters. */
+static void redact_record(vrecord *r) {
+  redact_text(r->case_id);
+  redact_text(r->reason);
+  for (int i = 0; i < r->n_checks; i++) redact_text(r->checks[i].name);
+  cJSON *p;
+  cJSON_ArrayForEach(p, r->params) {
+    if (cJSON_IsString(p) && redact_has_credential(p->valuestring)) {
+      char *v = redact_dup(p->valuestring);
+      if (v) cJSON_SetValuestring(p, v);
+      free(v);
+    }
+  }
+}
+
 vstatus rec_add(vrundir *rd, vrecord *r) {
   VTRY(rec_finalize(r));
+  redact_record(r);
   VTRY(store_add_record(&rd->st, r));
   rd->n++;
   rd->n_bad += r->status == REC_FAIL || r->status == REC_ERROR;
@@ -210,8 +232,8 @@ FILE *rec_log_open(vrundir *rd, const char *name) {
     if (*p == '/' || *p == '\\') { VERR("log name '%s': must not contain '/'", name); return NULL; }
   snprintf(path, sizeof path, "%s/logs/%s.log", rd->dir, name);
   FILE *f = fopen(path, "a");
-  if (!f) VERR("%s: cannot open log: %s", path, strerror(errno));
-  return f;
+  if (!f) { VERR("%s: cannot open log: %s", path, strerror(errno)); return NULL; }
+  return redact_stream(f); /* lines are redacted as they are written */
 }
 
 int rec_dir_count(const vrundir *rd) { return rd->n; }

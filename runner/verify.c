@@ -2,6 +2,7 @@
 #include "runner/verify.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,7 +75,8 @@ static bool type_ok(const cJSON *v, jtype t) {
   switch (t) {
   case T_STR: return cJSON_IsString(v);
   case T_NUM: return cJSON_IsNumber(v);
-  case T_INT: return cJSON_IsNumber(v) && v->valuedouble == (double)(long long)v->valuedouble;
+  /* range first: (long long) of a double outside its range is undefined; 2^53 keeps it exact */
+  case T_INT: return cJSON_IsNumber(v) && fabs(v->valuedouble) <= 9007199254740992.0 && v->valuedouble == floor(v->valuedouble);
   case T_BOOL: return cJSON_IsBool(v);
   case T_OBJ: return cJSON_IsObject(v);
   case T_ARR: return cJSON_IsArray(v);

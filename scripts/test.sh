@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds with -Werror (CUDA code compiled when nvcc
 # is present, run only where a GPU is visible), runs every ctest test labelled cpu, then
-# rebuilds without CUDA under AddressSanitizer + UBSan and reruns the bad-input tests there.
+# rebuilds without CUDA under AddressSanitizer + UBSan and reruns the bad-input tests there,
+# then runs the fuzz targets briefly (scripts/fuzz.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
@@ -14,6 +15,9 @@ fi
 BUILD_DIR="$root/build-asan" "$root/scripts/build.sh" -DVOUCH_WERROR=ON -DVOUCH_ASAN=ON -DVOUCH_CUDA=OFF \
   -DCMAKE_BUILD_TYPE=Debug
 (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp ctest -L cpu -R 'safetensors|model|cli_' -E 'cli_test_llamacpp' --output-on-failure -j"$(nproc)")
+# The parsers' libFuzzer targets (fuzz/, clang + ASan + UBSan): every corpus input replayed,
+# then VOUCH_FUZZ_SECONDS (15) of fuzzing each, two at a time; any finding fails.
+"$root/scripts/fuzz.sh" -t "${VOUCH_FUZZ_SECONDS:-15}" -j 2
 # The evaluation image's recipe in a clean debootstrap root (no Docker engine here): in CI, or
 # when asked with VOUCH_CHECK_RECIPE=1. Needs root and the Debian mirror (~2 minutes).
 if [ "${CI:-}" = true ] || [ "${VOUCH_CHECK_RECIPE:-0}" = 1 ]; then

@@ -143,7 +143,7 @@ int main(int argc, char **argv) {
   char hist[512], d1[512], d2[512], b1[600], b2[600], tmp[1200];
   snprintf(hist, sizeof hist, "%s/history.sqlite", T);
   setenv("VOUCH_HISTORY_DB", hist, 1);
-  setenv("SOME_API_TOKEN", "hunter2-secret", 1);
+  setenv("VOUCH_SOME_API_TOKEN", "hunter2-secret", 1); /* allow-listed name, secret-looking: "***" */
   snprintf(d1, sizeof d1, "%s/run1", T);
   CHECK_OK(gen_run(d1, "base", true));
 
@@ -151,7 +151,7 @@ int main(int argc, char **argv) {
   vresults r;
   CHECK_OK(bundle_load(d1, &r));
   const cJSON *env = cJSON_GetObjectItemCaseSensitive(r.manifest, "environment");
-  CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(env, "SOME_API_TOKEN")), "***"), "token redacted");
+  CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(env, "VOUCH_SOME_API_TOKEN")), "***"), "token redacted");
   const cJSON *cl = cJSON_GetObjectItemCaseSensitive(r.manifest, "command_line");
   CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetArrayItem(cl, 4)), "--api-token=***"), "argv secret redacted: %s",
         cJSON_GetStringValue(cJSON_GetArrayItem(cl, 4)));

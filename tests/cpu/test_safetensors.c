@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "model/safetensors.h"
 #include "tests/harness.h"
@@ -376,7 +377,13 @@ static void test_malformed(void) {
   expect_fail(p, "pastend.safetensors", "header length", "past the end");
 
   p = craft_len("absurd.safetensors", (uint64_t)1 << 40, "{}", 0);
-  expect_fail(p, "absurd.safetensors", "header length", "absurd");
+  expect_fail(p, "absurd.safetensors", "header length", "over the limit");
+  CHECK(!strstr(verr_msg(), "1099511627776"), "the header length read is not printed: %s", verr_msg());
+  /* a text file: the message must not carry its first bytes as a number */
+  p = tmp("passwd.safetensors");
+  write_bytes(p, "root:x:0:0:root:/root:/bin/bash\n", 32);
+  expect_fail(p, "passwd.safetensors", "header length", NULL);
+  CHECK(!strstr(verr_msg(), "3475222254926655346"), "no file bytes in the message: %s", verr_msg());
 
   p = craft("badjson.safetensors", "{\"w\": {\"dtype\": \"F32\", ", 0);
   expect_fail(p, "badjson.safetensors", "header", "JSON");
@@ -530,6 +537,74 @@ static void test_malformed_index(void) {
   expect_fail(p, "bad.safetensors", "'k'", "Q7");
 }
 
+/* An index may name only plain files of its own folder; symbolic links only into the folder or,
+ * in an HF cache (snapshots/REV linking to ../../blobs), into its blobs. */
+static void test_index_confinement(void) {
+  char root[600], dir[700], p[900], q[900];
+  snprintf(root, sizeof root, "%s", tmp("cage"));
+  mkdir(root, 0755);
+  snprintf(dir, sizeof dir, "%s/ckpt", root);
+  mkdir(dir, 0755);
+  craft("cage/outside.safetensors", "{\"o\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8);
+  craft("cage/ckpt/in.safetensors", "{\"i\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8);
+  const char *bad_names[] = {"../outside.safetensors", "../../../../etc/passwd", "/etc/passwd", "sub/in.safetensors",
+                             "..", "", "in\\u0001.safetensors"};
+  for (size_t i = 0; i < sizeof bad_names / sizeof *bad_names; i++) {
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+    char text[300];
+    snprintf(text, sizeof text, "{\"weight_map\":{\"i\":\"in.safetensors\",\"o\":\"%s\"}}", bad_names[i]);
+    write_bytes(p, text, strlen(text));
+    expect_fail(dir, "model.safetensors.index.json", "'weight_map'.'o'", "plain file name");
+  }
+  /* a link to a file outside the folder is refused, naming the entry */
+  snprintf(p, sizeof p, "%s/link.safetensors", dir);
+  snprintf(q, sizeof q, "%s/outside.safetensors", root);
+  CHECK(symlink(q, p) == 0, "symlink");
+  snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+  const char *li = "{\"weight_map\":{\"i\":\"in.safetensors\",\"o\":\"link.safetensors\"}}";
+  write_bytes(p, li, strlen(li));
+  expect_fail(dir, "model.safetensors.index.json", "'weight_map'.'o'", "outside the checkpoint folder");
+  /* so is a directory's model.safetensors that links out */
+  char single[700];
+  snprintf(single, sizeof single, "%s/single", root);
+  mkdir(single, 0755);
+  snprintf(p, sizeof p, "%s/model.safetensors", single);
+  CHECK(symlink(q, p) == 0, "symlink single");
+  expect_fail(single, "single", "model.safetensors", "outside the checkpoint folder");
+
+  /* a link inside the folder is followed */
+  snprintf(p, sizeof p, "%s/alias.safetensors", dir);
+  CHECK(symlink("in.safetensors", p) == 0, "symlink alias");
+  snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+  const char *al = "{\"weight_map\":{\"i\":\"alias.safetensors\"}}";
+  write_bytes(p, al, strlen(al));
+  st_set set;
+  CHECK_OK(st_open(&set, dir));
+  CHECK(set.n_tensors == 1 && st_find(&set, "i"), "link inside the folder opens");
+  st_close(&set);
+
+  /* the HF cache layout: models--o--m/snapshots/REV/x.safetensors -> ../../blobs/HASH */
+  char hf[700];
+  snprintf(hf, sizeof hf, "%s/models--o--m", root);
+  mkdir(hf, 0755);
+  snprintf(p, sizeof p, "%s/blobs", hf);
+  mkdir(p, 0755);
+  snprintf(p, sizeof p, "%s/snapshots", hf);
+  mkdir(p, 0755);
+  snprintf(p, sizeof p, "%s/snapshots/abc123", hf);
+  mkdir(p, 0755);
+  craft("cage/models--o--m/blobs/5f1e", "{\"h\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8);
+  snprintf(p, sizeof p, "%s/snapshots/abc123/model-00001-of-00001.safetensors", hf);
+  CHECK(symlink("../../blobs/5f1e", p) == 0, "symlink blob");
+  snprintf(p, sizeof p, "%s/snapshots/abc123/model.safetensors.index.json", hf);
+  const char *hi = "{\"weight_map\":{\"h\":\"model-00001-of-00001.safetensors\"}}";
+  write_bytes(p, hi, strlen(hi));
+  snprintf(p, sizeof p, "%s/snapshots/abc123", hf);
+  CHECK_OK(st_open(&set, p));
+  CHECK(set.n_tensors == 1 && st_find(&set, "h"), "HF cache blob link opens");
+  st_close(&set);
+}
+
 int main(void) {
   test_dtypes();
   test_half();
@@ -537,5 +612,6 @@ int main(void) {
   test_sharded();
   test_malformed();
   test_malformed_index();
+  test_index_confinement();
   return test_finish();
 }
