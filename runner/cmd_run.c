@@ -188,6 +188,10 @@ int cmd_run(int argc, char **argv) {
     return EXIT_USAGE;
   }
   if (check_plan(plan, pname)) { cli_print_error("run"); cJSON_Delete(plan); free(text); return EXIT_USAGE; }
+  /* a plan file is known by its own "name" (replay.sh runs plan.json): identity is its hash */
+  const char *own = cJSON_GetStringValue(cJSON_GetObjectItem(plan, "name"));
+  if (own && *own && strlen(own) < sizeof pname && strspn(own, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == strlen(own) && own[0] != '.')
+    snprintf(pname, sizeof pname, "%s", own);
 
   /* variables: plan, then device-derived, then command-line overrides */
   const int gpus = gpu_count();

@@ -7,7 +7,8 @@
 #   vouch-ci.sh run        the image's entrypoint: vouch run --plan $VOUCH_PLAN, bundle, verify;
 #                          the bundle is copied to $OUT/<name>.vouch.tar.gz (exit code kept)
 #   vouch-ci.sh baseline   the base branch's latest bundle -> $OUT/baseline.vouch.tar.gz: the
-#                          history store on this machine (same plan, hardware, base commit),
+#                          history store on this machine (same plan content and hardware, a
+#                          non-PR run at the base commit or its nearest ancestor; says why),
 #                          else $VOUCH_BASELINE_BUNDLE (e.g. a downloaded artifact), else the
 #                          artifact of the newest successful run on the base branch (GitHub, gh)
 #   vouch-ci.sh compare    vouch compare baseline bundle -> $OUT/compare.txt, compare.json
@@ -79,7 +80,10 @@ m = next(x for x in t.getmembers() if x.name.endswith("/manifest.json") and x.na
 print(json.load(t.extractfile(m))["hardware"]["key"])' "/out/$name.vouch.tar.gz")
     found=""
     if [ -n "${BASE_SHA:-}" ] && [ -f "$store/history.sqlite" ]; then
-      found=$(vouch_in_image history baseline --plan "${plan%.json}" --hardware "$hw" --base "$BASE_SHA" 2>/dev/null || true)
+      # the plan's identity is its content hash (vouch resolves a name or a file the way the run
+      # did); ancestry of the base commit is checked in this checkout, mounted read-only
+      found=$(docker run --rm -v "$store:/store" -v "$root:/src:ro" -e VOUCH_HISTORY_DB=/store/history.sqlite \
+        "$image" vouch history baseline --plan "$plan" --hardware "$hw" --base "$BASE_SHA" --repo /src || true)
     fi
     if [ -n "$found" ] && [ "${found#/store/}" != "$found" ] && [ -f "$store/${found#/store/}" ]; then
       cp "$store/${found#/store/}" "$out/baseline.vouch.tar.gz"

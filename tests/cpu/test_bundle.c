@@ -257,28 +257,38 @@ int main(int argc, char **argv) {
   snprintf(d2, sizeof d2, "%s/run_slow", T);
   CHECK_OK(gen_run(d2, "slower", true));
   CHECK_OK(bundle_load(d2, &b));
+  /* one run a side: timings are listed, never gated (the drift between two runs is unknown) */
   cmp = compare_results(&a, &b, 0.05);
+  CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "perf_regressions")->valueint == 0, "one run a side: no timing verdict");
+  CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "not_enough_samples")->valueint >= 4, "one run a side: not enough samples");
+  CHECK(!compare_failed(cmp), "one run a side: not failed");
+  cJSON_Delete(cmp);
+  /* three rounds a side (the same fixture three times): the 25% slowdown is a regression */
+  vresults a3[3] = {a, a, a}, b3[3] = {b, b, b};
+  cmp = compare_rounds(a3, 3, b3, 3, 0.05);
   int perf = cJSON_GetObjectItemCaseSensitive(cmp, "perf_regressions")->valueint;
   CHECK(perf >= 4, "slower path gives perf regressions: %d", perf);
-  cJSON *cmp2 = compare_results(&a, &b, 0.05);
+  CHECK(compare_failed(cmp) && !strncmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cmp, "headline")), "REGRESSION", 10),
+        "headline says REGRESSION");
+  cJSON *cmp2 = compare_rounds(a3, 3, b3, 3, 0.05);
   char *t1 = cJSON_PrintUnformatted(cmp), *t2 = cJSON_PrintUnformatted(cmp2);
   CHECK(!strcmp(t1, t2), "compare output is deterministic");
   free(t1); free(t2);
   cJSON_Delete(cmp2);
   cJSON_Delete(cmp);
   /* a 30% threshold tolerates the 25% slowdown */
-  cmp = compare_results(&a, &b, 0.30);
+  cmp = compare_rounds(a3, 3, b3, 3, 0.30);
   CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "perf_regressions")->valueint == 0, "within a 30%% threshold");
   cJSON_Delete(cmp);
 
   /* reports */
   char *md = NULL, *html = NULL;
-  CHECK_OK(report_markdown(&b, "https://example.com/b.tar.gz", REPORT_MD_LIMIT, &md));
+  CHECK_OK(report_markdown(&b, &(report_links){"https://example.com/b.tar.gz", NULL}, REPORT_MD_LIMIT, &md));
   CHECK(md && !strncmp(md, REPORT_MARKER, strlen(REPORT_MARKER)), "markdown starts with the marker");
-  CHECK(md && strstr(md, "<details>") && strstr(md, "| sweep |"), "markdown has details and summary");
+  CHECK(md && strstr(md, "| sweep |") && strstr(md, "**Bundle:** https://example.com/b.tar.gz"), "markdown has counts and the link");
   CHECK_OK(report_html(&b, &html));
-  CHECK(html && strstr(html, "<svg") && strstr(html, "tokens_per_s (tok/s) vs batch"), "html has the tokens/s chart");
-  CHECK(html && strstr(html, "evals: score"), "html has the eval chart");
+  CHECK(html && strstr(html, "<svg") && strstr(html, "Tokens/s vs batch"), "html has the tokens/s chart");
+  CHECK(html && strstr(html, "Eval mrcr: score vs context"), "html has the eval chart");
   free(md);
   free(html);
   bundle_unload(&b);
@@ -287,8 +297,9 @@ int main(int argc, char **argv) {
   snprintf(d2, sizeof d2, "%s/run_big", T);
   CHECK_OK(gen_run(d2, "big", true));
   CHECK_OK(bundle_load(d2, &b));
-  CHECK_OK(report_markdown(&b, NULL, 4000, &md));
-  CHECK(md && strlen(md) < 4000 && strstr(md, "more rows"), "markdown truncated to the limit: %zu", md ? strlen(md) : 0);
+  CHECK_OK(report_markdown(&b, NULL, 8000, &md));
+  CHECK(md && strlen(md) < 8000 && strstr(md, "| not_supported | 40 |"), "big run: what did not run, grouped: %zu",
+        md ? strlen(md) : 0);
   free(md);
   bundle_unload(&b);
 
