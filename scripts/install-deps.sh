@@ -5,8 +5,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git ca-certificates
       libcjson-dev libsqlite3-dev sqlite3 libcurl4-openssl-dev libgit2-dev libarchive-dev
-      zlib1g-dev libssl-dev python3 python3-jsonschema shellcheck yamllint debootstrap curl
-      chromium fonts-dejavu-core)  # headless Chromium renders the HTML report (tests/cli/test_report_browser.sh)
+      zlib1g-dev libssl-dev python3 python3-jsonschema shellcheck yamllint debootstrap curl)
+pkgs+=(chromium fonts-dejavu-core)  # headless Chromium renders the HTML report (tests/cli/test_report_browser.sh)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
