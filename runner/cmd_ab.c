@@ -8,17 +8,17 @@
  *    VOUCH_CMAKE_OPTIONS, or --cmake-options) into DIR/work/build-{base,head};
  *    logs/build-<side>.log. VOUCH_AB_PREBUILT=BINARY skips both builds.
  * 4. Runs `<side>/vouch run --plan P --out DIR/<side>-<k>` in the side's worktree (so each
- *    manifest names that side's commit), alternating base-1, head-1, base-2, head-2, ...
+ *    manifest names that side's commit), alternating base-1, head-1, head-2, base-2, base-3, ...
  *    Each run bundles itself to DIR/<side>-<k>.vouch.tar.gz.
- * 5. Compares in-process (compare_results): each round on its own, then the two sides with
- *    the raw samples of all their rounds pooled (the pooled comparison decides the exit
- *    code). Writes compare.json, compare.md, ab.json and SHA256SUMS.
+ * 5. Compares in-process: each round on its own, then all rounds of the two sides
+ *    (compare_rounds: intervals resample rounds, then steps within them; that comparison
+ *    decides the exit code). Writes compare.json, compare.md, ab.json and SHA256SUMS.
  *
  * DIR layout:
  *   ab.json               revisions, commits, cmake options, plan, every run (order, exit
  *                         code, verdict, bundle sha256), regression counts
  *   ab.log                one line per step in the order it ran
- *   compare.json          `vouch compare --json` shape of the pooled comparison, plus
+ *   compare.json          `vouch compare --json` shape of the all-rounds comparison, plus
  *                         "ab" (revisions, commits) and "per_round" (counts per round)
  *   compare.md            the same for a PR comment
  *   SHA256SUMS            sha256 of ab.json, compare.json, compare.md and every bundle
@@ -60,9 +60,10 @@ static const char HELP[] =
     "\nBase vs head on this machine, with no earlier bundle needed. Checks BASE and HEAD (default\n"
     "HEAD) of the git repository at --repo (default .) out into worktrees, builds each with the\n"
     "same cmake options (default: the ones this vouch was built with), runs the plan (default\n"
-    "smoke; --set passes variables to it) with both builds alternating base, head, base, head\n"
-    "(--rounds N pairs, default 2) so machine drift cancels, and compares the sides with the raw\n"
-    "samples of all rounds pooled, as `vouch compare` does (--threshold, default 0.05).\n"
+    "smoke; --set passes variables to it) with both builds alternating base, head, head, base, ...\n"
+    "(--rounds N pairs, default 3: the fewest for which timings are tested) so machine drift\n"
+    "cancels, and compares the sides over all rounds as `vouch compare` does (--threshold,\n"
+    "default 0.05); an interval resamples rounds, then steps within them.\n"
     "\n"
     "DIR (default vouch-ab/<base>-<head>-<UTC time>):\n"
     "  ab.json compare.json compare.md SHA256SUMS ab.log\n"
@@ -72,8 +73,8 @@ static const char HELP[] =
     "\n"
     "Committed revisions only: uncommitted changes of the repository are not part of HEAD.\n"
     "VOUCH_AB_PREBUILT=BINARY skips both builds and runs BINARY for both sides.\n"
-    "Exit code: 0 no regression, 1 regression (a case newly fails or errors, or a metric got\n"
-    "worse beyond the threshold), 2 usage error, unknown revision, worktree collision, or a\n"
+    "Exit code: 0 no regression, 1 regression (a case newly fails or errors, a metric got worse\n"
+    "beyond the threshold, or the head's runs are incomplete, errored or lack cases), 2 usage error, unknown revision, worktree collision, or a\n"
     "build or run that failed (the message names its log).\n";
 
 #define AB_MAX_SETS 16
@@ -384,66 +385,6 @@ static vstatus run_side(ab_opts *o, const side *s, int round, cJSON *runs) {
   return V_OK;
 }
 
-static const vrecord *find_rec(const vresults *r, const vrecord *k) {
-  for (int i = 0; i < r->n; i++) {
-    const vrecord *x = r->recs[i];
-    if (!strcmp(x->suite, k->suite) && !strcmp(x->case_id, k->case_id) && !strcmp(x->path, k->path)) return x;
-  }
-  return NULL;
-}
-
-static int severity(rec_status s) { return s == REC_ERROR ? 2 : s == REC_FAIL ? 1 : 0; }
-
-/* Pools rounds 2..n of one side into round 1's records: every metric with raw samples gets
- * the later rounds' samples appended (warm-up samples of a stable mean skipped; a
- * single-value metric becomes the median over rounds), values are re-derived, and the
- * status is the worst any round had (a case missing from a later round is an error). */
-static vstatus pool_rounds(vresults *rs, int n, const char *role) {
-  vresults *p = &rs[0];
-  for (int i = 0; i < p->n; i++) {
-    vrecord *r = p->recs[i];
-    rec_status worst = r->status;
-    char why[256];
-    snprintf(why, sizeof why, "%s", r->reason);
-    for (int k = 1; k < n; k++) {
-      const vrecord *x = find_rec(&rs[k], r);
-      if (!x) {
-        if (severity(REC_ERROR) > severity(worst)) {
-          worst = REC_ERROR;
-          snprintf(why, sizeof why, "case missing from %s-%d", role, k + 1);
-        }
-        continue;
-      }
-      if (severity(x->status) > severity(worst)) {
-        worst = x->status;
-        snprintf(why, sizeof why, "%s-%d: %.200s", role, k + 1, x->reason);
-      }
-      for (int m = 0; m < r->n_metrics; m++) {
-        rec_metric *rm = &r->metrics[m];
-        if (rm->derive == RD_RATIO) continue;
-        const rec_metric *xm = rec_metric_find(x, rm->name);
-        if (!xm || xm->n_samples <= 0) continue;
-        int skip = xm->derive == RD_STABLE_MEAN ? xm->warmup : 0;
-        if (skip > xm->n_samples) skip = xm->n_samples;
-        int add = xm->n_samples - skip;
-        if (add == 0) continue;
-        double *ns = realloc(rm->samples, (size_t)(rm->n_samples + add) * sizeof *ns);
-        if (!ns) return VERR("%s-%d: %s/%s: out of memory pooling samples", role, k + 1, r->suite, r->case_id);
-        memcpy(ns + rm->n_samples, xm->samples + skip, (size_t)add * sizeof *ns);
-        rm->samples = ns;
-        rm->n_samples += add;
-        if (rm->derive == RD_VALUE) rm->derive = RD_MEDIAN;
-      }
-    }
-    VTRY(rec_finalize(r));
-    if (severity(worst) > severity(r->status)) {
-      r->status = worst;
-      snprintf(r->reason, sizeof r->reason, "%s", why);
-    }
-  }
-  return V_OK;
-}
-
 static cJSON *side_json(const side *s) {
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "rev", s->rev);
@@ -482,29 +423,24 @@ static vstatus write_md(const ab_opts *o, const side *b, const side *h, const cJ
   snprintf(path, sizeof path, "%s/compare.md", o->dir);
   FILE *f = fopen(path, "wb");
   if (!f) return VERR("%s: cannot write: %s", path, strerror(errno));
-  int reg = cJSON_GetObjectItemCaseSensitive(cmp, "regressions")->valueint;
-  int corr = cJSON_GetObjectItemCaseSensitive(cmp, "correctness_regressions")->valueint;
-  int perf = cJSON_GetObjectItemCaseSensitive(cmp, "perf_regressions")->valueint;
   int runs = cJSON_GetObjectItemCaseSensitive(cmp, "run_regressions")->valueint;
-  fprintf(f, "## vouch ab: `%s` (%.12s) vs base `%s` (%.12s)\n\n", h->rev, h->sha, b->rev, b->sha);
-  fprintf(f, "Plan `%s`, %d round%s alternating base, head on one machine (%s); samples pooled over rounds.\n\n",
-          o->plan, o->rounds, o->rounds == 1 ? "" : "s", hw);
-  if (reg)
-    fprintf(f, "**%d regression%s**: %d correctness, %d performance beyond %.1f%%, %d failed head run%s.\n\n", reg,
-            reg == 1 ? "" : "s", corr, perf, 100 * o->threshold, runs, runs == 1 ? "" : "s");
+  /* the first line is the verdict: a failed head run, a problem or a regression, or none */
+  if (runs)
+    fprintf(f, "**REGRESSION: %d head run%s failed where the base run passed**\n\n", runs, runs == 1 ? "" : "s");
   const cJSON *e;
   cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cmp, "run_regression_notes")) fprintf(f, "- %s\n", e->valuestring);
   if (runs) fprintf(f, "\n");
-  else
-    fprintf(f, "**No regression** (threshold %.1f%%).\n\n", 100 * o->threshold);
+  compare_markdown(cmp, f);
+  fprintf(f, "\n## vouch ab: `%s` (%.12s) vs base `%s` (%.12s)\n\n", h->rev, h->sha, b->rev, b->sha);
+  fprintf(f, "Plan `%s`, %d round%s alternating base, head on one machine (%s); an interval resamples rounds, then "
+          "steps within them.\n\n", o->plan, o->rounds, o->rounds == 1 ? "" : "s", hw);
   fprintf(f, "| round | correctness regressions | performance regressions |\n|---|---|---|\n");
   cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cmp, "per_round"))
     fprintf(f, "| %d | %d | %d |\n", cJSON_GetObjectItemCaseSensitive(e, "round")->valueint,
             cJSON_GetObjectItemCaseSensitive(e, "correctness_regressions")->valueint,
             cJSON_GetObjectItemCaseSensitive(e, "perf_regressions")->valueint);
-  fprintf(f, "| pooled | %d | %d |\n\n<details><summary>comparison (candidate = head)</summary>\n\n```text\n", corr, perf);
-  compare_print(cmp, f);
-  fprintf(f, "```\n\n</details>\n");
+  fprintf(f, "| all rounds | %d | %d |\n", cJSON_GetObjectItemCaseSensitive(cmp, "correctness_regressions")->valueint,
+          cJSON_GetObjectItemCaseSensitive(cmp, "perf_regressions")->valueint);
   return fclose(f) != 0 ? VERR("%s: write failed", path) : V_OK;
 }
 
@@ -528,15 +464,20 @@ static vstatus write_sums(const ab_opts *o, const cJSON *runs) {
   return write_text(o->dir, "SHA256SUMS", text);
 }
 
-/* Head runs that exited non-zero in a round where the base run exited 0 (a step failed, a
- * case failed, or the run is incomplete): each is a regression of its own, named with its log. */
+/* Head runs that exited non-zero in a round whose base run exited 0 (a step failed, a case
+ * failed, or the run is incomplete): each is a regression of its own, named with its log. */
 static cJSON *run_regressions(const cJSON *runs) {
   cJSON *out = cJSON_CreateArray();
-  const cJSON *r, *base = NULL;
+  const cJSON *r, *x;
   cJSON_ArrayForEach(r, runs) {
     const char *side_name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "side"));
     int rc = cJSON_GetObjectItemCaseSensitive(r, "exit_code")->valueint;
-    if (side_name && !strcmp(side_name, "base")) { base = r; continue; }
+    if (side_name && !strcmp(side_name, "base")) continue;
+    const cJSON *base = NULL; /* the base run of the same round */
+    cJSON_ArrayForEach(x, runs)
+      if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "side")), "base") &&
+          cJSON_GetObjectItemCaseSensitive(x, "round")->valueint == cJSON_GetObjectItemCaseSensitive(r, "round")->valueint)
+        base = x;
     if (!base || rc == EXIT_OK ||
         cJSON_GetObjectItemCaseSensitive(base, "exit_code")->valueint != EXIT_OK)
       continue;
@@ -550,10 +491,11 @@ static cJSON *run_regressions(const cJSON *runs) {
   return out;
 }
 
-/* Loads every run, compares each round and the pooled sides; writes compare.json and
- * compare.md. *regressions gets the pooled count plus the run regressions. */
+/* Loads every run, compares each round and then all rounds; writes compare.json and
+ * compare.md. *regressions gets the all-rounds count plus the run regressions; *failed
+ * also counts the candidate's problems (incomplete, errored, missing cases). */
 static vstatus compare_all(ab_opts *o, const side *b, const side *h, bool json, const cJSON *runs, int *regressions,
-                           cJSON *ab) {
+                           bool *failed, cJSON *ab) {
   int n = o->rounds;
   vresults *rb = vcalloc((size_t)n, sizeof *rb, "base results"), *rh = vcalloc((size_t)n, sizeof *rh, "head results");
   vstatus s = (!rb || !rh) ? V_ERR : V_OK;
@@ -577,12 +519,10 @@ static vstatus compare_all(ab_opts *o, const side *b, const side *h, bool json, 
     cJSON_AddItemToArray(per, e);
     cJSON_Delete(c);
   }
-  if (s == V_OK) s = pool_rounds(rb, n, "base");
-  if (s == V_OK) s = pool_rounds(rh, n, "head");
   if (s == V_OK) {
     const char *hwb = manifest_hardware_key(rb[0].manifest), *hwh = manifest_hardware_key(rh[0].manifest);
     if (strcmp(hwb, hwh)) fprintf(stderr, "vouch ab: warning: the sides ran on different hardware: %s vs %s\n", hwb, hwh);
-    cJSON *cmp = compare_results(&rb[0], &rh[0], o->threshold);
+    cJSON *cmp = compare_rounds(rb, n, rh, n, o->threshold);
     cJSON *meta = cJSON_AddObjectToObject(cmp, "ab");
     cJSON_AddStringToObject(meta, "base_rev", b->rev);
     cJSON_AddStringToObject(meta, "base_commit", b->sha);
@@ -598,12 +538,17 @@ static vstatus compare_all(ab_opts *o, const side *b, const side *h, bool json, 
     cJSON_AddItemToObject(cmp, "run_regression_notes", rr);
     *regressions = cJSON_GetObjectItemCaseSensitive(cmp, "regressions")->valueint + n_rr;
     cJSON_ReplaceItemInObjectCaseSensitive(cmp, "regressions", cJSON_CreateNumber(*regressions));
+    *failed = compare_failed(cmp) || n_rr > 0;
+    if (n_rr) cJSON_ReplaceItemInObjectCaseSensitive(cmp, "failed", cJSON_CreateTrue());
     s = write_json(o->dir, "compare.json", cmp);
     if (s == V_OK) s = write_md(o, b, h, cmp, hwb);
     cJSON *summary = cJSON_AddObjectToObject(ab, "compare");
-    const char *keys[] = {"regressions", "correctness_regressions", "perf_regressions", "run_regressions"};
-    for (int i = 0; i < 4; i++)
+    const char *keys[] = {"regressions", "correctness_regressions", "perf_regressions", "run_regressions",
+                          "not_enough_samples"};
+    for (int i = 0; i < 5; i++)
       cJSON_AddNumberToObject(summary, keys[i], cJSON_GetObjectItemCaseSensitive(cmp, keys[i])->valuedouble);
+    cJSON_AddItemToObject(summary, "problems", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(cmp, "problems"), 1));
+    cJSON_AddStringToObject(summary, "headline", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cmp, "headline")));
     cJSON_AddStringToObject(ab, "hardware", hwb);
     if (s == V_OK) {
       if (json) {
@@ -634,7 +579,7 @@ static vstatus mkdir_one(const char *path) {
 }
 
 int cmd_ab(int argc, char **argv) {
-  ab_opts o = {.plan = "smoke", .rounds = 2, .threshold = 0.05, .cmake_options = VOUCH_CMAKE_OPTIONS};
+  ab_opts o = {.plan = "smoke", .rounds = COMPARE_MIN_TIMING_RUNS, .threshold = 0.05, .cmake_options = VOUCH_CMAKE_OPTIONS};
   side b = {.role = "base"}, h = {.role = "head", .rev = "HEAD"};
   const char *out = NULL, *repo_arg = ".", *v, *rounds_s = NULL, *th_s = NULL;
   bool keep = false, json = false;
@@ -663,7 +608,7 @@ int cmd_ab(int argc, char **argv) {
     } else err = VERR("unknown option '%s'", a);
     if (err) break;
   }
-  long rounds = 2;
+  long rounds = COMPARE_MIN_TIMING_RUNS;
   if (!err && rounds_s && cli_int("--rounds", rounds_s, 1, AB_MAX_ROUNDS, &rounds)) err = V_ERR;
   o.rounds = (int)rounds;
   if (!err && th_s && (cli_double("--threshold", th_s, &o.threshold) || o.threshold < 0 || o.threshold >= 1))
@@ -756,18 +701,21 @@ int cmd_ab(int argc, char **argv) {
   if (o.prebuilt) cJSON_AddStringToObject(ab, "prebuilt", o.prebuilt);
   else cJSON_AddNullToObject(ab, "prebuilt");
   runs = cJSON_AddArrayToObject(ab, "runs");
+  /* base, head, head, base, base, head, ...: a drift of the machine that grows steadily over
+   * the runs lands on both sides alike */
   for (int k = 1; k <= o.rounds; k++)
     for (int i = 0; i < 2; i++)
-      if ((s = run_side(&o, sides[i], k, runs))) goto out;
+      if ((s = run_side(&o, sides[k % 2 ? i : 1 - i], k, runs))) goto out;
   cJSON_AddItemToObject(ab, "base", side_json(&b));
   cJSON_AddItemToObject(ab, "head", side_json(&h));
-  if ((s = compare_all(&o, &b, &h, json, runs, &regressions, ab))) goto out;
-  rc = regressions ? EXIT_CHECK_FAILED : EXIT_OK;
+  bool failed = false;
+  if ((s = compare_all(&o, &b, &h, json, runs, &regressions, &failed, ab))) goto out;
+  rc = failed ? EXIT_CHECK_FAILED : EXIT_OK;
   cJSON_AddNumberToObject(ab, "exit_code", rc);
   if ((s = write_json(o.dir, "ab.json", ab)) || (s = write_sums(&o, runs))) { rc = EXIT_USAGE; goto out; }
   char cnt[16];
   snprintf(cnt, sizeof cnt, "%d", regressions);
-  ab_log(&o, "compare: %s regression(s); %s", cnt, regressions ? "exit 1" : "exit 0", NULL);
+  ab_log(&o, "compare: %s regression(s); %s", cnt, failed ? "exit 1" : "exit 0", NULL);
   fprintf(stderr, "vouch ab: results in %s (compare.md, compare.json, ab.json)\n", o.dir);
 out:
   if (s) {

@@ -115,24 +115,31 @@ int cmd_verify(int argc, char **argv) {
 }
 
 /* ---------------- compare ---------------- */
-static const char *COMPARE_USAGE = "vouch compare BASE CAND [--threshold 0.05] [--json]";
+static const char *COMPARE_USAGE = "vouch compare BASE CAND [--threshold 0.05] [--json] [--md OUT]";
 
 int cmd_compare(int argc, char **argv) {
-  const char *p[2] = {NULL, NULL}, *th = NULL;
+  const char *p[2] = {NULL, NULL}, *th = NULL, *md = NULL;
   int np = 0;
   bool json = false;
   vstatus err = V_OK;
   for (int i = 1; i < argc; i++) {
     if (is_help(argv[i])) {
       printf("usage: %s\n\nPairs the cases of two runs (bundles or directories) by suite, case and path.\n"
-             "Lists status changes first, then per metric: both values, ratio CAND/BASE, a 95%% bootstrap\n"
-             "CI of the ratio of medians over the raw samples (%d resamples, fixed seed) and a verdict\n"
-             "(faster/slower or better/worse, same-within-noise). Exit 1 when a case newly fails or\n"
-             "errors, or a metric with raw samples got worse with its whole CI beyond 1 +- threshold.\n",
-             COMPARE_USAGE, COMPARE_BOOT_ITERS);
+             "The first line is the verdict. Lists status changes first, then per metric: both values,\n"
+             "ratio CAND/BASE, a 95%% bootstrap interval of that figure's ratio (a p90's ratio for a p90;\n"
+             "%d resamples, fixed seed) and a verdict (faster/slower, better/worse, same-within-noise,\n"
+             "not enough samples: medians and means need %d samples a side, p90 %d, p99 %d). --md OUT\n"
+             "writes the same as Markdown (verdict first). Exit 1 when a case newly fails or errors, a\n"
+             "metric got worse with its whole interval beyond 1 +- threshold, or CAND is incomplete, has\n"
+             "errored cases or lacks cases BASE has.\n",
+             COMPARE_USAGE, COMPARE_BOOT_ITERS, compare_min_samples(RD_MEDIAN), compare_min_samples(RD_P90),
+             compare_min_samples(RD_P99));
       return EXIT_OK;
     }
-    if (cli_opt(argc, argv, &i, "--threshold", &th, &err)) { if (err) return usage_err("compare", COMPARE_USAGE); continue; }
+    if (cli_opt(argc, argv, &i, "--threshold", &th, &err) || cli_opt(argc, argv, &i, "--md", &md, &err)) {
+      if (err) return usage_err("compare", COMPARE_USAGE);
+      continue;
+    }
     if (!strcmp(argv[i], "--json")) { json = true; continue; }
     if (argv[i][0] == '-' || np == 2) { VERR("unexpected argument '%s'", argv[i]); return usage_err("compare", COMPARE_USAGE); }
     p[np++] = argv[i];
@@ -147,17 +154,22 @@ int cmd_compare(int argc, char **argv) {
   if (bundle_load(p[0], &a)) { cli_print_error("compare"); return EXIT_USAGE; }
   if (bundle_load(p[1], &b)) { cli_print_error("compare"); bundle_unload(&a); return EXIT_USAGE; }
   cJSON *cmp = compare_results(&a, &b, thr);
-  int regressions = cJSON_GetObjectItemCaseSensitive(cmp, "regressions")->valueint;
+  int rc = compare_failed(cmp) ? EXIT_CHECK_FAILED : EXIT_OK;
   if (json) print_json(cmp);
   else compare_print(cmp, stdout);
+  if (md) {
+    FILE *f = fopen(md, "wb");
+    if (f) compare_markdown(cmp, f);
+    if (!f || fclose(f) != 0) { VERR("--md %s: cannot write", md); cli_print_error("compare"); rc = EXIT_USAGE; }
+  }
   cJSON_Delete(cmp);
   bundle_unload(&a);
   bundle_unload(&b);
-  return regressions ? EXIT_CHECK_FAILED : EXIT_OK;
+  return rc;
 }
 
 /* ---------------- report ---------------- */
-static const char *REPORT_USAGE = "vouch report FILE|DIR [--html OUT] [--md OUT] [--bundle-url URL]";
+static const char *REPORT_USAGE = "vouch report FILE|DIR [--html OUT] [--md OUT] [--bundle-url URL] [--report-url URL]";
 
 static int write_text(const char *path, const char *text) {
   FILE *f = fopen(path, "wb");
@@ -169,17 +181,21 @@ static int write_text(const char *path, const char *text) {
 }
 
 int cmd_report(int argc, char **argv) {
-  const char *path = NULL, *html = NULL, *md = NULL, *url = NULL;
+  const char *path = NULL, *html = NULL, *md = NULL, *url = NULL, *rurl = NULL;
   vstatus err = V_OK;
   for (int i = 1; i < argc; i++) {
     if (is_help(argv[i])) {
-      printf("usage: %s\n\nWrites the Markdown report (one GitHub comment: under %d characters, summary\n"
-             "table, failures, <details> per suite) to stdout or --md OUT, and with --html OUT a\n"
-             "self-contained HTML page with SVG charts drawn from the records.\n", REPORT_USAGE, REPORT_MD_LIMIT);
+      printf("usage: %s\n\nWrites the Markdown report to stdout or --md OUT: one GitHub comment (under %d\n"
+             "characters at any plan size) with the verdict, counts per suite, each failing check with its\n"
+             "numbers, the speed-up per batch x context with its interval and %% of roofline, eval scores\n"
+             "per bin, and what did not run and why; links to the bundle (--bundle-url) and the full\n"
+             "report (--report-url). With --html OUT, that full report: a self-contained HTML page with a\n"
+             "chart per question (speed-up vs batch, tokens/s and %% roofline vs batch, eval score vs bin,\n"
+             "divergence per point) and every record.\n", REPORT_USAGE, REPORT_MD_LIMIT);
       return EXIT_OK;
     }
     if (cli_opt(argc, argv, &i, "--html", &html, &err) || cli_opt(argc, argv, &i, "--md", &md, &err) ||
-        cli_opt(argc, argv, &i, "--bundle-url", &url, &err)) {
+        cli_opt(argc, argv, &i, "--bundle-url", &url, &err) || cli_opt(argc, argv, &i, "--report-url", &rurl, &err)) {
       if (err) return usage_err("report", REPORT_USAGE);
       continue;
     }
@@ -191,7 +207,8 @@ int cmd_report(int argc, char **argv) {
   if (bundle_load(path, &r)) { cli_print_error("report"); return EXIT_USAGE; }
   char *text = NULL, *page = NULL;
   int rc = EXIT_OK;
-  if (report_markdown(&r, url, REPORT_MD_LIMIT, &text)) rc = EXIT_USAGE;
+  report_links links = {.bundle_url = url, .html_url = rurl};
+  if (report_markdown(&r, &links, REPORT_MD_LIMIT, &text)) rc = EXIT_USAGE;
   else if (md ? write_text(md, text) : fputs(text, stdout) < 0) rc = EXIT_USAGE;
   if (rc == EXIT_OK && html && (report_html(&r, &page) || write_text(html, page))) rc = EXIT_USAGE;
   if (rc) cli_print_error("report");
@@ -203,16 +220,18 @@ int cmd_report(int argc, char **argv) {
 
 /* ---------------- publish ---------------- */
 static const char *PUBLISH_USAGE =
-    "vouch publish FILE|DIR --pr OWNER/REPO#N [--status] [--api-url URL] [--bundle-url URL] [--dry-run]";
+    "vouch publish FILE|DIR --pr OWNER/REPO#N [--status] [--api-url URL] [--bundle-url URL] [--report-url URL]\n"
+    "              [--dry-run]";
 
 int cmd_publish(int argc, char **argv) {
-  const char *path = NULL, *pr = NULL, *api = NULL, *url = NULL;
+  const char *path = NULL, *pr = NULL, *api = NULL, *url = NULL, *rurl = NULL;
   bool status = false, dry = false;
   vstatus err = V_OK;
   for (int i = 1; i < argc; i++) {
     if (is_help(argv[i])) {
       printf("usage: %s\n\nVerifies the bundle, then creates or updates one comment on the pull request\n"
-             "(found again by the hidden marker %s) with the Markdown report, and with\n"
+             "(found again by the hidden marker %s) with the Markdown report (vouch report;\n"
+             "--report-url links the HTML report, e.g. the job's artifact), and with\n"
              "--status sets the commit status 'vouch' on the manifest's head SHA (success when the\n"
              "verdict is pass). Token: GITHUB_TOKEN (never printed). --dry-run prints the requests.\n"
              "Retries 5xx and rate limits with backoff (total wait <= VOUCH_PUBLISH_MAX_WAIT s, default 120).\n",
@@ -220,7 +239,7 @@ int cmd_publish(int argc, char **argv) {
       return EXIT_OK;
     }
     if (cli_opt(argc, argv, &i, "--pr", &pr, &err) || cli_opt(argc, argv, &i, "--api-url", &api, &err) ||
-        cli_opt(argc, argv, &i, "--bundle-url", &url, &err)) {
+        cli_opt(argc, argv, &i, "--bundle-url", &url, &err) || cli_opt(argc, argv, &i, "--report-url", &rurl, &err)) {
       if (err) return usage_err("publish", PUBLISH_USAGE);
       continue;
     }
@@ -245,7 +264,8 @@ int cmd_publish(int argc, char **argv) {
   if (bundle_load(path, &r)) { cli_print_error("publish"); return EXIT_USAGE; }
   char *body = NULL;
   int rc = EXIT_OK;
-  if (report_markdown(&r, url, REPORT_MD_LIMIT, &body)) {
+  report_links links = {.bundle_url = url, .html_url = rurl};
+  if (report_markdown(&r, &links, REPORT_MD_LIMIT, &body)) {
     cli_print_error("publish");
     bundle_unload(&r);
     return EXIT_USAGE;
@@ -272,7 +292,7 @@ int cmd_publish(int argc, char **argv) {
 /* ---------------- history ---------------- */
 static const char *HISTORY_USAGE =
     "vouch history [--db PATH] [--plan P] [--metric M] [--limit N] [--json]\n"
-    "       vouch history baseline --plan P --hardware H [--base SHA] [--db PATH] [--json]";
+    "       vouch history baseline --plan P --hardware H [--base REV] [--repo DIR] [--db PATH] [--json]";
 
 static const char *col(sqlite3_stmt *st, int i) {
   const char *v = (const char *)sqlite3_column_text(st, i);
@@ -280,21 +300,26 @@ static const char *col(sqlite3_stmt *st, int i) {
 }
 
 int cmd_history(int argc, char **argv) {
-  const char *db = NULL, *plan = NULL, *metric = NULL, *hw = NULL, *base = NULL, *lim = NULL;
+  const char *db = NULL, *plan = NULL, *metric = NULL, *hw = NULL, *base = NULL, *lim = NULL, *repo = NULL;
   bool json = false, baseline = false;
   vstatus err = V_OK;
   for (int i = 1; i < argc; i++) {
     if (is_help(argv[i])) {
       printf("usage: %s\n\nLists past runs from the local history store (VOUCH_HISTORY_DB, default\n"
              "~/.local/share/vouch/history.sqlite; every finished run adds a row). --metric M lists\n"
-             "that metric across runs. `baseline` prints the newest run (its bundle if one was made,\n"
-             "else its directory) of the same plan and hardware (and base commit, when given): the\n"
-             "BASE for `vouch compare`. Exit 1 when no run matches.\n", HISTORY_USAGE);
+             "that metric across runs. `baseline` prints the BASE for `vouch compare` (the run's bundle if\n"
+             "one was made, else its directory): a finished run that was not a pull request's, of the same\n"
+             "plan content (P: a built-in plan, a plan file or its sha256; runs are matched by the hash of\n"
+             "the plan text) and hardware, whose head is the base commit REV or, failing that, its nearest\n"
+             "ancestor in the repository at --repo (default .); the newest such run first. Says on stderr\n"
+             "(--json: \"why\") why it picked that run and what it skipped. Exit 1 when no run matches.\n",
+             HISTORY_USAGE);
       return EXIT_OK;
     }
     if (cli_opt(argc, argv, &i, "--db", &db, &err) || cli_opt(argc, argv, &i, "--plan", &plan, &err) ||
         cli_opt(argc, argv, &i, "--metric", &metric, &err) || cli_opt(argc, argv, &i, "--hardware", &hw, &err) ||
-        cli_opt(argc, argv, &i, "--base", &base, &err) || cli_opt(argc, argv, &i, "--limit", &lim, &err)) {
+        cli_opt(argc, argv, &i, "--base", &base, &err) || cli_opt(argc, argv, &i, "--limit", &lim, &err) ||
+        cli_opt(argc, argv, &i, "--repo", &repo, &err)) {
       if (err) return usage_err("history", HISTORY_USAGE);
       continue;
     }
@@ -306,15 +331,25 @@ int cmd_history(int argc, char **argv) {
   long limit = 50;
   if (lim && cli_int("--limit", lim, 1, 1000000, &limit)) return usage_err("history", HISTORY_USAGE);
   if (baseline && (!plan || !hw)) { VERR("baseline needs --plan and --hardware"); return usage_err("history", HISTORY_USAGE); }
+  if (baseline) {
+    history_query q = {.plan = plan, .hardware = hw, .base = base, .repo = repo};
+    cJSON *b = NULL;
+    if (history_baseline(db, &q, &b)) { cli_print_error("history"); return EXIT_USAGE; }
+    bool found = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "found"));
+    if (json) print_json(b);
+    else {
+      if (found) printf("%s\n", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "path")));
+      fprintf(stderr, "vouch history: %s\n", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "why")));
+    }
+    cJSON_Delete(b);
+    return found ? EXIT_OK : EXIT_CHECK_FAILED;
+  }
   void *hv;
   if (history_open(db, false, &hv)) { cli_print_error("history"); return EXIT_USAGE; }
   sqlite3 *h = hv;
   sqlite3_stmt *st = NULL;
   const char *sql;
-  if (baseline)
-    sql = "SELECT id, run_dir, coalesce(bundle, ''), verdict, head_sha, ended_at FROM runs WHERE plan = ?1 AND hardware = ?2 "
-          "AND (?3 IS NULL OR base_sha = ?3 OR head_sha = ?3) ORDER BY id DESC LIMIT 1";
-  else if (metric)
+  if (metric)
     sql = "SELECT r.id, r.ended_at, r.plan, m.suite, m.case_id, m.path, m.value, m.unit, coalesce(r.head_sha,'') FROM run_metrics m "
           "JOIN runs r ON r.id = m.run_id WHERE m.metric = ?4 AND (?1 IS NULL OR r.plan = ?1) ORDER BY r.id DESC, m.rowid LIMIT ?5";
   else
@@ -327,24 +362,13 @@ int cmd_history(int argc, char **argv) {
     return EXIT_USAGE;
   }
   if (plan) sqlite3_bind_text(st, 1, plan, -1, SQLITE_STATIC);
-  if (hw && baseline) sqlite3_bind_text(st, 2, hw, -1, SQLITE_STATIC);
-  if (base && baseline) sqlite3_bind_text(st, 3, base, -1, SQLITE_STATIC);
-  if (metric && !baseline) sqlite3_bind_text(st, 4, metric, -1, SQLITE_STATIC);
-  if (!baseline) sqlite3_bind_int64(st, 5, limit);
+  if (metric) sqlite3_bind_text(st, 4, metric, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 5, limit);
   cJSON *arr = cJSON_CreateArray();
-  int rows = 0;
   while (sqlite3_step(st) == SQLITE_ROW) {
-    rows++;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "run_id", (double)sqlite3_column_int64(st, 0));
-    if (baseline) {
-      const char *pathv = col(st, 2)[0] ? col(st, 2) : col(st, 1);
-      cJSON_AddStringToObject(o, "path", pathv);
-      cJSON_AddStringToObject(o, "run_dir", col(st, 1));
-      cJSON_AddStringToObject(o, "bundle", col(st, 2));
-      cJSON_AddStringToObject(o, "verdict", col(st, 3));
-      if (!json) printf("%s\n", pathv);
-    } else if (metric) {
+    if (metric) {
       cJSON_AddStringToObject(o, "ended_at", col(st, 1));
       cJSON_AddStringToObject(o, "plan", col(st, 2));
       cJSON_AddStringToObject(o, "suite", col(st, 3));
@@ -374,11 +398,7 @@ int cmd_history(int argc, char **argv) {
   }
   sqlite3_finalize(st);
   sqlite3_close(h);
-  if (json) print_json(baseline ? (cJSON_GetArrayItem(arr, 0) ? cJSON_GetArrayItem(arr, 0) : arr) : arr);
+  if (json) print_json(arr);
   cJSON_Delete(arr);
-  if (baseline && !rows) {
-    fprintf(stderr, "vouch history: no run of plan '%s' on '%s'%s%s\n", plan, hw, base ? " with base " : "", base ? base : "");
-    return EXIT_CHECK_FAILED;
-  }
   return EXIT_OK;
 }

@@ -328,6 +328,10 @@ int cmd_run(int argc, char **argv) {
   if (!text) { cli_print_error("run"); return EXIT_USAGE; }
   cJSON *plan = NULL;
   if (run_plan_parse(text, pname, &plan)) { cli_print_error("run"); free(text); return EXIT_USAGE; }
+  /* a plan file is known by its own "name" (replay.sh runs plan.json): identity is its hash */
+  const char *own = cJSON_GetStringValue(cJSON_GetObjectItem(plan, "name"));
+  if (own && *own && strlen(own) < sizeof pname && strspn(own, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == strlen(own) && own[0] != '.')
+    snprintf(pname, sizeof pname, "%s", own);
 
   /* variables: plan, then device-derived, then command-line overrides */
   const int gpus = gpu_count();

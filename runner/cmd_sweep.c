@@ -200,6 +200,34 @@ static bool same_point(const vrecord *a, const vrecord *b) {
   base_case(b, y, sizeof y);
   return !strcmp(x, y);
 }
+/* The same point but for the TP degree (the "/tpN/" segment of the case id): a path that fixes
+ * its degree (cpu-ref:tp2) against a baseline run at another one. */
+static void drop_tp(char *s) {
+  char *p = strstr(s, "/tp");
+  if (!p) return;
+  char *e = strchr(p + 1, '/');
+  if (e) memmove(p, e, strlen(e) + 1);
+}
+static bool same_point_any_tp(const vrecord *a, const vrecord *b) {
+  char x[256], y[256];
+  base_case(a, x, sizeof x);
+  base_case(b, y, sizeof y);
+  drop_tp(x);
+  drop_tp(y);
+  return !strcmp(x, y);
+}
+
+/* The baseline path's record of r's grid point and round: the same point, else the same
+ * point at another TP degree. */
+static const vrecord *base_record(vrecord **recs, int n, const char *base, const vrecord *r) {
+  for (int pass = 0; pass < 2; pass++)
+    for (int j = 0; j < n; j++) {
+      const vrecord *b = recs[j];
+      if (strcmp(b->path, base) || rec_round(b) != rec_round(r)) continue;
+      if (pass == 0 ? same_point(b, r) : same_point_any_tp(b, r)) return b;
+    }
+  return NULL;
+}
 
 /* Speedup of every run record over the baseline path's record of the same grid point and round. */
 static vstatus add_speedups(vrecord **recs, int n, const char *base) {
@@ -207,20 +235,16 @@ static vstatus add_speedups(vrecord **recs, int n, const char *base) {
     vrecord *r = recs[i];
     const rec_metric *mc = rec_metric_find(r, "step_ms");
     if (!mc || mc->n_samples < 1 || rec_metric_find(r, "speedup")) continue;
-    for (int j = 0; j < n; j++) {
-      const vrecord *b = recs[j];
-      if (strcmp(b->path, base) || rec_round(b) != rec_round(r) || !same_point(b, r)) continue;
-      const rec_metric *mb = rec_metric_find(b, "step_ms");
-      if (!mb || mb->n_samples < 1) break;
-      double lo = NAN, hi = NAN;
-      /* median(base) / median(cand), with a bootstrap CI (ratio of medians) */
-      double sp = rec_bootstrap_ratio(mc->samples, mc->n_samples, mb->samples, mb->n_samples, 2000, 12345, &lo, &hi);
-      VTRY(rec_metric_value(r, "speedup", "x", RB_HIGHER, sp));
-      VTRY(rec_metric_value(r, "speedup_ci95_lo", "x", RB_HIGHER, lo));
-      VTRY(rec_metric_value(r, "speedup_ci95_hi", "x", RB_HIGHER, hi));
-      VTRY(rec_finalize(r));
-      break;
-    }
+    const vrecord *b = base_record(recs, n, base, r);
+    const rec_metric *mb = b ? rec_metric_find(b, "step_ms") : NULL;
+    if (!mb || mb->n_samples < 1) continue;
+    double lo = NAN, hi = NAN;
+    /* median(base) / median(cand), with a bootstrap CI (ratio of medians) */
+    double sp = rec_bootstrap_ratio(mc->samples, mc->n_samples, mb->samples, mb->n_samples, 2000, 12345, &lo, &hi);
+    VTRY(rec_metric_value(r, "speedup", "x", RB_HIGHER, sp));
+    VTRY(rec_metric_value(r, "speedup_ci95_lo", "x", RB_HIGHER, lo));
+    VTRY(rec_metric_value(r, "speedup_ci95_hi", "x", RB_HIGHER, hi));
+    VTRY(rec_finalize(r));
   }
   return V_OK;
 }

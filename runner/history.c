@@ -20,7 +20,7 @@ static const char k_ddl[] =
     "  run_dir TEXT NOT NULL, bundle TEXT,\n"
     "  plan TEXT NOT NULL, plan_sha256 TEXT NOT NULL, hardware TEXT NOT NULL,\n"
     "  head_sha TEXT, base_sha TEXT, started_at TEXT, ended_at TEXT,\n"
-    "  verdict TEXT NOT NULL, n_records INTEGER NOT NULL);\n"
+    "  verdict TEXT NOT NULL, n_records INTEGER NOT NULL, pr INTEGER, ref TEXT);\n"
     "CREATE TABLE IF NOT EXISTS run_metrics (\n"
     "  run_id INTEGER NOT NULL REFERENCES runs(id),\n"
     "  suite TEXT NOT NULL, case_id TEXT NOT NULL, path TEXT NOT NULL,\n"
@@ -66,6 +66,9 @@ vstatus history_open(const char *db, bool create, void **out) {
     sqlite3_close(h);
     return e;
   }
+  /* stores made before the pr/ref columns: add them (NULL: not known to be a PR run) */
+  sqlite3_exec(h, "ALTER TABLE runs ADD COLUMN pr INTEGER", NULL, NULL, NULL);
+  sqlite3_exec(h, "ALTER TABLE runs ADD COLUMN ref TEXT", NULL, NULL, NULL);
   *out = h;
   return V_OK;
 }
@@ -91,7 +94,7 @@ vstatus history_append(const char *db, const char *run_dir, const cJSON *m, cons
   const cJSON *recs = cJSON_GetObjectItemCaseSensitive(results, "records");
   sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL);
   if (sqlite3_prepare_v2(h, "INSERT INTO runs(run_dir, plan, plan_sha256, hardware, head_sha, base_sha, started_at, "
-                         "ended_at, verdict, n_records) VALUES (?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK) {
+                         "ended_at, verdict, n_records, pr, ref) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK) {
     e = VERR("%s: history: %s", db, sqlite3_errmsg(h));
     goto out;
   }
@@ -104,6 +107,12 @@ vstatus history_append(const char *db, const char *run_dir, const cJSON *m, cons
     else sqlite3_bind_null(st, i + 1);
   }
   sqlite3_bind_int(st, 10, cJSON_GetArraySize(recs));
+  const cJSON *pr = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "subject"), "pr");
+  if (cJSON_IsNumber(pr)) sqlite3_bind_int(st, 11, pr->valueint);
+  else sqlite3_bind_null(st, 11);
+  const char *ref = jstr(cJSON_GetObjectItemCaseSensitive(m, "subject"), "ci", "github_ref");
+  if (ref) sqlite3_bind_text(st, 12, ref, -1, SQLITE_TRANSIENT);
+  else sqlite3_bind_null(st, 12);
   if (sqlite3_step(st) != SQLITE_DONE) { e = VERR("%s: history: %s", db, sqlite3_errmsg(h)); goto out; }
   sqlite3_int64 id = sqlite3_last_insert_rowid(h);
   sqlite3_finalize(st);

@@ -7,6 +7,7 @@ pkgs=(build-essential cmake pkg-config git ca-certificates
       libcjson-dev libsqlite3-dev sqlite3 libcurl4-openssl-dev libmicrohttpd-dev libgit2-dev libarchive-dev
       zlib1g-dev libssl-dev python3 python3-jsonschema shellcheck yamllint debootstrap curl
       clang libclang-rt-dev libomp-dev) # clang + libFuzzer + its OpenMP: the fuzz targets
+pkgs+=(chromium fonts-dejavu-core)  # headless Chromium renders the HTML report (tests/cli/test_report_browser.sh)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,17 +7,22 @@
 #   vouch-ci.sh run        the image's entrypoint: vouch run --plan $VOUCH_PLAN, bundle, verify;
 #                          the bundle is copied to $OUT/<name>.vouch.tar.gz (exit code kept)
 #   vouch-ci.sh baseline   the base branch's latest bundle -> $OUT/baseline.vouch.tar.gz: the
-#                          history store on this machine (same plan, hardware, base commit),
+#                          history store on this machine (same plan content and hardware, a
+#                          non-PR run at the base commit or its nearest ancestor; says why),
 #                          else $VOUCH_BASELINE_BUNDLE (e.g. a downloaded artifact), else the
 #                          artifact of the newest successful run on the base branch (GitHub, gh)
-#   vouch-ci.sh compare    vouch compare baseline bundle -> $OUT/compare.txt, compare.json
+#   vouch-ci.sh compare    vouch compare baseline bundle -> $OUT/compare.txt, compare.md (verdict
+#                          first), compare.json; exit 1 also when the run is incomplete or lacks
+#                          cases the baseline has (timings of one run a side are listed, not gated:
+#                          vouch ab --rounds 3 gates them)
 #   vouch-ci.sh publish    vouch publish: PR comment and commit status (GITHUB_TOKEN)
 #   vouch-ci.sh gate       exit 1 when the run failed or the comparison found a regression
 #
 # Environment: VOUCH_PLAN (default smoke), CUDA_ARCHS (default "90a;100a"), VOUCH_STORE (a
 # directory kept on this machine between jobs: history.sqlite and results/; default
 # /var/lib/vouch), OUT (default ./vouch-out), HEAD_SHA, BASE_SHA, PR_REPO (owner/repo),
-# PR_NUMBER, BUNDLE_URL (link in the comment), GITHUB_TOKEN (publish), GITHUB_EVENT_PATH.
+# PR_NUMBER, BUNDLE_URL and REPORT_URL (links in the comment: the bundle, $OUT/report/report.html),
+# GITHUB_TOKEN (publish), GITHUB_EVENT_PATH.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 plan=${VOUCH_PLAN:-smoke}
@@ -67,6 +72,10 @@ case "${1:-}" in
       exit 2
     fi
     cp "$store/results/$name.vouch.tar.gz" "$out/"
+    # the full report (every chart and record) goes next to the bundle; the PR comment links it
+    mkdir -p "$out/report"
+    vouch_in_image report "/out/$name.vouch.tar.gz" --html /out/report/report.html --md /out/report/comment.md \
+      || echo "vouch-ci: report failed (the comment will be made by publish)" >&2
     echo "vouch-ci: bundle $out/$name.vouch.tar.gz (run exit $rc)"
     ;;
   baseline)
@@ -79,7 +88,10 @@ m = next(x for x in t.getmembers() if x.name.endswith("/manifest.json") and x.na
 print(json.load(t.extractfile(m))["hardware"]["key"])' "/out/$name.vouch.tar.gz")
     found=""
     if [ -n "${BASE_SHA:-}" ] && [ -f "$store/history.sqlite" ]; then
-      found=$(vouch_in_image history baseline --plan "${plan%.json}" --hardware "$hw" --base "$BASE_SHA" 2>/dev/null || true)
+      # the plan's identity is its content hash (vouch resolves a name or a file the way the run
+      # did); ancestry of the base commit is checked in this checkout, mounted read-only
+      found=$(docker run --rm -v "$store:/store" -v "$root:/src:ro" -e VOUCH_HISTORY_DB=/store/history.sqlite \
+        "$image" vouch history baseline --plan "$plan" --hardware "$hw" --base "$BASE_SHA" --repo /src || true)
     fi
     if [ -n "$found" ] && [ "${found#/store/}" != "$found" ] && [ -f "$store/${found#/store/}" ]; then
       cp "$store/${found#/store/}" "$out/baseline.vouch.tar.gz"
@@ -106,7 +118,7 @@ print(json.load(t.extractfile(m))["hardware"]["key"])' "/out/$name.vouch.tar.gz"
       exit 0
     fi
     rc=0
-    vouch_in_image compare /out/baseline.vouch.tar.gz "/out/$name.vouch.tar.gz" > "$out/compare.txt" || rc=$?
+    vouch_in_image compare /out/baseline.vouch.tar.gz "/out/$name.vouch.tar.gz" --md /out/compare.md > "$out/compare.txt" || rc=$?
     vouch_in_image compare --json /out/baseline.vouch.tar.gz "/out/$name.vouch.tar.gz" > "$out/compare.json" || true
     echo "$rc" > "$out/compare-rc"
     cat "$out/compare.txt"
@@ -117,6 +129,7 @@ print(json.load(t.extractfile(m))["hardware"]["key"])' "/out/$name.vouch.tar.gz"
     : "${PR_REPO:?PR_REPO=owner/repo is needed}" "${PR_NUMBER:?PR_NUMBER is needed}" "${GITHUB_TOKEN:?GITHUB_TOKEN is needed}"
     args=("/out/$name.vouch.tar.gz" --pr "$PR_REPO#$PR_NUMBER" --status)
     [ -z "${BUNDLE_URL:-}" ] || args+=(--bundle-url "$BUNDLE_URL")
+    [ -z "${REPORT_URL:-}" ] || args+=(--report-url "$REPORT_URL")
     vouch_in_image publish "${args[@]}"
     ;;
   gate)

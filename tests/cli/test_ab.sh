@@ -73,32 +73,34 @@ for f in ab.json ab.log compare.json compare.md SHA256SUMS base-1/manifest.json 
 done
 [ -z "$missing" ] && ok "layout: ab.json compare.* SHA256SUMS, base-K/head-K + bundles, logs/" || bad "layout: missing$missing"
 [ ! -e "$O/work" ] && ok "worktrees and builds removed" || bad "work/ left behind"
-[ ! -e "$O/base-3" ] && [ ! -e "$O/head-3" ] && ok "default 2 rounds" || bad "more than 2 rounds"
+[ -e "$O/head-3" ] && [ ! -e "$O/base-4" ] && ok "default 3 rounds" || bad "not 3 rounds"
 order=$(sed -n 's/.* run \([a-z]*-[0-9]*\) .*/\1/p' "$O/ab.log" | tr '\n' ' ')
-[ "$order" = "base-1 head-1 base-2 head-2 " ] && ok "alternation: $order" || bad "alternation order: '$order'"
+[ "$order" = "base-1 head-1 head-2 base-2 base-3 head-3 " ] && ok "alternation: $order" || bad "alternation order: '$order'"
 grep -q "build base: skipped" "$O/ab.log" && ok "prebuilt: build skipped and logged" || bad "prebuilt not logged"
 python3 - "$O" "$BASE_SHA" "$GOOD_SHA" <<'PY' && ok "manifests name each side's commit; ab.json runs and counts" || bad "manifests / ab.json"
 import json, sys
 o, b, h = sys.argv[1:4]
-for name, sha in (("base-1", b), ("head-1", h), ("base-2", b), ("head-2", h)):
+for name, sha in (("base-1", b), ("head-1", h), ("base-2", b), ("head-2", h), ("base-3", b), ("head-3", h)):
     m = json.load(open(f"{o}/{name}/manifest.json"))
     assert m["subject"]["git_head"] == sha, (name, m["subject"]["git_head"], sha)
     assert m["verdict"] == "pass", (name, m["verdict"])
 a = json.load(open(f"{o}/ab.json"))
-assert a["base"]["commit"] == b and a["head"]["commit"] == h and a["rounds"] == 2
-assert [r["name"] for r in a["runs"]] == ["base-1", "head-1", "base-2", "head-2"]
+assert a["base"]["commit"] == b and a["head"]["commit"] == h and a["rounds"] == 3
+assert [r["name"] for r in a["runs"]] == ["base-1", "head-1", "head-2", "base-2", "base-3", "head-3"]
 assert all(r["exit_code"] == 0 for r in a["runs"]) and a["exit_code"] == 0 and a["compare"]["regressions"] == 0
 PY
-python3 - "$O/compare.json" <<'PY' && ok "pooled comparison: 2 samples per side, per-round counts" || bad "compare.json"
+python3 - "$O/compare.json" <<'PY' && ok "all-rounds comparison: 3 values a side, not enough to test; per-round counts" || bad "compare.json"
 import json, sys
 c = json.load(open(sys.argv[1]))
-assert c["regressions"] == 0 and len(c["per_round"]) == 2 and c["ab"]["rounds"] == 2
+assert c["regressions"] == 0 and len(c["per_round"]) == 3 and c["ab"]["rounds"] == 3 and not c["failed"]
+assert c["headline"].startswith("No regression"), c["headline"]
 m = [x for x in c["metrics"] if x["metric"] == "decode_tokens_per_s"]
-assert m and m[0]["bootstrap"] is True, m
+# one value per run, three runs a side: the median over runs, and too few values for an interval
+assert m and m[0]["n_base"] == 3 and m[0]["bootstrap"] is False and m[0]["verdict"] in ("not enough samples", "same"), m
 PY
 (cd "$O" && sha256sum --quiet -c SHA256SUMS) && ok "SHA256SUMS holds" || bad "SHA256SUMS"
-"$VOUCH" verify --quiet "$O/head-2.vouch.tar.gz" >/dev/null 2>&1 && ok "a run's bundle verifies" || bad "vouch verify head-2"
-grep -q "No regression" "$O/compare.md" && grep -q "decode_tokens_per_s" "$O/compare.md" && ok "compare.md" || bad "compare.md"
+"$VOUCH" verify --quiet "$O/head-3.vouch.tar.gz" >/dev/null 2>&1 && ok "a run's bundle verifies" || bad "vouch verify head-2"
+head -1 "$O/compare.md" | grep -q "^\*\*No regression" && grep -q "decode_tokens_per_s" "$O/compare.md" && ok "compare.md" || bad "compare.md"
 grep -q "decode_tokens_per_s" "$T/ab1.out" && ok "comparison printed on stdout" || bad "stdout"
 [ "$(git -C "$R" worktree list | wc -l)" -eq 1 ] && ok "no worktree left registered" || bad "worktrees: $(git -C "$R" worktree list)"
 [ "$(git -C "$R" for-each-ref refs/heads | wc -l)" -eq 1 ] && ok "no temporary branch left" || bad "branches: $(git -C "$R" for-each-ref refs/heads)"
@@ -118,7 +120,7 @@ assert [x["kind"] for x in c["correctness"]] == ["regression"], c["correctness"]
 PY
 order=$(sed -n 's/.* run \([a-z]*-[0-9]*\) .*/\1/p' "$O/ab.log" | tr '\n' ' ')
 [ "$order" = "base-1 head-1 " ] && ok "--rounds 1: $order" || bad "--rounds 1 order: '$order'"
-grep -qE "[1-9][0-9]* regressions?" "$O/compare.md" && ok "compare.md names the regression" || bad "compare.md (NaN)"
+head -1 "$O/compare.md" | grep -q "^\*\*REGRESSION" && grep -q "^\*\*REGRESSION: 1 correctness" "$O/compare.md" && ! grep -q "No regression" "$O/compare.md" && ok "compare.md names the regression" || bad "compare.md (NaN)"
 
 # --- base vs broken: head's step exits non-zero: a run regression, exit 1 ---
 O=$T/ab3

@@ -52,11 +52,24 @@ expect_rc 0 "$VOUCH" verify --help
 # compare
 expect_rc 0 "$VOUCH" compare "$T/one.vouch.tar.gz" "$T/base"
 grep -q '0 correctness regression(s), 0 performance regression(s)' "$T/out" && ok "self-compare clean" || bad "self compare: $(tail -2 "$T/out")"
-expect_rc 1 "$VOUCH" compare "$T/base" "$T/slow"
-grep -q 'slower .*REGRESSION' "$T/out" && ok "slower path flagged" || bad "no regression line"
+# one run a side: timings are listed with "not enough samples", never a regression (vouch ab
+# gives the rounds a timing needs; tests/cli/test_ab.sh)
+expect_rc 0 "$VOUCH" compare "$T/base" "$T/slow"
+grep -q 'step_us (median).*not enough samples' "$T/out" && ok "one run a side: not enough samples" || bad "timing verdict: $(grep step_us "$T/out" | head -2)"
 "$VOUCH" compare "$T/base" "$T/slow" > "$T/out2"
 cmp -s "$T/out" "$T/out2" && ok "compare output deterministic" || bad "compare output differs between runs"
-expect_rc 0 "$VOUCH" compare --threshold 0.5 "$T/base" "$T/slow"
+# an incomplete candidate, and one that lacks cases, fail and say so first
+mkdir -p "$T/cut" && cp -r "$T/base/." "$T/cut/"
+python3 - "$T/cut/results.json" <<'PY'
+import json, sys
+p = sys.argv[1]; r = json.load(open(p))
+r["complete"] = False; r["verdict"] = "incomplete"; r["records"] = r["records"][:5]
+json.dump(r, open(p, "w"))
+PY
+expect_rc 1 "$VOUCH" compare "$T/base" "$T/cut" --md "$T/cut.md"
+head -1 "$T/out" | grep -q '^INCOMPLETE: candidate incomplete' && ok "incomplete: first line" || bad "incomplete headline: $(head -1 "$T/out")"
+grep -q 'candidate lacks 10 of the baseline.s 15 cases' "$T/out" && ok "missing cases named" || bad "missing: $(head -3 "$T/out")"
+head -1 "$T/cut.md" | grep -q '^\*\*INCOMPLETE' && ok "markdown first line says INCOMPLETE" || bad "md: $(head -1 "$T/cut.md")"
 expect_rc 1 "$VOUCH" compare --json "$T/base" "$T/broken"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); c=d["correctness"]; assert c[0]["kind"]=="regression" and d["correctness_regressions"]==1' "$T/out" \
   && ok "correctness regression listed" || bad "compare --json correctness"
@@ -67,8 +80,8 @@ expect_rc 2 "$VOUCH" compare --threshold x "$T/base" "$T/slow"
 expect_rc 0 "$VOUCH" report "$T/one.vouch.tar.gz" --html "$T/r.html" --bundle-url https://example.com/b.tar.gz
 [ "$(wc -c < "$T/out")" -lt 65000 ] && ok "markdown < 65000" || bad "markdown too long"
 head -1 "$T/out" | grep -q '<!-- vouch-report -->' && ok "marker" || bad "marker missing"
-grep -q '<details><summary>sweep' "$T/out" && ok "details block" || bad "no details"
-grep -q '<svg' "$T/r.html" && grep -q 'tokens_per_s (tok/s) vs batch' "$T/r.html" && ok "html charts" || bad "html charts"
+grep -q '^| sweep | 8 |' "$T/out" && ok "counts per suite" || bad "no counts"
+grep -q '<svg' "$T/r.html" && grep -q 'Tokens/s vs batch' "$T/r.html" && ok "html charts" || bad "html charts"
 grep -qE '(src|href)="https?:' "$T/r.html" && bad "html not self-contained" || ok "html self-contained"
 
 # history: every closed run was recorded; baseline lookup
@@ -77,7 +90,20 @@ expect_rc 0 "$VOUCH" history
 expect_rc 0 "$VOUCH" history --metric step_us --limit 5
 grep -q 'sweep/decode' "$T/out" && ok "history --metric" || bad "history metric"
 HW=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["hardware"]["key"])' "$T/base/manifest.json")
-expect_rc 0 "$VOUCH" history baseline --plan test --hardware "$HW" --base 0123456789abcdef0123456789abcdef01234567
-[ -e "$(cat "$T/out")" ] && ok "baseline path exists: $(cat "$T/out")" || bad "baseline path"
+HEAD_SHA=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["subject"]["head_sha"] or "")' "$T/base/manifest.json")
+# a pull request's run of the same plan (its manifest names the PR): never a baseline
+GITHUB_REF=refs/pull/7/merge "$GEN" --write "$T/pr7" base || exit 1
+python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["subject"]["pr"] == 7' "$T/pr7/manifest.json" \
+  && ok "fixture PR run" || bad "fixture PR run has no pr"
+if [ -n "$HEAD_SHA" ]; then
+  expect_rc 0 "$VOUCH" history baseline --plan test --hardware "$HW" --base "$HEAD_SHA"
+  got=$(cat "$T/out")
+  [ -e "$got" ] && [ "${got#"$T/pr7"}" = "$got" ] && ok "baseline is not the PR run: $got" || bad "baseline path: $got"
+  grep -q 'skipped 1 pull-request run' "$T/err" && grep -q 'its head is the base commit' "$T/err" \
+    && ok "baseline says why" || bad "why: $(cat "$T/err")"
+  # a base commit the runs are not ancestors of: nothing qualifies, and it says so
+  expect_rc 1 "$VOUCH" history baseline --plan test --hardware "$HW" --base 0123456789abcdef0123456789abcdef01234567
+  grep -q 'no baseline' "$T/err" && ok "no baseline for an unrelated base" || bad "unrelated base: $(cat "$T/err")"
+fi
 expect_rc 1 "$VOUCH" history baseline --plan nope --hardware "$HW"
 exit $fail

@@ -257,28 +257,38 @@ int main(int argc, char **argv) {
   snprintf(d2, sizeof d2, "%s/run_slow", T);
   CHECK_OK(gen_run(d2, "slower", true));
   CHECK_OK(bundle_load(d2, &b));
+  /* one run a side: timings are listed, never gated (the drift between two runs is unknown) */
   cmp = compare_results(&a, &b, 0.05);
+  CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "perf_regressions")->valueint == 0, "one run a side: no timing verdict");
+  CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "not_enough_samples")->valueint >= 4, "one run a side: not enough samples");
+  CHECK(!compare_failed(cmp), "one run a side: not failed");
+  cJSON_Delete(cmp);
+  /* three rounds a side (the same fixture three times): the 25% slowdown is a regression */
+  vresults a3[3] = {a, a, a}, b3[3] = {b, b, b};
+  cmp = compare_rounds(a3, 3, b3, 3, 0.05);
   int perf = cJSON_GetObjectItemCaseSensitive(cmp, "perf_regressions")->valueint;
   CHECK(perf >= 4, "slower path gives perf regressions: %d", perf);
-  cJSON *cmp2 = compare_results(&a, &b, 0.05);
+  CHECK(compare_failed(cmp) && !strncmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cmp, "headline")), "REGRESSION", 10),
+        "headline says REGRESSION");
+  cJSON *cmp2 = compare_rounds(a3, 3, b3, 3, 0.05);
   char *t1 = cJSON_PrintUnformatted(cmp), *t2 = cJSON_PrintUnformatted(cmp2);
   CHECK(!strcmp(t1, t2), "compare output is deterministic");
   free(t1); free(t2);
   cJSON_Delete(cmp2);
   cJSON_Delete(cmp);
   /* a 30% threshold tolerates the 25% slowdown */
-  cmp = compare_results(&a, &b, 0.30);
+  cmp = compare_rounds(a3, 3, b3, 3, 0.30);
   CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "perf_regressions")->valueint == 0, "within a 30%% threshold");
   cJSON_Delete(cmp);
 
   /* reports */
   char *md = NULL, *html = NULL;
-  CHECK_OK(report_markdown(&b, "https://example.com/b.tar.gz", REPORT_MD_LIMIT, &md));
+  CHECK_OK(report_markdown(&b, &(report_links){"https://example.com/b.tar.gz", NULL}, REPORT_MD_LIMIT, &md));
   CHECK(md && !strncmp(md, REPORT_MARKER, strlen(REPORT_MARKER)), "markdown starts with the marker");
-  CHECK(md && strstr(md, "<details>") && strstr(md, "| sweep |"), "markdown has details and summary");
+  CHECK(md && strstr(md, "| sweep |") && strstr(md, "**Bundle:** https://example.com/b.tar.gz"), "markdown has counts and the link");
   CHECK_OK(report_html(&b, &html));
-  CHECK(html && strstr(html, "<svg") && strstr(html, "tokens_per_s (tok/s) vs batch"), "html has the tokens/s chart");
-  CHECK(html && strstr(html, "evals: score"), "html has the eval chart");
+  CHECK(html && strstr(html, "<svg") && strstr(html, "Tokens/s vs batch"), "html has the tokens/s chart");
+  CHECK(html && strstr(html, "Eval mrcr: score vs context"), "html has the eval chart");
   free(md);
   free(html);
   bundle_unload(&b);
@@ -287,10 +297,51 @@ int main(int argc, char **argv) {
   snprintf(d2, sizeof d2, "%s/run_big", T);
   CHECK_OK(gen_run(d2, "big", true));
   CHECK_OK(bundle_load(d2, &b));
-  CHECK_OK(report_markdown(&b, NULL, 4000, &md));
-  CHECK(md && strlen(md) < 4000 && strstr(md, "more rows"), "markdown truncated to the limit: %zu", md ? strlen(md) : 0);
+  CHECK_OK(report_markdown(&b, NULL, 8000, &md));
+  CHECK(md && strlen(md) < 8000 && strstr(md, "| not_supported | 40 |"), "big run: what did not run, grouped: %zu",
+        md ? strlen(md) : 0);
   free(md);
   bundle_unload(&b);
+  /* 3000 records in memory (1000 failing with long reasons, 1000 not supported for 50 reasons,
+   * a sweep of 1000 points): the comment still fits, and says what it leaves to the full report */
+  {
+    enum { NH = 3000 };
+    vrecord **hr = calloc(NH, sizeof *hr);
+    CHECK(hr != NULL, "alloc");
+    for (int i = 0; hr && i < NH; i++) {
+      char id[96], why[200];
+      snprintf(id, sizeof id, "%s/case%05d", i % 3 == 2 ? "decode" : "op", i);
+      hr[i] = rec_new(i % 3 == 2 ? "sweep" : "kernels", id, i % 2 ? "latency" : "latency:tp8@tp_rsag");
+      if (i % 3 == 0) {
+        rec_metric_value(hr[i], "max_rel_err", "", RB_LOWER, 0.5);
+        rec_set_threshold(hr[i], "max_rel_err", "<=", 1e-2);
+        snprintf(why, sizeof why, "max_rel_err %.3g above the bound for this op and dtype, measured over %d inputs of "
+                 "every distribution the plan names (normal, heavy tails, large magnitude)", 0.5, i);
+        rec_check_add(hr[i], why, false);
+      } else if (i % 3 == 1) {
+        snprintf(why, sizeof why, "no variant for %d experts on this path", 7 + i % 50);
+        rec_set_status(hr[i], REC_NOT_SUPPORTED, why);
+      } else {
+        rec_param_int(hr[i], "batch", 1 + i % 64);
+        rec_param_int(hr[i], "context", 1024 << (i % 8));
+        rec_metric_value(hr[i], "speedup", "x", RB_HIGHER, 1.5);
+        rec_metric_value(hr[i], "speedup_ci95_lo", "x", RB_HIGHER, 1.4);
+        rec_metric_value(hr[i], "speedup_ci95_hi", "x", RB_HIGHER, 1.6);
+      }
+      rec_finalize(hr[i]);
+    }
+    cJSON *res = cJSON_Parse("{\"verdict\": \"fail\", \"complete\": true}");
+    vresults H = {.recs = hr, .n = hr ? NH : 0, .results = res};
+    CHECK_OK(report_markdown(&H, &(report_links){NULL, "https://example.com/report.html"}, REPORT_MD_LIMIT, &md));
+    CHECK(md && strlen(md) < 30000 && strstr(md, "### What failed (1000)") && strstr(md, "975 more failing cases in the full report") &&
+              strstr(md, "more cases with other reasons") && strstr(md, "### Speed-up"), "huge run: %zu characters",
+          md ? strlen(md) : 0);
+    printf("comment size of a %d-record run: %zu characters\n", H.n, md ? strlen(md) : 0);
+    free(md);
+    for (int i = 0; hr && i < NH; i++) rec_free(hr[i]);
+    free(hr);
+    cJSON_Delete(res);
+  }
 
   /* unsafe archives are refused */
   snprintf(tmp, sizeof tmp, "cd %s && mkdir -p evil && echo x > evil/f && tar czf evil.tar.gz --absolute-names /etc/hostname evil/f 2>/dev/null", T);

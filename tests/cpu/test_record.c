@@ -116,33 +116,134 @@ int main(void) {
   CHECK(p1 == p2 && lo1 == lo2 && hi1 == hi2, "bootstrap deterministic for a fixed seed");
   CHECK(lo1 < 1.2 && hi1 > 1.2 && lo1 > 1.1 && hi1 < 1.3, "CI [%g, %g] covers 1.2 tightly", lo1, hi1);
 
-  /* compare verdicts on crafted samples */
+  /* compare verdicts on crafted samples: three rounds a side, as vouch ab gives */
   vrecord *ra[3] = {timed("latency", 100, 1.0, 60), NULL, NULL}, *rb[3] = {timed("latency", 100, 1.3, 60), NULL, NULL};
   vresults A = {.recs = ra, .n = 1}, B = {.recs = rb, .n = 1};
-  cJSON *cmp = compare_results(&A, &B, 0.05);
+  vresults A3[3] = {A, A, A}, B3[3] = {B, B, B};
+  cJSON *cmp = compare_rounds(A3, 3, B3, 3, 0.05);
   const cJSON *m0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cmp, "metrics"), 0);
   CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m0, "verdict")), "slower"), "30%% slower");
   CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "perf_regressions")->valueint == 1, "regression counted");
   cJSON_Delete(cmp);
+  /* one run a side: a timing is never a regression, it has not enough samples */
+  cmp = compare_results(&A, &B, 0.05);
+  m0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cmp, "metrics"), 0);
+  CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m0, "verdict")), "not enough samples") &&
+            !compare_failed(cmp), "one run a side: not enough samples, not failed");
+  cJSON_Delete(cmp);
   rec_free(rb[0]);
   rb[0] = timed("latency", 100, 0.7, 60);
-  cmp = compare_results(&A, &B, 0.05);
+  cmp = compare_rounds(A3, 3, B3, 3, 0.05);
   m0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cmp, "metrics"), 0);
   CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m0, "verdict")), "faster"), "30%% faster");
   CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "regressions")->valueint == 0, "faster is no regression");
   cJSON_Delete(cmp);
   rec_free(rb[0]);
   rb[0] = timed("latency", 100, 1.0, 60); /* same samples: same within noise */
-  cmp = compare_results(&A, &B, 0.05);
+  cmp = compare_rounds(A3, 3, B3, 3, 0.05);
   m0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cmp, "metrics"), 0);
   CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m0, "verdict")), "same-within-noise"), "same");
+  CHECK(!strncmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cmp, "headline")), "No regression", 13), "headline");
   cJSON_Delete(cmp);
   rec_free(rb[0]);
   rb[0] = timed("latency", 100, 1.02, 60); /* 2% slower: real, but inside the 5% threshold */
-  cmp = compare_results(&A, &B, 0.05);
+  cmp = compare_rounds(A3, 3, B3, 3, 0.05);
   CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "regressions")->valueint == 0, "2%% slower is within threshold");
   cJSON_Delete(cmp);
   rec_free(rb[0]);
+  /* a round that drifted: base rounds at 100, head rounds at 100, 100 and 140 (the machine was
+   * busy during one). Rounds are resampled, so one drifted round is not a regression. */
+  vrecord *h1 = timed("latency", 100, 1.0, 60), *h3 = timed("latency", 100, 1.4, 60);
+  vrecord *hr1[1] = {h1}, *hr3[1] = {h3};
+  vresults H3[3] = {{.recs = hr1, .n = 1}, {.recs = hr1, .n = 1}, {.recs = hr3, .n = 1}};
+  cmp = compare_rounds(A3, 3, H3, 3, 0.05);
+  CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "perf_regressions")->valueint == 0, "one drifted round: no regression");
+  cJSON_Delete(cmp);
+  /* ... and when all three head rounds are 40% slower it is one */
+  H3[0].recs = H3[1].recs = hr3;
+  cmp = compare_rounds(A3, 3, H3, 3, 0.05);
+  CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "perf_regressions")->valueint == 1, "three slow rounds: regression");
+  cJSON_Delete(cmp);
+  rec_free(h1);
+  rec_free(h3);
+
+  /* the interval of a p90 is a p90's: the median does not move, the tail does */
+  {
+    double xa[200], xb[200];
+    uint64_t s = 11;
+    for (int i = 0; i < 200; i++) {
+      double u = (double)(rec_rng_next(&s) >> 11) / 9007199254740992.0;
+      xa[i] = 100 + 10 * u;
+      xb[i] = i % 5 == 0 ? 300 + 10 * u : 100 + 10 * u; /* a fifth of the steps 3x slower */
+    }
+    vrecord *pa = rec_new("sweep", "decode/b1", "latency"), *pb = rec_new("sweep", "decode/b1", "latency");
+    rec_metric_samples(pa, "step_us_p90", "us", RD_P90, RB_LOWER, xa, 200, 0);
+    rec_metric_samples(pb, "step_us_p90", "us", RD_P90, RB_LOWER, xb, 200, 0);
+    rec_metric_value(pa, "speedup_ci95_hi", "x", RB_HIGHER, 2.0);
+    rec_metric_value(pb, "speedup_ci95_hi", "x", RB_HIGHER, 1.0);
+    rec_finalize(pa);
+    rec_finalize(pb);
+    vrecord *pra[1] = {pa}, *prb[1] = {pb};
+    vresults P = {.recs = pra, .n = 1}, Q = {.recs = prb, .n = 1};
+    vresults P3[3] = {P, P, P}, Q3[3] = {Q, Q, Q};
+    cmp = compare_rounds(P3, 3, Q3, 3, 0.05);
+    const cJSON *mp = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cmp, "metrics"), 0);
+    double ratio = cJSON_GetObjectItemCaseSensitive(mp, "ratio")->valuedouble;
+    double lo = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(mp, "ci95"), 0)->valuedouble;
+    double hi = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(mp, "ci95"), 1)->valuedouble;
+    CHECK(ratio > 2 && lo <= ratio && ratio <= hi && lo > 1.5, "p90 ratio x%.3f inside its own interval [%.3f, %.3f]", ratio, lo, hi);
+    /* an interval bound of another metric is listed, never gated (it halved here) */
+    const cJSON *mc = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cmp, "metrics"), 1);
+    CHECK(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(mc, "gated")) &&
+              cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(mc, "regression")), "speedup_ci95_hi is not gated");
+    CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "perf_regressions")->valueint == 1, "only the p90 regressed");
+    cJSON_Delete(cmp);
+    /* a p99 needs 400 samples a side: 600 pooled here, but 200 give "not enough samples" */
+    rec_free(pa);
+    rec_free(pb);
+    pa = rec_new("sweep", "decode/b1", "latency");
+    pb = rec_new("sweep", "decode/b1", "latency");
+    rec_metric_samples(pa, "step_us_p99", "us", RD_P99, RB_LOWER, xa, 200, 0);
+    rec_metric_samples(pb, "step_us_p99", "us", RD_P99, RB_LOWER, xb, 200, 0);
+    rec_finalize(pa);
+    rec_finalize(pb);
+    pra[0] = pa;
+    prb[0] = pb;
+    cmp = compare_rounds(P3, 1, Q3, 1, 0.05);
+    mp = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cmp, "metrics"), 0);
+    CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(mp, "verdict")), "not enough samples") &&
+              cJSON_GetObjectItemCaseSensitive(cmp, "regressions")->valueint == 0, "p99 of 200 samples: not enough samples");
+    cJSON_Delete(cmp);
+    rec_free(pa);
+    rec_free(pb);
+  }
+
+  /* the candidate as a whole: incomplete, or lacking cases the baseline has, fails */
+  {
+    vrecord *c1 = timed("latency", 100, 1.0, 60), *c2 = rec_new("kernels", "rmsnorm/b1", "latency");
+    rec_metric_value(c2, "max_rel_err", "", RB_LOWER, 1e-4);
+    rec_finalize(c2);
+    vrecord *both[2] = {c1, c2}, *one[1] = {c1};
+    cJSON *done = cJSON_Parse("{\"complete\": true}"), *cut = cJSON_Parse("{\"complete\": false}");
+    vresults full = {.recs = both, .n = 2, .results = done}, part = {.recs = one, .n = 1, .results = cut};
+    cmp = compare_results(&full, &part, 0.05);
+    const char *hl = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cmp, "headline"));
+    CHECK(compare_failed(cmp) && !strncmp(hl, "INCOMPLETE", 10), "incomplete candidate fails: %s", hl);
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cmp, "problems")) == 2, "incomplete + lacks a case");
+    cJSON_Delete(cmp);
+    part.results = done;
+    cmp = compare_results(&full, &part, 0.05);
+    hl = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cmp, "headline"));
+    CHECK(compare_failed(cmp) && strstr(hl, "lacks 1 of the baseline's 2 cases"), "missing case fails: %s", hl);
+    cJSON_Delete(cmp);
+    cmp = compare_results(&full, &full, 0.05);
+    CHECK(!compare_failed(cmp), "self-compare passes");
+    cJSON_Delete(cmp);
+    cJSON_Delete(done);
+    cJSON_Delete(cut);
+    rec_free(c1);
+    rec_free(c2);
+  }
   rec_free(ra[0]);
 
   /* the DDL in store.c is results-schema/store.sql */
