@@ -160,7 +160,7 @@ static bool open_set(ctx_t *X, char **names, int n, int max_seq, int max_ctx, bo
   char why[600] = "";
   if (env->gpu && gpu > 0 && env->gpu_free > 0 && gpu > env->gpu_free) {
     fits = false;
-    snprintf(why, sizeof why, "%s at max_seq %d x max_ctx %d needs %.2f GiB per GPU: %s; %s has %.2f GiB free of %.2f",
+    snprintf(why, sizeof why, "%s at max_seq %d x max_ctx %d needs %.2f GiB per GPU: %.300s; %.120s has %.2f GiB free of %.2f",
              n > 1 ? "paths open together" : "path", max_seq, max_ctx, gpu / GIB, detail, env->device,
              env->gpu_free / GIB, env->gpu_total / GIB);
   } else if (env->gpu && gpu > 0 && ranks > env->gpus) {
