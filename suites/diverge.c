@@ -54,10 +54,8 @@ void diverge_row(diverge_result *r, size_t row, const float *lr, const float *lt
   stat_log_softmax(lr, V, lp);
   stat_log_softmax(lt, V, lq);
   r->dp[row] = exp(lq[next]) - exp(lp[next]);
-  int a1, a2;
-  r->margin[row] = stat_top2_margin(lr, V, &a1, &a2);
-  const double e1 = fabs((double)lt[a1] - lr[a1]), e2 = fabs((double)lt[a2] - lr[a2]);
-  r->top_err[row] = e1 > e2 ? e1 : e2;
+  r->margin[row] = stat_top2_margin(lr, V, NULL, NULL);
+  r->top_err[row] = stat_top2_error(lr, lt, V);
   r->same[row] = vsample_argmax(lr, V) == vsample_argmax(lt, V);
   r->same_top_pct += r->same[row];
 }

@@ -130,6 +130,13 @@ double stat_top2_margin(const float *l, int n, int *i1, int *i2) {
   return (double)l[a] - l[b];
 }
 
+double stat_top2_error(const float *ref, const float *other, int n) {
+  int a, b;
+  stat_top2_margin(ref, n, &a, &b);
+  const double da = fabs((double)other[a] - ref[a]), db = fabs((double)other[b] - ref[b]);
+  return da > db ? da : db;
+}
+
 double stat_kld(const float *ref, const float *test, int n, double *scratch) {
   double *lp = scratch, *lq = scratch + n;
   if (stat_log_softmax(ref, n, lp) || stat_log_softmax(test, n, lq)) return NAN;

@@ -28,6 +28,9 @@ double stat_kld(const float *ref, const float *test, int n, double *scratch);
 /* Top-2 margin of a logit row (largest - second largest, 0 for n < 2); the two indices in *i1,
  * *i2 (lowest index on ties), either may be NULL. The margin rule's input (docs/verdicts.md). */
 double stat_top2_margin(const float *logits, int n, int *i1, int *i2);
+/* Largest |other - ref| over ref's top two tokens: how far a second computation moved the logits
+ * the argmax is decided by. */
+double stat_top2_error(const float *ref, const float *other, int n);
 /* p-th percentile (p in [0,100]) with linear interpolation between order statistics of a
  * sorted copy; NaN for n == 0. */
 double stat_percentile(const double *x, int n, double p);
