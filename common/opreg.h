@@ -163,6 +163,10 @@ typedef struct vop_variant {
   const char *desc;    /* one line */
   const vop_backend *backend;
   vdtype act_dtype;    /* DT_F32 or DT_BF16: activation precision the tolerance assumes */
+  /* DT_F32 variants only: inputs (bit i = layout buffer i) the variant converts to bf16 itself,
+   * as the path holds those tensors in bf16 (moe_combine's expert outputs). The suite hands them
+   * on the bf16 grid and the rest unrounded, so the fp32 bound tests the fp32 arithmetic. 0: none. */
+  uint32_t bf16_inputs;
   /* V_OK, or V_UNSUPPORTED (VUNSUPPORTED("reason")) when this variant cannot run case c. */
   vstatus (*supports)(const vop_case *c);
   /* Runs case c on buffers buf[] (backend memory, layout order; inputs must not be written).

@@ -587,10 +587,12 @@ static const entry k_entries[] = {
      rmsnorm_supports, rmsnorm_body_run},
     {"embed", "v1_embed_norm", "lat_embed_norm: fp32 embedding rows (its fused norm to a temporary)", embed_supports,
      embed_body_run},
+    /* fp32 in the path: the router GEMM's fp32 logits; the fp32 residual and weights of the combine
+     * (its bf16 expert outputs y = 0 and shared row = 2 on the bf16 grid) */
     {"router", "v1", "lat_router_topk on fp32 logits: sigmoid, bias, group-limited top-k, normalize, scale",
-     router_supports, router_body_run},
+     router_supports, router_body_run, true, 0},
     {"moe_combine", "v1", "lat_moe_combine_norm: resid + sum w*bf16(y) + bf16(shared) (norm to a temporary)",
-     moe_combine_supports, moe_combine_body_run},
+     moe_combine_supports, moe_combine_body_run, true, 1u << 0 | 1u << 2},
     {"swiglu", "table", "lat_gemm SwiGLU epilogue on interleaved gate/up, then down (the table's variants)",
      swiglu_supports, swiglu_body_run},
     {"swiglu", "grouped", "lat_moe_bucket + grouped lat_gemm gate/up (SwiGLU) and down, as moe() (top-1, 4 experts)",

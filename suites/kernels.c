@@ -482,6 +482,38 @@ typedef struct {
   size_t total;      /* allocated bytes */
 } dbuf;
 
+/* Frees a case's input copies and oracle outputs (either may be NULL) and clears the arrays. */
+static void free_bufs(const vop_layout *l, void **host, double **ref) {
+  for (int i = 0; i < l->n; i++) {
+    free(host[i]), host[i] = NULL;
+    free(ref[i]), ref[i] = NULL;
+  }
+}
+
+/* Copies the case's inputs `host` to `out`, the fp32 inputs whose bit is set in `mask` (layout
+ * index; ~0u: every one) rounded to the bf16 grid, and runs the oracle on them into `out_ref`.
+ * On failure (out of memory, the oracle's error) returns it; what was allocated stays in out /
+ * out_ref for free_bufs. */
+static vstatus grid_inputs(const vop *op, const vop_case *c, const vop_layout *l, void *const *host, uint32_t mask,
+                           void **out, double **out_ref) {
+  for (int i = 0; i < l->n; i++) {
+    if (l->b[i].is_output) {
+      out_ref[i] = vmalloc((size_t)l->b[i].n * sizeof(double), "oracle output (bf16 grid)");
+      if (!out_ref[i]) return V_ERR;
+      continue;
+    }
+    size_t bytes = (size_t)l->b[i].n * vdtype_size(l->b[i].dtype);
+    out[i] = vmalloc(bytes, "kernel input (bf16 grid)");
+    if (!out[i]) return V_ERR;
+    memcpy(out[i], host[i], bytes);
+    if (l->b[i].dtype == DT_F32 && i < 32 && (mask >> i & 1u)) {
+      float *f = out[i];
+      for (int64_t e = 0; e < l->b[i].n; e++) f[e] = bf16_to_f32(f32_to_bf16(f[e]));
+    }
+  }
+  return op->oracle(c, l, out, out_ref);
+}
+
 static vstatus run_variant(const vop_case *c, const vop_layout *l, void **host, double **ref, const vop_variant *v,
                            kernels_record *r) {
   const vop_backend *be = v->backend;
@@ -786,36 +818,36 @@ vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
         /* bf16 variants take their float inputs on the bf16 grid, and the oracle is recomputed on
          * those same inputs, so a case measures the kernel's own error, not the rounding of its
          * inputs (which can flip near-argmax softmaxes of heavy-tailed scores or cancel one-element
-         * dot products: seen 5 of 722 cases otherwise). */
+         * dot products: seen 5 of 722 cases otherwise). An fp32 variant that rounds some inputs
+         * itself (vop_variant.bf16_inputs) gets those on the grid and the rest as they are. */
         bool any_bf16 = false;
         for (int k = 0; k < n_sup; k++) any_bf16 |= vars[sup[k]]->act_dtype == DT_BF16;
-        for (int i = 0; i < l.n && st == V_OK && any_bf16; i++) {
-          if (l.b[i].is_output) {
-            ref_bf[i] = vmalloc((size_t)l.b[i].n * sizeof(double), "oracle output (bf16 inputs)");
-            if (!ref_bf[i]) st = V_ERR;
-            continue;
-          }
-          size_t bytes = (size_t)l.b[i].n * vdtype_size(l.b[i].dtype);
-          host_bf[i] = vmalloc(bytes, "kernel input (bf16 grid)");
-          if (!host_bf[i]) { st = V_ERR; break; }
-          memcpy(host_bf[i], host[i], bytes);
-          if (l.b[i].dtype == DT_F32) {
-            float *f = host_bf[i];
-            for (int64_t e = 0; e < l.b[i].n; e++) f[e] = bf16_to_f32(f32_to_bf16(f[e]));
-          }
-        }
-        if (st == V_OK && any_bf16) st = op->oracle(c, &l, host_bf, ref_bf);
+        if (st == V_OK && any_bf16) st = grid_inputs(op, c, &l, host, ~0u, host_bf, ref_bf);
+        void *host_mx[VOP_MAX_BUFS] = {0}; /* mixed grid: one fp32 variant's bf16_inputs rounded */
+        double *ref_mx[VOP_MAX_BUFS] = {0};
+        uint32_t mx_mask = 0;              /* the mask host_mx was made for (0: none yet) */
         for (int k = 0; k < n_sup; k++) {
           const vop_variant *v = vars[sup[k]];
-          void **in = v->act_dtype == DT_BF16 ? host_bf : host;
-          double **want = v->act_dtype == DT_BF16 ? ref_bf : ref;
+          vstatus vs = st;
+          void **in = host;
+          double **want = ref;
+          if (v->act_dtype == DT_BF16) {
+            in = host_bf, want = ref_bf;
+          } else if (v->bf16_inputs && vs == V_OK) {
+            if (v->bf16_inputs != mx_mask) {
+              free_bufs(&l, host_mx, ref_mx);
+              vs = grid_inputs(op, c, &l, host, v->bf16_inputs, host_mx, ref_mx);
+              mx_mask = vs == V_OK ? v->bf16_inputs : 0;
+            }
+            in = host_mx, want = ref_mx;
+          }
           kernels_record r = base;
           r.path = v->path;
           r.variant = v->name;
-          snprintf(r.dtype, sizeof r.dtype, "w:bf16 a:%s", v->act_dtype == DT_BF16 ? "bf16" : "f32");
+          snprintf(r.dtype, sizeof r.dtype, "w:bf16 a:%s", v->act_dtype == DT_BF16 ? "bf16" : v->bf16_inputs ? "f32+bf16 in" : "f32");
           snprintf(r.id, sizeof r.id, "%s/%s/%s/%s/%s/B%d/%s/s%llu", op->name, r.path, r.variant, c->preset, c->shape,
                    c->batch, vop_dist_name(c->dist), (unsigned long long)c->seed);
-          if (st != V_OK) {
+          if (vs != V_OK) {
             r.status = KS_FAIL;
             snprintf(r.reason, sizeof r.reason, "inputs/oracle: %s", verr_msg());
             snprintf(r.metric, sizeof r.metric, "-");
@@ -826,12 +858,9 @@ vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
           if (o->progress) fprintf(o->progress, "\r%d cases, %d failed  ", res->n + 1, res->failed + (r.status == KS_FAIL));
           VTRY(push_record(res, &r));
         }
-        for (int i = 0; i < l.n; i++) {
-          free(host[i]);
-          free(ref[i]);
-          free(host_bf[i]);
-          free(ref_bf[i]);
-        }
+        free_bufs(&l, host, ref);
+        free_bufs(&l, host_bf, ref_bf);
+        free_bufs(&l, host_mx, ref_mx);
       }
       vop_case_list_free(&cl);
     }

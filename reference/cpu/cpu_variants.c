@@ -345,12 +345,42 @@ static vstatus rms_b4only_run(const vop_case *c, const vop_layout *l, void *cons
   return V_OK;
 }
 
+/* moe_combine as the latency path computes it: bf16 expert outputs and shared row (rounded here,
+ * declared in bf16_inputs), fp32 weights and residual. bf16_sum (PLANTED BUG) rounds the running
+ * sum to bf16 after every add, the precision loss the fp32 bound must catch (defects/16). */
+static void moe_combine_bf16_in(const vop_case *c, void *const *b, bool bf16_sum) {
+  const int64_t D = c->d[0], k = c->d[1];
+  const float *y = b[0], *w = b[1], *sh = b[2], *res = b[3];
+  float *out = b[4];
+  for (int64_t i = 0; i < c->batch; i++)
+    for (int64_t e = 0; e < D; e++) {
+      float s = 0;
+      for (int64_t j = 0; j < k; j++) {
+        s += w[i * k + j] * bf16_to_f32(f32_to_bf16(y[(i * k + j) * D + e]));
+        if (bf16_sum) s = bf16_to_f32(f32_to_bf16(s));
+      }
+      out[i * D + e] = res[i * D + e] + (s + bf16_to_f32(f32_to_bf16(sh[i * D + e])));
+      if (bf16_sum) out[i * D + e] = bf16_to_f32(f32_to_bf16(out[i * D + e]));
+    }
+}
+static vstatus moe_bf16in_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  moe_combine_bf16_in(c, b, false);
+  ran(t, c, "test", "bf16_in");
+  return V_OK;
+}
+static vstatus moe_bf16sum_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  moe_combine_bf16_in(c, b, true);
+  ran(t, c, "test", "bf16_sum");
+  return V_OK;
+}
+
 /* ---------------- registration ---------------- */
 
 typedef struct {
   const char *op, *path, *name, *desc;
   vstatus (*supports)(const vop_case *);
   vstatus (*run)(const vop_case *, const vop_layout *, void *const *, vtrace *);
+  uint32_t bf16_inputs; /* vop_variant.bf16_inputs (0 unless given) */
 } entry;
 
 static const entry k_entries[] = {
@@ -377,6 +407,10 @@ static const entry k_entries[] = {
     {"rmsnorm", "test", "notrace", "PLANTED BUG: correct, but the trace names another variant", any_case,
      rms_notrace_run},
     {"rmsnorm", "test", "b4only", "correct for batch <= 4, unsupported above", b4only_supports, rms_b4only_run},
+    {"moe_combine", "test", "bf16_in", "correct: bf16 y and shared (declared), fp32 sum", any_case, moe_bf16in_run,
+     1u << 0 | 1u << 2},
+    {"moe_combine", "test", "bf16_sum", "PLANTED BUG: bf16 y and shared, the sum rounded to bf16 at every add",
+     any_case, moe_bf16sum_run, 1u << 0 | 1u << 2},
 };
 
 #define N_ENTRIES (sizeof k_entries / sizeof k_entries[0])
@@ -391,8 +425,8 @@ void cpu_variants_register(void) {
       continue;
     }
     vars[i] = (vop_variant){.op = op, .path = e->path, .name = e->name, .desc = e->desc,
-                            .backend = vop_backend_cpu(), .act_dtype = DT_F32, .supports = e->supports,
-                            .run = e->run};
+                            .backend = vop_backend_cpu(), .act_dtype = DT_F32, .bf16_inputs = e->bf16_inputs,
+                            .supports = e->supports, .run = e->run};
     if (vopreg_add_variant(&vars[i]) != V_OK) fprintf(stderr, "vouch: %s\n", verr_msg());
   }
 }

@@ -155,11 +155,15 @@ static vstatus run_body(const vop_case *c, const vop_layout *l, void *const *b, 
 
 /* ---------------- registration ---------------- */
 
-/* One variant of the path: op, name, description, supports(), run(). */
+/* One variant of the path: op, name, description, supports(), run(); the last two may be left
+ * out (a bf16 variant). */
 typedef struct {
   const char *op, *name, *desc;
   vstatus (*supports)(const vop_case *);
   vstatus (*run)(const vop_case *, const vop_layout *, void *const *, vtrace *);
+  bool f32_act;         /* the path computes this op on fp32 tensors (router logits, the fp32 residual stream):
+                           fp32 inputs and the op's fp32 bound, so a rounding to bf16 inside it fails */
+  uint32_t bf16_inputs; /* with f32_act: inputs the variant itself converts to bf16 (vop_variant.bf16_inputs) */
 } entry;
 
 
@@ -178,7 +182,8 @@ static void register_entries(const entry *e, size_t n, vop_variant *vars) {
     vars[i].name = e[i].name;
     vars[i].desc = e[i].desc;
     vars[i].backend = vop_backend_cuda();
-    vars[i].act_dtype = DT_BF16;
+    vars[i].act_dtype = e[i].f32_act ? DT_F32 : DT_BF16;
+    vars[i].bf16_inputs = e[i].f32_act ? e[i].bf16_inputs : 0;
     vars[i].supports = e[i].supports;
     vars[i].run = e[i].run;
     if (vopreg_add_variant(&vars[i]) != V_OK) fprintf(stderr, "vouch: %s\n", verr_msg());

@@ -85,6 +85,13 @@ static void test_planted_bugs(void) {
         count(&r, "rank_skew", KS_FAIL, "disagree"));
   CHECK(count(&r, "drop_rank", KS_PASS, NULL) == 0 && count(&r, "drop_rank", KS_FAIL, NULL) > 0,
         "drop_rank: %d passed", count(&r, "drop_rank", KS_PASS, NULL));
+  /* an fp32 variant that takes some inputs in bf16 (declared) passes the fp32 bound; the same with
+   * its sum rounded to bf16 fails it (the latency path's moe_combine, defects/16) */
+  CHECK(count(&r, "bf16_in", KS_FAIL, NULL) == 0 && count(&r, "bf16_in", KS_PASS, NULL) > 0,
+        "bf16_in: %d failed, %d passed", count(&r, "bf16_in", KS_FAIL, NULL), count(&r, "bf16_in", KS_PASS, NULL));
+  CHECK(count(&r, "bf16_sum", KS_PASS, NULL) == 0 && count(&r, "bf16_sum", KS_FAIL, "bound") > 0,
+        "bf16_sum: %d passed, %d failed by the bound", count(&r, "bf16_sum", KS_PASS, NULL),
+        count(&r, "bf16_sum", KS_FAIL, "bound"));
   /* correct numbers, but the trace shows another variant: fails */
   CHECK(count(&r, "notrace", KS_PASS, NULL) == 0 && count(&r, "notrace", KS_FAIL, "trace") > 0, "notrace not caught");
   /* unsupported above batch 4: counted not supported, never pass/fail */
