@@ -219,6 +219,30 @@ for phase in "$@"; do
       sweep_step sweep_k2l2_peers "$(lim 50 0)" 25 --model synth:k2-slice --layers 2 --paths cuda-ref,latency \
         --batch 1,64 --context 128,32k --steps 20 --warmup 3 "${peer[@]}"
       sed -n '/^decode:/,/^$/p' "$OUT/sweep_k2l2_peers.txt" | tee -a "$summary" "$FINAL/summary.txt" ;;
+    defects)
+      # Planted defects (defects/, scripts/plant-defects.sh) on one GPU, several lanes at once: the pr plan
+      # is half cpu-ref floor and half short GPU steps, so lanes sharing the GPU and the host's cores finish
+      # sooner than one after another. DEFECT_LANES="01-*,03-* 13-*@steps.json" (one lane per word, --only globs[@plan]),
+      # DEFECT_TIMEOUT per binary, DEFECT_WALL for the whole phase (a lane cut by it leaves no row; its log
+      # says how far it came), DEFECT_TAR the corpus from `plant-defects.sh build`.
+      dbin=/tmp/defects-bin; det="$OUT/det"
+      [ -n "$(find "$dbin" -name vouch-00-main 2>/dev/null)" ] || { mkdir -p "$dbin" && tar -C "$dbin" -xJf "${DEFECT_TAR:-gpu-carry/defects-out.tar.xz}"; }
+      bd=$(find "$dbin" -name vouch-00-main -printf '%h\n' | head -1)
+      i=0; lanes=()
+      for lane in ${DEFECT_LANES:-*}; do # GLOBS or GLOBS@PLAN (a lane's own plan: e.g. the pr steps it has left)
+        lp=${lane#*@}; [ "$lp" = "$lane" ] && lp=${DEFECT_PLAN:-pr}
+        timeout -k 10 "${DEFECT_WALL:-560}" scripts/plant-defects.sh run "$bd" "$det" --plan "$lp" \
+          --timeout "${DEFECT_TIMEOUT:-540}" --no-control --only "${lane%@*}" > "$OUT/det-lane$i.log" 2>&1 &
+        lanes+=($!); i=$((i + 1))
+      done
+      for p in "${lanes[@]}"; do wait "$p"; done
+      note "defects: $(ls "$det"/*.row 2>/dev/null | wc -l) of $(ls -d "$det"/[0-9]*/ 2>/dev/null | wc -l) started finished"
+      cat "$det"/*.row 2>/dev/null | cut -f1-3,5,6,9 | tee -a "$summary" "$FINAL/summary.txt"
+      for d in "$det"/[0-9]*/; do # a binary cut by DEFECT_WALL: the steps it finished
+        n=$(basename "$d"); [ -s "$det/$n.row" ] && continue
+        note "$n: cut by the phase wall after $(grep -c 'vouch run: step' "$det/$n.log" 2>/dev/null) step lines: $(grep -E 'step [0-9]+' "$det/$n.log" | tail -1 | cut -c1-160)"
+      done
+      rm -rf "$det"/[0-9]*/records "$det"/bin ;;
     *) note "unknown phase $phase" ;;
   esac
   note "phase $phase: $(( $(date +%s) - ps )) s"
