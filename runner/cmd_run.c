@@ -3,8 +3,9 @@
  * A plan is JSON: {"name", "description", "vars": {...}, "steps": [{"suite", "args": [...]}]}.
  * Arguments may use ${var}: vars from the plan, overridden by --model/--paths/--set; a var
  * X_gpu or X_cpu defines ${X} when a GPU is (or is not) visible; ${device} is "gpu"/"cpu".
- * Each suite runs in-process and stores its records in the run as each case finishes
- * (rec_emit), so Ctrl-C or a crash keeps every finished case; the run is then "incomplete".
+ * Each suite runs in-process (runner/commands.h: the steps a plan may name) and stores its records
+ * in the run as each case finishes (rec_emit), so Ctrl-C or a crash keeps every finished case; the
+ * run is then "incomplete".
  * Before anything runs, every step is estimated (runner/dryrun.h: the paths it opens, memory per GPU
  * and on the host, expected time) and a plan with a step that cannot fit the GPU is refused;
  * --dry-run prints the estimates and stops there. --fail-fast stops after the first failed step. */
@@ -17,6 +18,7 @@
 
 #include "common/interrupt.h"
 #include "runner/cli.h"
+#include "runner/cmd_evidence.h"
 #include "runner/cmd_run.h"
 #include "runner/commands.h"
 #include "runner/dryrun.h"
@@ -44,15 +46,6 @@ static const char USAGE[] =
     "  --fail-fast   stop after the first step that exits non-zero; later steps are recorded not_run\n"
     "  Exit code: 0 verdict pass, 1 fail or incomplete, 2 usage or plan error or a step that cannot fit,\n"
     "  130 interrupted.\n";
-
-/* The suites a plan may name: each is the CLI command of the same name. */
-static const struct {
-  const char *name;
-  int (*fn)(int argc, char **argv);
-} SUITES[] = {
-    {"generate", cmd_generate},
-    VOUCH_RUN_EXTRA_SUITES
-};
 
 static int gpu_count(void) {
 #ifdef VOUCH_HAVE_CUDA
@@ -147,9 +140,8 @@ static vstatus check_plan(const cJSON *plan, const char *pname) {
   cJSON_ArrayForEach(s, steps) {
     const cJSON *suite = cJSON_GetObjectItem(s, "suite"), *args = cJSON_GetObjectItem(s, "args");
     if (!cJSON_IsString(suite)) return VERR("plan %s: steps[%d].suite must be a string", pname, i);
-    bool known = false;
-    for (size_t k = 0; k < sizeof SUITES / sizeof SUITES[0]; k++) known |= !strcmp(SUITES[k].name, suite->valuestring);
-    if (!known) return VERR("plan %s: steps[%d].suite '%s' is not a suite of this build", pname, i, suite->valuestring);
+    const vcommand *known = vcommand_find(suite->valuestring);
+    if (!known || !known->plan_step) return VERR("plan %s: steps[%d].suite '%s' is not a suite of this build", pname, i, suite->valuestring);
     if (args && !cJSON_IsArray(args)) return VERR("plan %s: steps[%d].args must be a list of strings", pname, i);
     const cJSON *a;
     cJSON_ArrayForEach(a, args) if (!cJSON_IsString(a)) return VERR("plan %s: steps[%d].args must be strings", pname, i);
@@ -455,10 +447,8 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "vouch run: step %d: vouch", step_i);
     for (int k = 0; k < sargc; k++) fprintf(stderr, " %s", sargv[k]);
     fprintf(stderr, "\n");
-    int rc = 2;
     const int bad_before = rec_dir_count_bad(rd);
-    for (size_t k = 0; k < sizeof SUITES / sizeof SUITES[0]; k++)
-      if (!strcmp(SUITES[k].name, suite)) rc = SUITES[k].fn(sargc, sargv);
+    const int rc = vcommand_find(suite)->fn(sargc, sargv); /* check_plan: a plan step of this build */
     if (rc != EXIT_OK) {
       fprintf(stderr, "vouch run: step %d (%s) exited %d\n", step_i, suite, rc);
       /* A step that failed without recording why (bad arguments, an unreadable model, a store
