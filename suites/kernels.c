@@ -671,6 +671,26 @@ static void print_row(FILE *f, const kernels_record *r) {
   fprintf(f, "\n");
 }
 
+/* Sets the variant's fields of r (path, variant, dtype, id) for case c. */
+static void set_variant(kernels_record *r, const vop_case *c, const vop_variant *v) {
+  r->path = v->path;
+  r->variant = v->name;
+  snprintf(r->dtype, sizeof r->dtype, "w:bf16 a:%s", v->act_dtype == DT_BF16 ? "bf16" : "f32");
+  snprintf(r->id, sizeof r->id, "%s/%s/%s/%s/%s/B%d/%s/s%llu", c->op->name, r->path, r->variant, c->preset, c->shape,
+           c->batch, vop_dist_name(c->dist), (unsigned long long)c->seed);
+}
+
+/* A finished case: handed to on_case (stored), then printed, then kept in res. */
+static vstatus case_done(const kernels_opts *o, kernels_result *res, kernels_record *r) {
+  if (o->on_case) {
+    vstatus s = o->on_case(o->ctx, r);
+    if (s) { free(r->trace_json); return s; }
+  }
+  if (o->table) print_row(o->table, r);
+  if (o->progress) fprintf(o->progress, "\r%d cases, %d failed  ", res->n + 1, res->failed + (r->status == KS_FAIL));
+  return push_record(res, r);
+}
+
 static bool variant_selected(const vop_variant *v, const kernels_opts *o) {
   if (o->path && strcmp(v->path, o->path) != 0) return false;
   if (!o->path && !strcmp(v->path, "test") && !(o->variant && !strcmp(o->variant, v->name))) return false;
@@ -757,17 +777,12 @@ vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
           vstatus s = vars[vi]->supports ? vars[vi]->supports(c) : V_OK;
           if (s == V_OK) { sup[n_sup++] = vi; continue; }
           kernels_record r = base;
-          r.path = vars[vi]->path;
-          r.variant = vars[vi]->name;
-          snprintf(r.dtype, sizeof r.dtype, "w:bf16 a:%s", vars[vi]->act_dtype == DT_BF16 ? "bf16" : "f32");
-          snprintf(r.id, sizeof r.id, "%s/%s/%s/%s/%s/B%d/%s/s%llu", op->name, r.path, r.variant, c->preset, c->shape,
-                   c->batch, vop_dist_name(c->dist), (unsigned long long)c->seed);
+          set_variant(&r, c, vars[vi]);
           r.status = s == V_UNSUPPORTED ? KS_UNSUPPORTED : KS_FAIL;
           snprintf(r.reason, sizeof r.reason, "%s%s", s == V_UNSUPPORTED ? "" : "supports() failed: ", verr_msg());
           snprintf(r.metric, sizeof r.metric, "-");
           r.trace_json = NULL;
-          if (o->table) print_row(o->table, &r);
-          VTRY(push_record(res, &r));
+          VTRY(case_done(o, res, &r));
         }
         if (!n_sup) continue;
         vstatus st = op->layout(c, &l);
@@ -810,11 +825,7 @@ vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
           void **in = v->act_dtype == DT_BF16 ? host_bf : host;
           double **want = v->act_dtype == DT_BF16 ? ref_bf : ref;
           kernels_record r = base;
-          r.path = v->path;
-          r.variant = v->name;
-          snprintf(r.dtype, sizeof r.dtype, "w:bf16 a:%s", v->act_dtype == DT_BF16 ? "bf16" : "f32");
-          snprintf(r.id, sizeof r.id, "%s/%s/%s/%s/%s/B%d/%s/s%llu", op->name, r.path, r.variant, c->preset, c->shape,
-                   c->batch, vop_dist_name(c->dist), (unsigned long long)c->seed);
+          set_variant(&r, c, v);
           if (st != V_OK) {
             r.status = KS_FAIL;
             snprintf(r.reason, sizeof r.reason, "inputs/oracle: %s", verr_msg());
@@ -822,9 +833,7 @@ vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
           } else {
             VTRY(run_variant(c, &l, in, want, v, &r));
           }
-          if (o->table) print_row(o->table, &r);
-          if (o->progress) fprintf(o->progress, "\r%d cases, %d failed  ", res->n + 1, res->failed + (r.status == KS_FAIL));
-          VTRY(push_record(res, &r));
+          VTRY(case_done(o, res, &r));
         }
         for (int i = 0; i < l.n; i++) {
           free(host[i]);

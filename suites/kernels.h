@@ -14,6 +14,8 @@
 typedef enum { KS_PASS = 0, KS_FAIL = 1, KS_UNSUPPORTED = 2 } kernels_status;
 const char *kernels_status_name(int s); /* "pass", "FAIL", "not supported" */
 
+struct kernels_record;
+
 typedef struct {
   const char *op;        /* only this op (NULL: all) */
   const char *path;      /* only this path (NULL: all except "test") */
@@ -27,9 +29,14 @@ typedef struct {
   int tp;                /* > 0: only the communication ops (first dim "ranks"), cases of exactly tp ranks */
   FILE *table;           /* print one table row per case here (NULL: silent) */
   FILE *progress;        /* progress lines (NULL: none) */
+  /* Called as each case finishes, before its table row is printed and before the next case runs:
+   * the driver stores its record there. An error it returns ends the run with that error. NULL:
+   * not called. */
+  vstatus (*on_case)(void *ctx, const struct kernels_record *r);
+  void *ctx;             /* first argument of on_case */
 } kernels_opts;
 
-typedef struct {
+typedef struct kernels_record {
   char id[200];          /* op/path/variant/preset/shape/B/dist/seed */
   const char *op, *path, *variant; /* registry strings (static) */
   char preset[16], shape[32];

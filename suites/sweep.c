@@ -730,6 +730,7 @@ vstatus sweep_run(const sweep_opts *o_in, const ds_model *m, sweep_result *res) 
     const int ctx = o.contexts[ci];
     for (int ti = 0; ti < o.n_tps && s == V_OK; ti++) {
       const int tp = o.tps[ti];
+      const int first = res->n; /* this pair's points */
       for (int bi = 0; bi < nb; bi++)
         for (int pi = 0; pi < np; pi++) pts[pi * nb + bi] = add_point(&R, pi, tp, bs[bi], ctx);
       R.cur_tp = tp;
@@ -744,6 +745,7 @@ vstatus sweep_run(const sweep_opts *o_in, const ds_model *m, sweep_result *res) 
         }
         R.pts_done += nb;
         progress(&R, "");
+        if (o.points_done) s = o.points_done(o.ctx, res, first);
         continue;
       }
       for (int bi = 0; bi < nb; bi++) pending[bi] = true, why[bi][0] = 0;
@@ -768,6 +770,7 @@ vstatus sweep_run(const sweep_opts *o_in, const ds_model *m, sweep_result *res) 
       }
       R.pts_done += nb;
       progress(&R, "");
+      if (s == V_OK && o.points_done) s = o.points_done(o.ctx, res, first);
     }
   }
   if (o.progress) fprintf(stderr, "\n");
