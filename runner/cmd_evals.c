@@ -192,6 +192,12 @@ int cmd_diverge(int argc, char **argv) {
       if (spec_k) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "_k%ld", spec_k);
       if (routing.kind != ROUTE_NATURAL) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "_forced");
       snprintf(id, sizeof id, "b%d_c%d_t%ld%s_vs_%s", o.batch, o.context, tokens, shape, paths[0]);
+      bool kept = true; /* a resumed run holds every record of this point */
+      for (int p = 1; p < np; p++) kept &= rec_stored("diverge", id, paths[p]);
+      if (kept) {
+        printf("%-10s %5d %7d  kept from the interrupted run\n", "", o.batch, o.context);
+        continue;
+      }
       if (diverge_run(&m, &o, res)) {
         cli_print_error("diverge");
         rc = EXIT_CHECK_FAILED;

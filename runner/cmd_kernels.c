@@ -71,6 +71,12 @@ static vstatus store_case(void *ctx, const kernels_record *k) {
   return s;
 }
 
+/* kernels_opts.skip: a resumed run holds this case's record already. */
+static bool case_kept(void *ctx, const kernels_record *k) {
+  (void)ctx;
+  return rec_stored("kernels", k->id, k->path);
+}
+
 int cmd_kernels(int argc, char **argv) {
   kernels_opts o;
   memset(&o, 0, sizeof o);
@@ -125,6 +131,7 @@ int cmd_kernels(int argc, char **argv) {
   o.table = failures_only ? NULL : stdout;
   o.progress = failures_only && cli_is_tty(2) ? stderr : NULL;
   o.on_case = store_case;
+  o.skip = case_kept;
   kernels_result res;
   vstatus s = kernels_run(&o, &res);
   free(bi);
@@ -140,6 +147,7 @@ int cmd_kernels(int argc, char **argv) {
       if (res.r[i].status == KS_FAIL) printf("FAIL %s: %s\n", res.r[i].id, res.r[i].reason);
   printf("\nkernels: %d cases run, %d passed, %d FAILED, %d not supported; %d left out by --quick; %.1f s\n",
          res.run, res.passed, res.failed, res.unsupported, res.skipped_budget, res.wall_s);
+  if (res.skipped_kept) printf("kernels: %d cases kept from the interrupted run (not run again)\n", res.skipped_kept);
   int rc = res.failed ? EXIT_CHECK_FAILED : EXIT_OK;
   if (json && kernels_write_json(&res, json) != V_OK) { cli_print_error("kernels"); rc = EXIT_CHECK_FAILED; }
   kernels_result_free(&res);

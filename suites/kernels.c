@@ -778,11 +778,20 @@ vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
           if (s == V_OK) { sup[n_sup++] = vi; continue; }
           kernels_record r = base;
           set_variant(&r, c, vars[vi]);
+          if (o->skip && o->skip(o->ctx, &r)) { res->skipped_kept++; continue; }
           r.status = s == V_UNSUPPORTED ? KS_UNSUPPORTED : KS_FAIL;
           snprintf(r.reason, sizeof r.reason, "%s%s", s == V_UNSUPPORTED ? "" : "supports() failed: ", verr_msg());
           snprintf(r.metric, sizeof r.metric, "-");
           r.trace_json = NULL;
           VTRY(case_done(o, res, &r));
+        }
+        /* variants whose record a resumed run holds are left out before paying for inputs */
+        for (int k = 0; o->skip && k < n_sup; k++) {
+          kernels_record r = base;
+          set_variant(&r, c, vars[sup[k]]);
+          if (!o->skip(o->ctx, &r)) continue;
+          res->skipped_kept++;
+          sup[k--] = sup[--n_sup];
         }
         if (!n_sup) continue;
         vstatus st = op->layout(c, &l);

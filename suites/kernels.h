@@ -33,7 +33,10 @@ typedef struct {
    * the driver stores its record there. An error it returns ends the run with that error. NULL:
    * not called. */
   vstatus (*on_case)(void *ctx, const struct kernels_record *r);
-  void *ctx;             /* first argument of on_case */
+  /* Called before a case is run (r: its id, path, variant): true leaves it out (a resumed run
+   * holds its record already). NULL: every case runs. */
+  bool (*skip)(void *ctx, const struct kernels_record *r);
+  void *ctx;             /* first argument of on_case and skip */
 } kernels_opts;
 
 typedef struct kernels_record {
@@ -61,6 +64,7 @@ typedef struct {
   int n, cap;
   int run, passed, failed, unsupported; /* counts of records by status (run = passed + failed) */
   int skipped_budget;    /* cases left out by the --quick size budget */
+  int skipped_kept;      /* cases left out because opts.skip said so (kept from a resumed run) */
   double wall_s;
 } kernels_result;
 
