@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "common/plugin.h"
 #include "model/shard.h"
 #include "reference/cpu/cpu_ref.h"
 #include "reference/cpu/cpu_tp.h"
@@ -21,6 +22,7 @@
 #define MAX_LOADED 8
 static const vpath_ops *g_loaded[MAX_LOADED];
 static int g_n_loaded;
+static char *g_lib_file[MAX_LOADED]; /* the --path-lib file of g_loaded[i] as given; NULL: registered in code */
 
 static const vpath_ops *const g_builtin[] = {
     &cpu_ref_ops,
@@ -167,15 +169,54 @@ vstatus vpaths_register(const vpath_ops *ops, const char *origin) {
   return V_OK;
 }
 
+/* The path library h (opened from `file`) as vouch can use it: *ops its declaration. V_ERR naming the file
+ * when its ABI stamp is missing or differs, it carries its own copy of vouch, or it has no vouch_path_ops. */
+static vstatus lib_ops(void *h, const char *file, const vpath_ops **ops) {
+  /* dlsym on the handle searches the library and its dependencies, not the vouch binary */
+  const int *abi = dlsym(h, "vouch_path_abi");
+  if (!abi)
+    return VERR("%s: symbol 'vouch_path_abi' not found: write VOUCH_PLUGIN_ABI; once in the library (common/plugin.h, "
+                "docs/plugins.md)", file);
+  if (*abi != VOUCH_PATH_ABI)
+    return VERR("%s: vouch_path_abi is %d, this vouch's is %d: rebuild the library against this vouch's headers", file,
+                *abi, VOUCH_PATH_ABI);
+  if (dlsym(h, "verr_set"))
+    return VERR("%s: the library carries its own copy of vouch (it defines verr_set): link it against nothing of "
+                "vouch's; the vouch binary exports its functions (docs/plugins.md)", file);
+  *ops = dlsym(h, "vouch_path_ops");
+  if (!*ops)
+    return VERR("%s: symbol 'vouch_path_ops' not found (a path library exports const vpath_ops vouch_path_ops)", file);
+  return V_OK;
+}
+
 vstatus vpaths_load_lib(const char *file) {
-  if (g_n_loaded == MAX_LOADED) return VERR("%s: too many --path-lib libraries (max %d)", file, MAX_LOADED);
-  void *h = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+  assert(file);
+  if (!file[0]) return VERR("--path-lib: empty file name");
+  /* dlopen searches the library path for a bare name; a path library is named by its file */
+  char rel[4096];
+  snprintf(rel, sizeof rel, "%s%s", strchr(file, '/') ? "" : "./", file);
+  void *h = dlopen(rel, RTLD_NOW | RTLD_LOCAL);
   if (!h) return VERR("%s: cannot load path library: %s", file, dlerror());
-  const vpath_ops *ops = dlsym(h, "vouch_path_ops");
-  if (!ops) return VERR("%s: symbol 'vouch_path_ops' not found (a path library exports const vpath_ops vouch_path_ops)", file);
-  for (int i = 0; i < g_n_loaded; i++)
+  const vpath_ops *ops = NULL;
+  vstatus s = lib_ops(h, file, &ops);
+  for (int i = 0; s == V_OK && i < g_n_loaded; i++)
     if (g_loaded[i] == ops) return V_OK; /* the same library again (a second plan step's --path-lib) */
-  return vpaths_register(ops, file);
+  if (s == V_OK) s = vpaths_register(ops, file);
+  if (s != V_OK) {
+    dlclose(h);
+    return s;
+  }
+  g_lib_file[g_n_loaded - 1] = strdup(file);
+  if (!g_lib_file[g_n_loaded - 1]) return VERR("%s: out of memory", file);
+  return V_OK;
+}
+
+int vpaths_n_loaded(void) { return g_n_loaded; }
+
+const vpath_ops *vpaths_loaded(int i, const char **file) {
+  assert(i >= 0 && i < g_n_loaded);
+  if (file) *file = g_lib_file[i];
+  return g_loaded[i];
 }
 
 #define N_BUILTIN (sizeof g_builtin / sizeof g_builtin[0])

@@ -30,9 +30,16 @@ bool vpaths_tp_splits_inputs(const char *name);
  * caps.tp is not a vpath_tp_kind, or dcp/ep is declared without tp; or when 8 paths are loaded.
  * `ops` must live as long as the process (it is not copied). */
 vstatus vpaths_register(const vpath_ops *ops, const char *origin);
-/* Loads a path from a shared library (dlopen, symbol `vouch_path_ops`) and registers it (vpaths_register);
- * loading the same library again does nothing. */
+/* Loads a path from a shared library (docs/plugins.md) and registers it (vpaths_register); loading the
+ * same library again does nothing. V_ERR naming the file when it cannot be loaded (dlopen's reason),
+ * lacks vouch_path_abi or has another ABI (common/plugin.h), carries its own copy of vouch's code,
+ * lacks vouch_path_ops, or declares it badly. */
 vstatus vpaths_load_lib(const char *file);
+/* The paths loaded or registered so far (vpaths_register), in order. */
+int vpaths_n_loaded(void);
+/* Loaded path i (0 <= i < vpaths_n_loaded()); *file (when file is not NULL) is its --path-lib file as
+ * given, NULL for a path registered in code. */
+const vpath_ops *vpaths_loaded(int i, const char **file);
 /* Finds and opens a path; unknown names are an error listing the known ones.
  * Tensor parallelism (docs/tensor-parallel.md): o->tp >= 1, or a name "NAME:tpN", opens the
  * TP wrapper (reference/cpu/cpu_tp.h) of NAME at degree N on m's shards: cpu-ref with thread
