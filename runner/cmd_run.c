@@ -22,6 +22,7 @@
 #include "runner/dryrun.h"
 #include "runner/manifest.h"
 #include "runner/record.h"
+#include "suites/paths.h"
 #include "suites/plans.h"
 #ifdef VOUCH_HAVE_CUDA
 #include "reference/cuda/cuda_info.h"
@@ -31,7 +32,7 @@
 static const char USAGE[] =
     "usage: vouch run [--plan smoke|h200|FILE] [--out DIR] [--model M] [--paths P] [--set VAR=VALUE]\n"
     "                 [--no-bundle] [--list] [--dry-run] [--gpu-mem SIZE] [--fail-fast]\n"
-    "                 [--force]\n"
+    "                 [--force] [--path-lib FILE]\n"
     "  Runs the suites a plan names and writes a result directory (default vouch-results/<plan>-<time>),\n"
     "  then bundles it to DIR.vouch.tar.gz. With no arguments: the smoke plan on the embedded default\n"
     "  (synthetic tiny checkpoint; GPU paths when a GPU is visible, else CPU).\n"
@@ -42,6 +43,8 @@ static const char USAGE[] =
     "                without one (then with --dry-run only); the plan's GPU variant is used\n"
     "  --force       run even when a step is estimated not to fit (its paths then refuse or shrink it)\n"
     "  --fail-fast   stop after the first step that exits non-zero; later steps are recorded not_run\n"
+    "  --path-lib F  load a decode path from the shared library F for every step (docs/plugins.md); the\n"
+    "                manifest records its sha256 (path_libs)\n"
     "  Exit code: 0 verdict pass, 1 fail or incomplete, 2 usage or plan error or a step that cannot fit,\n"
     "  130 interrupted.\n";
 
@@ -297,6 +300,8 @@ int cmd_run(int argc, char **argv) {
   vstatus err = V_OK;
   char over[16][600]; /* "VAR=VALUE" from --model, --paths, --set */
   int n_over = 0;
+  char libs[8][600]; /* --path-lib files, for replay.sh */
+  int n_libs = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return EXIT_OK; }
@@ -310,7 +315,9 @@ int cmd_run(int argc, char **argv) {
     else if (cli_opt(argc, argv, &i, "--out", &v, &err)) { if (v) out_arg = v; }
     else if (cli_opt(argc, argv, &i, "--model", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "model=%s", v); }
     else if (cli_opt(argc, argv, &i, "--paths", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "paths=%s", v); }
-    else if (cli_opt(argc, argv, &i, "--set", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "%s", v);
+    else if (cli_opt(argc, argv, &i, "--path-lib", &v, &err)) {
+      if (v && !(err = vpaths_load_lib(v)) && n_libs < 8) snprintf(libs[n_libs++], sizeof libs[0], "%s", v);
+    } else if (cli_opt(argc, argv, &i, "--set", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "%s", v);
     } else err = VERR("unknown option '%s' (see vouch run --help)", a);
     if (err) { cli_print_error("run"); return EXIT_USAGE; }
   }
@@ -416,6 +423,11 @@ int cmd_run(int argc, char **argv) {
     size_t k = strlen(replay);
     if (strchr(over[i], '\'')) continue; /* cannot be single-quoted; replay.sh then lacks it */
     snprintf(replay + k, sizeof replay - k, "%s--set '%.600s'", k ? " " : "", over[i]);
+  }
+  for (int i = 0; i < n_libs; i++) {
+    size_t k = strlen(replay);
+    if (strchr(libs[i], '\'')) continue;
+    snprintf(replay + k, sizeof replay - k, "%s--path-lib '%.590s'", k ? " " : "", libs[i]);
   }
   manifest_opts mo = {.plan_name = pname, .plan_text = text, .argc = argc, .argv = argv, .seeds = seeds, .n_seeds = 1,
                       .replay_args = replay[0] ? replay : NULL};
