@@ -68,9 +68,10 @@ static vstatus open_model(ds_model *m, const char *spec, uint64_t seed, int laye
   return V_OK;
 }
 
-static bool any_cpu(const char *const *p, int n) {
+/* True when one of the paths reads host weights (vpath_caps.host_weights): open the model with a host copy. */
+static bool any_host(const char *const *p, int n) {
   for (int i = 0; i < n; i++)
-    if (!strncmp(p[i], "cpu", 3)) return true;
+    if (vpaths_host_weights(p[i])) return true;
   return false;
 }
 
@@ -158,7 +159,7 @@ int cmd_diverge(int argc, char **argv) {
     return EXIT_USAGE;
   }
   ds_model m;
-  if (open_model(&m, model, seed, (int)layers, any_cpu(paths, np), NULL, NULL, false)) {
+  if (open_model(&m, model, seed, (int)layers, any_host(paths, np), NULL, NULL, false)) {
     cli_print_error("diverge");
     free(pbuf); free(paths); free(batches); free(ctxs);
     return EXIT_CHECK_FAILED;
@@ -556,7 +557,7 @@ static int eval_mrcr(int argc, char **argv) {
   }
   ds_model m;
   construct_layout L;
-  if (open_model(&m, model, mseed, 0, any_cpu(paths, np), &knobs, &L, true)) {
+  if (open_model(&m, model, mseed, 0, any_host(paths, np), &knobs, &L, true)) {
     cli_print_error("eval mrcr");
     free(pbuf); free(paths); free(bins); free(needles);
     return EXIT_CHECK_FAILED;
@@ -810,7 +811,7 @@ static int eval_chain(int argc, char **argv) {
   }
   ds_model m;
   construct_layout L;
-  if (open_model(&m, model, mseed, 0, any_cpu(paths, np), &knobs, &L, true)) {
+  if (open_model(&m, model, mseed, 0, any_host(paths, np), &knobs, &L, true)) {
     cli_print_error("eval chain");
     free(pbuf); free(paths); free(hops);
     return EXIT_CHECK_FAILED;
@@ -978,7 +979,7 @@ int cmd_features(int argc, char **argv) {
     return EXIT_USAGE;
   }
   ds_model m;
-  if (open_model(&m, model, seed, (int)layers, any_cpu(all, n_all), NULL, NULL, false)) {
+  if (open_model(&m, model, seed, (int)layers, any_host(all, n_all), NULL, NULL, false)) {
     cli_print_error("features");
     return EXIT_CHECK_FAILED;
   }

@@ -29,6 +29,7 @@
 #include "runner/manifest.h"
 #include "runner/record.h"
 #include "runner/store.h"
+#include "suites/paths.h"
 #include "suites/plans.h"
 #ifdef VOUCH_HAVE_CUDA
 #include "reference/cuda/cuda_info.h"
@@ -38,7 +39,7 @@
 static const char USAGE[] =
     "usage: vouch run [--plan smoke|h200|FILE] [--out DIR] [--model M] [--paths P] [--set VAR=VALUE]\n"
     "                 [--no-bundle] [--list] [--dry-run] [--gpu-mem SIZE] [--fail-fast]\n"
-    "                 [--force] [--resume DIR]\n"
+    "                 [--force] [--path-lib FILE] [--resume DIR]\n"
     "  Runs the suites a plan names and writes a result directory (default vouch-results/<plan>-<time>),\n"
     "  then bundles it to DIR.vouch.tar.gz. With no arguments: the smoke plan on the embedded default\n"
     "  (synthetic tiny checkpoint; GPU paths when a GPU is visible, else CPU).\n"
@@ -49,8 +50,11 @@ static const char USAGE[] =
     "                without one (then with --dry-run only); the plan's GPU variant is used\n"
     "  --force       run even when a step is estimated not to fit (its paths then refuse or shrink it)\n"
     "  --fail-fast   stop after the first step that exits non-zero; later steps are recorded not_run\n"
-    "  --resume DIR  continue the interrupted run in DIR (crashed, killed or Ctrl-C) with its own plan and\n"
-    "                variables: finished steps and every stored case are kept, the rest runs into DIR\n"
+    "  --path-lib F  load a decode path from the shared library F for every step (docs/plugins.md); the\n"
+    "                manifest records its sha256 (path_libs)\n"
+    "  --resume DIR  continue the interrupted run in DIR (crashed, killed or Ctrl-C) with its own plan,\n"
+    "                variables and path libraries: finished steps and every stored case are kept, the rest\n"
+    "                runs into DIR\n"
     "  Exit code: 0 verdict pass, 1 fail or incomplete, 2 usage or plan error or a step that cannot fit,\n"
     "  130 interrupted.\n";
 
@@ -284,13 +288,16 @@ static void not_run_record(int step_i, const char *suite, const char *why) {
 }
 
 /* What a run keeps of its command line for --resume: meta 'run_args' =
- * {"vars": ["VAR=VALUE", ...] (from --model, --paths, --set), "fail_fast": bool}, credentials
- * redacted (common/redact.h: a resumed run gets the redacted value, as replay.sh does). */
-static vstatus save_run_args(vrundir *rd, char (*over)[600], int n_over, bool fail_fast) {
+ * {"vars": ["VAR=VALUE", ...] (from --model, --paths, --set), "path_libs": [FILE, ...],
+ * "fail_fast": bool}, credentials redacted (common/redact.h: a resumed run gets the redacted value,
+ * as replay.sh does). */
+static vstatus save_run_args(vrundir *rd, char (*over)[600], int n_over, char (*libs)[600], int n_libs, bool fail_fast) {
   cJSON *j = cJSON_CreateObject(), *vars = j ? cJSON_AddArrayToObject(j, "vars") : NULL;
+  cJSON *pl = j ? cJSON_AddArrayToObject(j, "path_libs") : NULL;
   for (int i = 0; vars && i < n_over; i++) cJSON_AddItemToArray(vars, cJSON_CreateString(over[i]));
+  for (int i = 0; pl && i < n_libs; i++) cJSON_AddItemToArray(pl, cJSON_CreateString(libs[i]));
   if (j) cJSON_AddBoolToObject(j, "fail_fast", fail_fast);
-  char *raw = vars ? cJSON_PrintUnformatted(j) : NULL;
+  char *raw = vars && pl ? cJSON_PrintUnformatted(j) : NULL;
   cJSON_Delete(j);
   char *txt = raw ? redact_dup(raw) : NULL; /* as the manifest's command line: no credential is stored */
   free(raw);
@@ -299,9 +306,25 @@ static vstatus save_run_args(vrundir *rd, char (*over)[600], int n_over, bool fa
   return s;
 }
 
-/* Reads back what save_run_args kept in DIR's store (read-only); every problem names the file and
- * the field. */
-static vstatus load_run_args(const char *dir, char (*over)[600], int *n_over, bool *fail_fast) {
+/* Copies the strings of run_args' list `field` into out[max][600]; errors name the store (path)
+ * and the field. */
+static vstatus run_args_list(const cJSON *j, const char *field, const char *path, char (*out)[600], int max, int *n) {
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, field), *v;
+  *n = 0;
+  if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) > max)
+    return VERR("%s: meta 'run_args': field '%s' must be a list of at most %d strings", path, field, max);
+  cJSON_ArrayForEach(v, a) {
+    if (!cJSON_IsString(v) || strlen(v->valuestring) >= sizeof out[0])
+      return VERR("%s: meta 'run_args': %s[%d] must be a string under %zu bytes", path, field, *n, sizeof out[0]);
+    snprintf(out[(*n)++], sizeof out[0], "%s", v->valuestring);
+  }
+  return V_OK;
+}
+
+/* Reads back what save_run_args kept in DIR's store (read-only) and loads its path libraries;
+ * every problem names the file and the field. */
+static vstatus load_run_args(const char *dir, char (*over)[600], int *n_over, char (*libs)[600], int *n_libs,
+                             bool *fail_fast) {
   char path[700];
   snprintf(path, sizeof path, "%s/results.sqlite", dir);
   if (access(path, F_OK) != 0) return VERR("--resume %s: not a result directory (results.sqlite missing)", dir);
@@ -314,20 +337,11 @@ static vstatus load_run_args(const char *dir, char (*over)[600], int *n_over, bo
   if (!txt) return VERR("%s: meta 'run_args' missing (not made by vouch run, or by one without --resume)", path);
   cJSON *j = cJSON_Parse(txt);
   free(txt);
-  const cJSON *vars = cJSON_GetObjectItemCaseSensitive(j, "vars"), *ff = cJSON_GetObjectItemCaseSensitive(j, "fail_fast");
-  s = cJSON_IsArray(vars) && cJSON_GetArraySize(vars) <= 16 && cJSON_IsBool(ff)
-          ? V_OK
-          : VERR("%s: meta 'run_args': expected {\"vars\": [at most 16 strings], \"fail_fast\": bool}", path);
-  *n_over = 0;
-  const cJSON *v;
-  cJSON_ArrayForEach(v, vars) {
-    if (s) break;
-    if (!cJSON_IsString(v) || strlen(v->valuestring) >= sizeof over[0]) {
-      s = VERR("%s: meta 'run_args': vars[%d] must be a string under %zu bytes", path, *n_over, sizeof over[0]);
-      break;
-    }
-    snprintf(over[(*n_over)++], sizeof over[0], "%s", v->valuestring);
-  }
+  const cJSON *ff = cJSON_GetObjectItemCaseSensitive(j, "fail_fast");
+  s = cJSON_IsBool(ff) ? V_OK : VERR("%s: meta 'run_args': field 'fail_fast' must be true or false", path);
+  if (s == V_OK) s = run_args_list(j, "vars", path, over, 16, n_over);
+  if (s == V_OK) s = run_args_list(j, "path_libs", path, libs, 8, n_libs);
+  for (int i = 0; s == V_OK && i < *n_libs; i++) s = vpaths_load_lib(libs[i]);
   if (s == V_OK) *fail_fast = cJSON_IsTrue(ff);
   cJSON_Delete(j);
   return s;
@@ -362,6 +376,8 @@ int cmd_run(int argc, char **argv) {
   vstatus err = V_OK;
   char over[16][600]; /* "VAR=VALUE" from --model, --paths, --set */
   int n_over = 0;
+  char libs[8][600]; /* --path-lib files, for replay.sh and --resume */
+  int n_libs = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return EXIT_OK; }
@@ -376,18 +392,20 @@ int cmd_run(int argc, char **argv) {
     else if (cli_opt(argc, argv, &i, "--out", &v, &err)) { if (v) out_arg = v; }
     else if (cli_opt(argc, argv, &i, "--model", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "model=%s", v); }
     else if (cli_opt(argc, argv, &i, "--paths", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "paths=%s", v); }
-    else if (cli_opt(argc, argv, &i, "--set", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "%s", v);
+    else if (cli_opt(argc, argv, &i, "--path-lib", &v, &err)) {
+      if (v && !(err = vpaths_load_lib(v)) && n_libs < 8) snprintf(libs[n_libs++], sizeof libs[0], "%s", v);
+    } else if (cli_opt(argc, argv, &i, "--set", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "%s", v);
     } else err = VERR("unknown option '%s' (see vouch run --help)", a);
     if (err) { cli_print_error("run"); return EXIT_USAGE; }
-    if (resume && (out_arg || n_over || list || dry || plan_given || fail_fast))
-      err = VERR("--resume DIR continues DIR with its own plan and variables: drop --plan, --out, --model, --paths, "
-                 "--set, --fail-fast, --list and --dry-run");
+    if (resume && (out_arg || n_over || n_libs || list || dry || plan_given || fail_fast))
+      err = VERR("--resume DIR continues DIR with its own plan, variables and path libraries: drop --plan, --out, "
+                 "--model, --paths, --set, --path-lib, --fail-fast, --list and --dry-run");
     if (err) { cli_print_error("run"); return EXIT_USAGE; }
   }
   if (resume) {
     snprintf(resume_plan, sizeof resume_plan, "%s/plan.json", resume);
     plan_arg = resume_plan;
-    if (load_run_args(resume, over, &n_over, &fail_fast)) { cli_print_error("run"); return EXIT_USAGE; }
+    if (load_run_args(resume, over, &n_over, libs, &n_libs, &fail_fast)) { cli_print_error("run"); return EXIT_USAGE; }
   }
   if (list) {
     for (const vplan_text *p = vouch_plans; p->name; p++) {
@@ -493,6 +511,11 @@ int cmd_run(int argc, char **argv) {
     if (strchr(over[i], '\'')) continue; /* cannot be single-quoted; replay.sh then lacks it */
     snprintf(replay + k, sizeof replay - k, "%s--set '%.600s'", k ? " " : "", over[i]);
   }
+  for (int i = 0; i < n_libs; i++) {
+    size_t k = strlen(replay);
+    if (strchr(libs[i], '\'')) continue;
+    snprintf(replay + k, sizeof replay - k, "%s--path-lib '%.590s'", k ? " " : "", libs[i]);
+  }
   manifest_opts mo = {.plan_name = pname, .plan_text = text, .argc = argc, .argv = argv, .seeds = seeds, .n_seeds = 1,
                       .replay_args = replay[0] ? replay : NULL};
   vrundir *rd = NULL;
@@ -503,7 +526,7 @@ int cmd_run(int argc, char **argv) {
     free(text);
     return EXIT_USAGE;
   }
-  if (resume ? rec_dir_steps_done(rd, &steps_done) : save_run_args(rd, over, n_over, fail_fast)) {
+  if (resume ? rec_dir_steps_done(rd, &steps_done) : save_run_args(rd, over, n_over, libs, n_libs, fail_fast)) {
     cli_print_error("run");
     rec_abandon(rd);
     cJSON_Delete(plan);

@@ -732,7 +732,7 @@ int cmd_sweep(int argc, char **argv) {
 
   rc = EXIT_CHECK_FAILED;
   bool host = false;
-  for (int i = 0; i < np; i++) host |= vpaths_find(paths[i])->last_step_ms == NULL;
+  for (int i = 0; i < np; i++) host |= vpaths_host_weights(paths[i]);
   const double t_open = vclock_now();
   if (ds_model_open(&m, model_spec, seed, (int)layers, host)) { cli_print_error("sweep"); goto end; }
   model_open = true;

@@ -337,23 +337,10 @@ static vstatus membw_for(runner *R, const vpath_ops *ops, double *gbs, const cha
   return V_OK;
 }
 
-/* True when a path name's @VARIANT has the word w ("latency:tp8@tp_nccl,tp_split_in"). */
-static bool name_has_variant_word(const char *path, const char *w) {
-  const char *at = strchr(path, '@');
-  const size_t n = strlen(w);
-  for (const char *p = at ? at + 1 : NULL; p && *p;) {
-    const char *e = strchr(p, ',');
-    const size_t len = e ? (size_t)(e - p) : strlen(p);
-    if (len == n && strncmp(p, w, n) == 0) return true;
-    p = e ? e + 1 : NULL;
-  }
-  return false;
-}
-
 double sweep_rank_bytes(const ds_config *c, int tp, const char *path, int b, int ctx, double experts, bool latent_kv) {
   ds_config lc;
   if (tp <= 1 || ds_shard_config(c, tp, &lc) != V_OK) return ds_decode_bytes(c, b, ctx, experts, latent_kv);
-  const bool dcp = path && vpaths_name_dcp(path), split_in = path && name_has_variant_word(path, "tp_split_in");
+  const bool dcp = path && vpaths_name_dcp(path), split_in = path && vpaths_tp_splits_inputs(path);
   const int blk = ds_shard_vocab_block(c->vocab_size, tp);
   const int kv_ctx = dcp && latent_kv ? (ctx + tp - 1) / tp : ctx; /* ctx only scales the KV term */
   double bytes = ds_decode_bytes(&lc, b, kv_ctx, experts, latent_kv) - (double)(c->vocab_size - blk) * c->hidden_size * 2.0;

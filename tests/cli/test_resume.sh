@@ -2,7 +2,8 @@
 # kill -9 of a plan step mid-suite, then `vouch run --resume`: every kernels case that printed its
 # table row is in the run's SQLite (stored before the row is printed), the unfinished steps are
 # not_run in the bundle, and the resumed run ends with the same records as an uninterrupted run
-# without running the kept cases again. Bad --resume input is a one-line error.
+# without running the kept cases again; a run given --path-lib resumes with its library loaded.
+# Bad --resume input is a one-line error.
 . "$VOUCH_SRC/tests/cli/counters.sh"
 export VOUCH_HISTORY_DB="$t/history.sqlite"
 cd "$t" || exit 2
@@ -73,6 +74,24 @@ print(f"resumed: {again} kernels cases run again, {kept} kept; {len(b)} records 
 PY
 "$VOUCH" verify killed.vouch.tar.gz >/dev/null 2>verify.err && ok || bad "resumed bundle does not verify: $(cat verify.err)"
 
+# a run given --path-lib: --resume loads the library again, so the plan's plugin path is known
+lib="${VOUCH_PLUGINS:-}/slow_path_pct0.so"
+cat >pplan.json <<'EOF'
+{"name": "plugin", "steps": [{"suite": "diverge", "args": ["--paths", "cpu-ref,slow-ref", "--tokens", "2"]}]}
+EOF
+"$VOUCH" run --plan pplan.json --path-lib "$lib" --out plug --no-bundle >plug.out 2>plug.err && ok ||
+  bad "run with --path-lib $lib: $(tail -3 plug.err)"
+python3 - plug <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1] + "/results.sqlite")
+db.execute("UPDATE meta SET value = 'incomplete' WHERE key = 'state'")
+db.execute("DELETE FROM meta WHERE key = 'steps_done'")
+db.commit()
+PY
+"$VOUCH" run --resume plug --no-bundle >plug2.out 2>plug2.err && ok || bad "resume of a --path-lib run: $(tail -3 plug2.err)"
+grep -q "kept from the interrupted run" plug2.out && ok || bad "resumed diverge ran the stored point again: $(cat plug2.out)"
+expect_error 2 "drop --plan" "$VOUCH" run --resume plug --path-lib "$lib"
+
 # bad --resume input: one line naming the directory or the field, exit 2
 expect_error 2 "not a result directory" "$VOUCH" run --resume nowhere
 expect_error 2 "only a running or incomplete run can be resumed" "$VOUCH" run --resume full
@@ -89,7 +108,7 @@ expect_error 2 "meta 'run_args'" "$VOUCH" run --resume broken
 python3 - broken <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1] + "/results.sqlite")
-db.execute("""UPDATE meta SET value = '{"vars": [], "fail_fast": false}' WHERE key = 'run_args'""")
+db.execute("""UPDATE meta SET value = '{"vars": [], "path_libs": [], "fail_fast": false}' WHERE key = 'run_args'""")
 db.execute("UPDATE meta SET value = 'many' WHERE key = 'steps_done'")
 db.commit()
 PY
