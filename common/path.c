@@ -1,6 +1,8 @@
 #include "common/path.h"
 
+#include <assert.h>
 #include <stddef.h>
+#include <string.h>
 
 vstatus vstep_validate(const vstep *s, const vstep_limits *L) {
   const char *P = L->path;
@@ -43,4 +45,23 @@ vstatus vstep_validate(const vstep *s, const vstep_limits *L) {
       }
   }
   return V_OK;
+}
+
+const char *vpath_name_variant(const char *name) {
+  assert(name);
+  const char *at = strchr(name, '@');
+  return at ? at + 1 : "";
+}
+
+bool vpath_variant_has_word(const char *variant, const char *w) {
+  assert(variant && w);
+  const size_t n = strlen(w);
+  for (const char *p = variant; *p;) {
+    const char *e = strchr(p, ',');
+    const size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len == n && strncmp(p, w, n) == 0) return true;
+    if (!e) break;
+    p = e + 1;
+  }
+  return false;
 }

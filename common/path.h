@@ -62,6 +62,38 @@ typedef struct {
                            * tp >= 1; cpu-ref only. Combines with dcp */
 } vpath_opts;
 
+/* How a path runs under tensor parallelism (vpath_caps.tp; docs/tensor-parallel.md). */
+typedef enum {
+  VPATH_TP_NONE = 0, /* none: --tp N and NAME:tpN are refused with the reason */
+  VPATH_TP_THREADS,  /* simulated ranks: threads of this process with in-memory communicators (cpu-ref) */
+  VPATH_TP_NCCL,     /* one GPU per rank with NCCL: all ranks in one process, or one process per GPU
+                      * started by a launcher (common/comm.h) */
+  VPATH_TP_KINDS     /* the number of kinds (for validating a loaded path's declaration) */
+} vpath_tp_kind;
+
+/* What a path can do, declared by the path in its ops (`caps`): the runner and the suites decide by
+ * these fields and never by a path's name or its ops pointer (docs/plugins.md). All zero: the path
+ * places its weights itself, runs unsharded only, and has the plain byte model. Other
+ * capabilities are declared by the presence of an optional function: fill_cache (pure-decode
+ * workloads), last_step_ms (a device timer), last_experts (routed experts for the roofline); and per
+ * step by supports() (multi-token steps, batch and context envelopes). */
+typedef struct {
+  bool host_weights;      /* open() reads the weights from host memory, so callers open the model with a
+                           * host copy (ds_model_open's `host`: synthetic tensors materialized); false: the
+                           * path generates or uploads each tensor itself (the GPU paths) */
+  vpath_tp_kind tp;       /* tensor parallelism through the TP wrapper (reference/cpu/cpu_tp.h): each rank's
+                           * open() gets its shard and vpath_opts.comm */
+  bool dcp;               /* honours vpath_opts.dcp (KV cache split by position over the TP ranks); needs tp */
+  bool ep;                /* honours vpath_opts.ep (whole routed experts per TP rank); needs tp */
+  const char *no_dcp_why; /* when dcp is false: why, appended to the refusal (": its ... cache is ..."); NULL:
+                           * no reason given */
+  const char *no_ep_why;  /* when ep is false: why, appended to the refusal (": ..."); NULL: none given */
+  /* Byte model under TP (the sweep's roofline): true when `variant` (the text after '@' in the path's
+   * name; never NULL) makes each rank read only ceil(rows / tp) of the input projections q_a|kv_a (with
+   * q LoRA) and of the router, their outputs all-gathered. NULL: every rank reads those whole. */
+  bool (*tp_splits_inputs)(const char *variant);
+} vpath_caps;
+
 typedef struct vpath_ops {
   const char *name;       /* "cpu-ref", "cuda-ref", "latency" */
   const char *desc;       /* one line for --help */
@@ -92,9 +124,18 @@ typedef struct vpath_ops {
    * own router (suites/sweep): the mean over MoE layers of the number of distinct routed experts
    * chosen in that step (all token rows of the step together; forced ids count too). Negative when
    * unknown (no step run yet, no MoE layer). Must not add to last_step_ms (read the ids outside the
-   * timed work). NULL when the path cannot tell; keep this field last (positional initializers). */
+   * timed work). NULL when the path cannot tell. */
   double (*last_experts)(void *state);
+  /* What the path can do (above); keep this field last (the CUDA paths' positional initializers). */
+  vpath_caps caps;
 } vpath_ops;
+
+/* The variant words of a path name ("latency:tp8@tp_nccl,tp_split_in" -> "tp_nccl,tp_split_in"; "" when
+ * the name has no '@'). */
+const char *vpath_name_variant(const char *name);
+/* True when the comma-separated `variant` has the word w ("tp_nccl,tp_split_in" has "tp_split_in").
+ * For a path's own parser of its variant words (tp_splits_inputs). */
+bool vpath_variant_has_word(const char *variant, const char *w);
 
 /* What a path can accept, for vstep_validate. */
 typedef struct {

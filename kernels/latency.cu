@@ -1757,6 +1757,9 @@ extern "C" vstatus latency_profile_step(void *state, const vstep *s, float *logi
   return V_OK;
 }
 
+/* Byte model (vpath_caps.tp_splits_inputs): the variant word tp_split_in splits q_a|kv_a and the router by rows. */
+static bool lt_tp_splits_inputs(const char *variant) { return vpath_variant_has_word(variant, "tp_split_in"); }
+
 extern "C" const vpath_ops latency_ops = {
     PATH_NAME,
     "optimized decode for batch 1-64 on Hopper: mma skinny GEMMs, absorbed MLA on a latent cache, CUDA graphs",
@@ -1769,4 +1772,7 @@ extern "C" const vpath_ops latency_ops = {
     lt_close,
     true, /* latent_kv: kv_lora + rope per position per layer */
     lt_last_experts,
+    /* caps: device weights, TP over NCCL, dcp on the latent cache, no ep */
+    {false, VPATH_TP_NCCL, true, false, NULL,
+     ": the GPU paths split every routed expert along its intermediate dimension under TP", lt_tp_splits_inputs},
 };

@@ -11,6 +11,7 @@
 #include "model/construct.h"
 #include "model/model.h"
 #include "runner/cli.h"
+#include "runner/engine.h"
 #include "runner/record.h"
 #include "suites/bounds.h"
 #include "suites/diverge.h"
@@ -67,54 +68,17 @@ static vstatus open_model(ds_model *m, const char *spec, uint64_t seed, int laye
   return V_OK;
 }
 
-static bool any_cpu(const char *const *p, int n) {
+/* True when one of the paths reads host weights (vpath_caps.host_weights): open the model with a host copy. */
+static bool any_host(const char *const *p, int n) {
   for (int i = 0; i < n; i++)
-    if (!strncmp(p[i], "cpu", 3)) return true;
+    if (vpaths_host_weights(p[i])) return true;
   return false;
 }
 
-/* --json FILE: {"records": [...]} */
-static vstatus write_records(const char *file, vrecord **recs, int n) {
-  cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "records");
-  for (int i = 0; i < n; i++) cJSON_AddItemToArray(arr, rec_to_json(recs[i]));
-  char *txt = cJSON_Print(root);
-  cJSON_Delete(root);
-  FILE *f = fopen(file, "w");
-  vstatus s = V_OK;
-  if (!f || !txt || fputs(txt, f) < 0) s = VERR("%s: cannot write records", file);
-  if (f && fclose(f) != 0 && !s) s = VERR("%s: cannot write records", file);
-  free(txt);
-  return s;
-}
-
-/* --json FILE, and the records of a `vouch run` in progress. */
-static vstatus emit_records(const char *file, vrecord **recs, int n) {
-  if (file) VTRY(write_records(file, recs, n));
-  for (int i = 0; rec_current() && i < n; i++) VTRY(rec_emit(recs[i], NULL));
-  return V_OK;
-}
-
-typedef struct {
-  vrecord **v;
-  int n, cap;
-} rec_list;
-
-static vrecord *rec_push(rec_list *l, const char *suite, const char *id, const char *path) {
-  if (l->n == l->cap) {
-    int cap = l->cap ? 2 * l->cap : 32;
-    vrecord **nv = realloc(l->v, (size_t)cap * sizeof *nv);
-    if (!nv) return NULL;
-    l->v = nv;
-    l->cap = cap;
-  }
-  vrecord *r = rec_new(suite, id, path);
-  if (r) l->v[l->n++] = r;
-  return r;
-}
-
-static void rec_list_free(rec_list *l) {
-  for (int i = 0; i < l->n; i++) rec_free(l->v[i]);
-  free(l->v);
+/* The end of a suite: records not yet stored go to the run, every record to --json FILE. */
+static vstatus emit_records(const char *file, veng *recs) {
+  VTRY(eng_flush(recs));
+  return eng_write_json(recs, file);
 }
 
 /* ---- vouch diverge ---- */
@@ -195,7 +159,7 @@ int cmd_diverge(int argc, char **argv) {
     return EXIT_USAGE;
   }
   ds_model m;
-  if (open_model(&m, model, seed, (int)layers, any_cpu(paths, np), NULL, NULL, false)) {
+  if (open_model(&m, model, seed, (int)layers, any_host(paths, np), NULL, NULL, false)) {
     cli_print_error("diverge");
     free(pbuf); free(paths); free(batches); free(ctxs);
     return EXIT_CHECK_FAILED;
@@ -215,7 +179,7 @@ int cmd_diverge(int argc, char **argv) {
          routing_s);
   printf("%-10s %5s %7s %20s %10s %10s %10s %10s %8s %9s %10s %6s %7s\n", "path", "batch", "context", "mean KLD +/- se",
          "p99.9", "p99", "p95", "median", "same%", "RMS dp", "max|dl|", "nan", "status");
-  rec_list recs = {0};
+  veng recs = {0};
   int rc = EXIT_OK;
   diverge_result *res = calloc((size_t)np, sizeof *res);
   for (int bi = 0; bi < nb && res; bi++)
@@ -223,6 +187,18 @@ int cmd_diverge(int argc, char **argv) {
       diverge_opts o = {.paths = paths, .n_paths = np, .batch = (int)batches[bi], .context = (int)ctxs[ci],
                         .tokens = (int)tokens, .seed = seed, .n_threads = (int)threads, .ragged = ragged,
                         .spec_k = (int)spec_k, .routing = &routing};
+      char id[96]; /* the point's records, one per compared path */
+      char shape[48] = "";
+      if (ragged) snprintf(shape, sizeof shape, "_ragged");
+      if (spec_k) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "_k%ld", spec_k);
+      if (routing.kind != ROUTE_NATURAL) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "_forced");
+      snprintf(id, sizeof id, "b%d_c%d_t%ld%s_vs_%s", o.batch, o.context, tokens, shape, paths[0]);
+      bool kept = true; /* a resumed run holds every record of this point */
+      for (int p = 1; p < np; p++) kept &= rec_stored("diverge", id, paths[p]);
+      if (kept) {
+        printf("%-10s %5d %7d  kept from the interrupted run\n", "", o.batch, o.context);
+        continue;
+      }
       if (diverge_run(&m, &o, res)) {
         cli_print_error("diverge");
         rc = EXIT_CHECK_FAILED;
@@ -264,13 +240,7 @@ int cmd_diverge(int argc, char **argv) {
         else
           snprintf(bound_src, sizeof bound_src, "options: --max-kld %.3g, --min-same-top %.3g over rows with margin > "
                    "--margin-eps %.3g", max_kld, min_same, margin_eps);
-        char id[96];
-        char shape[48] = "";
-        if (ragged) snprintf(shape, sizeof shape, "_ragged");
-        if (spec_k) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "_k%ld", spec_k);
-        if (routing.kind != ROUTE_NATURAL) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "_forced");
-        snprintf(id, sizeof id, "b%d_c%d_t%ld%s_vs_%s", o.batch, o.context, tokens, shape, paths[0]);
-        vrecord *rec = rec_push(&recs, "diverge", id, r->path);
+        vrecord *rec = eng_new(&recs, "diverge", id, r->path);
         if (rec) {
           rec_param_str(rec, "model", m.source);
           rec_param_str(rec, "reference", paths[0]);
@@ -346,9 +316,11 @@ int cmd_diverge(int argc, char **argv) {
       }
       /* after every path: the baseline's rows are read by the paths after it */
       for (int p = 0; p < np - 1; p++) diverge_result_free(&res[p]);
+      /* this point is finished: its records are in the run before the next point starts */
+      if (eng_flush(&recs)) { cli_print_error("diverge"); rc = EXIT_CHECK_FAILED; }
     }
-  if (emit_records(json, recs.v, recs.n)) { cli_print_error("diverge"); rc = EXIT_CHECK_FAILED; }
-  rec_list_free(&recs);
+  if (emit_records(json, &recs)) { cli_print_error("diverge"); rc = EXIT_CHECK_FAILED; }
+  eng_free(&recs);
   free(res);
   sweep_routing_free(&routing);
   ds_model_close(&m);
@@ -420,10 +392,10 @@ static void discordant(const eval_path_result *a, const eval_path_result *b, con
 
 /* Adds the score, margin and pairwise figures of one (path, subset) to a record and prints
  * a line; returns true when it passes. */
-static bool eval_record(rec_list *recs, const char *suite, const char *id, const eval_path_result *ref,
+static bool eval_record(veng *recs, const char *suite, const char *id, const eval_path_result *ref,
                         const eval_path_result *pr, bool is_ref, const unsigned char *mask, int n, double min_score,
                         double alpha, cJSON *params) {
-  vrecord *rec = rec_push(recs, suite, id, pr->path);
+  vrecord *rec = eng_new(recs, suite, id, pr->path);
   if (rec && params) {
     cJSON_Delete(rec->params);
     rec->params = cJSON_Duplicate(params, 1);
@@ -496,6 +468,49 @@ static const char MRCR_USAGE[] =
 
 static const char *mrcr_depth_label[5] = {"0-20%", "20-40%", "40-60%", "60-80%", "80-100%"};
 
+/* What mrcr_path_done needs to make one path's records. */
+typedef struct {
+  veng *recs;                  /* where the records go */
+  const mrcr_result *r;        /* the run (filled by mrcr_run) */
+  const char *model;           /* model source, a parameter of every record */
+  const construct_layout *L;   /* the constructed model's knobs */
+  const long *bins, *needles;  /* [n_bins], [n_needles]: the cells */
+  int n_bins, n_needles;
+  long samples;                /* prompts per cell */
+  uint64_t seed;               /* prompt seed */
+  double min_score, alpha;     /* the verdict's bounds (eval_record) */
+  unsigned char *ok;           /* [n_paths][n_bins][n_needles] out: the cell passed */
+} mrcr_ctx;
+
+/* mrcr_opts.path_done: path p's records, one per (bin, needles), stored before the next path runs. */
+static vstatus mrcr_path_done(void *ctx, int p) {
+  mrcr_ctx *c = ctx;
+  const mrcr_result *r = c->r;
+  unsigned char *mask = calloc((size_t)r->n_queries, 1);
+  if (!mask) return VERR("eval mrcr: out of memory");
+  for (int bi = 0; bi < c->n_bins; bi++)
+    for (int ni = 0; ni < c->n_needles; ni++) {
+      for (int i = 0; i < r->n_queries; i++) mask[i] = r->q[i].bin == c->bins[bi] && r->q[i].needles == c->needles[ni];
+      char id[96];
+      snprintf(id, sizeof id, "mrcr_bin%ld_n%ld", c->bins[bi], c->needles[ni]);
+      cJSON *params = cJSON_CreateObject();
+      cJSON_AddStringToObject(params, "model", c->model);
+      cJSON_AddNumberToObject(params, "bin", (double)c->bins[bi]);
+      cJSON_AddNumberToObject(params, "needles", (double)c->needles[ni]);
+      cJSON_AddNumberToObject(params, "samples", (double)c->samples);
+      cJSON_AddNumberToObject(params, "seed", (double)c->seed);
+      cJSON_AddNumberToObject(params, "cos", c->L->o.cos);
+      cJSON_AddNumberToObject(params, "gap", c->L->o.gap);
+      cJSON_AddStringToObject(params, "reference", r->pr[0].path);
+      c->ok[((size_t)p * c->n_bins + bi) * c->n_needles + ni] =
+          eval_record(c->recs, "evals", id, &r->pr[0], &r->pr[p], p == 0, mask, r->n_queries, c->min_score, c->alpha,
+                      params);
+      cJSON_Delete(params);
+    }
+  free(mask);
+  return eng_flush(c->recs);
+}
+
 static int eval_mrcr(int argc, char **argv) {
   const char *model = "synth:recall-mrcr", *paths_s = "cpu-ref", *bins_s = "1k,4k", *need_s = "2,4,8", *json = NULL,
              *export_f = NULL, *v;
@@ -505,6 +520,8 @@ static int eval_mrcr(int argc, char **argv) {
   bool paths_given = false;
   construct_opts knobs = {.cos = -1, .gap = -1, .answer_logit = -1};
   vstatus err = V_OK;
+  veng recs = {0};             /* stored as each path finishes */
+  unsigned char *cell_ok = NULL; /* [np][nbins][nneed]: the cell passed */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(MRCR_USAGE, stdout); return EXIT_OK; }
@@ -540,7 +557,7 @@ static int eval_mrcr(int argc, char **argv) {
   }
   ds_model m;
   construct_layout L;
-  if (open_model(&m, model, mseed, 0, any_cpu(paths, np), &knobs, &L, true)) {
+  if (open_model(&m, model, mseed, 0, any_host(paths, np), &knobs, &L, true)) {
     cli_print_error("eval mrcr");
     free(pbuf); free(paths); free(bins); free(needles);
     return EXIT_CHECK_FAILED;
@@ -586,16 +603,20 @@ static int eval_mrcr(int argc, char **argv) {
     printf("wrote %s: %d bins x %d needle counts x %ld samples\n", export_f, nbins, nneed, samples);
     if (!paths_given) goto done;
   }
-  mrcr_opts o = {.paths = paths, .n_paths = np, .bins = bins, .n_bins = nbins, .needles = needles, .n_needles = nneed,
-                 .samples = (int)samples, .batch = (int)batch, .chunk = (int)chunk, .seed = seed, .n_threads = (int)threads};
   mrcr_result r;
+  mrcr_ctx mc = {.recs = &recs, .r = &r, .model = m.source, .L = &L, .bins = bins, .n_bins = nbins, .needles = needles,
+                 .n_needles = nneed, .samples = samples, .seed = seed, .min_score = min_score, .alpha = alpha,
+                 .ok = cell_ok = calloc((size_t)np * nbins * nneed, 1)};
+  mrcr_opts o = {.paths = paths, .n_paths = np, .bins = bins, .n_bins = nbins, .needles = needles, .n_needles = nneed,
+                 .samples = (int)samples, .batch = (int)batch, .chunk = (int)chunk, .seed = seed, .n_threads = (int)threads,
+                 .path_done = mrcr_path_done, .ctx = &mc};
   double t0 = vclock_now();
+  if (!mc.ok) { VERR("eval mrcr: out of memory"); cli_print_error("eval mrcr"); rc = EXIT_CHECK_FAILED; goto done; }
   if (mrcr_run(&m, &L, &o, &r)) { cli_print_error("eval mrcr"); rc = EXIT_CHECK_FAILED; goto done; }
   printf("eval mrcr: model %s\n  difficulty: near-duplicate cosine %.3f, score gap %.2f nats (alpha %.1f), nominal answer "
          "logit %.1f; %ld samples per cell, seed %llu; wall %.1f s\n",
          m.source, L.o.cos, L.o.gap, L.alpha, L.o.answer_logit, samples, (unsigned long long)seed, vclock_now() - t0);
   unsigned char *mask = calloc((size_t)r.n_queries, 1);
-  rec_list recs = {0};
   for (int p = 0; p < np && mask; p++) {
     const eval_path_result *pr = &r.pr[p];
     if (!pr->supported) {
@@ -642,24 +663,11 @@ static int eval_mrcr(int argc, char **argv) {
       printf("  vs %s:\n", r.pr[0].path);
       print_pairwise("all", &r.pr[0], pr, NULL, r.n_queries, alpha);
     }
-    /* records: one per (bin, needles) */
+    /* the records, one per (bin, needles), were stored as the path finished (mrcr_path_done) */
     for (int bi = 0; bi < nbins; bi++)
       for (int ni = 0; ni < nneed; ni++) {
         for (int i = 0; i < r.n_queries; i++) mask[i] = r.q[i].bin == bins[bi] && r.q[i].needles == needles[ni];
-        char id[96];
-        snprintf(id, sizeof id, "mrcr_bin%ld_n%ld", bins[bi], needles[ni]);
-        cJSON *params = cJSON_CreateObject();
-        cJSON_AddStringToObject(params, "model", m.source);
-        cJSON_AddNumberToObject(params, "bin", (double)bins[bi]);
-        cJSON_AddNumberToObject(params, "needles", (double)needles[ni]);
-        cJSON_AddNumberToObject(params, "samples", (double)samples);
-        cJSON_AddNumberToObject(params, "seed", (double)seed);
-        cJSON_AddNumberToObject(params, "cos", L.o.cos);
-        cJSON_AddNumberToObject(params, "gap", L.o.gap);
-        cJSON_AddStringToObject(params, "reference", r.pr[0].path);
-        bool ok = eval_record(&recs, "evals", id, &r.pr[0], pr, p == 0, mask, r.n_queries, min_score, alpha, params);
-        cJSON_Delete(params);
-        if (!ok) {
+        if (!mc.ok[((size_t)p * nbins + bi) * nneed + ni]) {
           rc = EXIT_CHECK_FAILED;
           if (pr->supported) printf("  FAIL %s: bin %ld, %ld needles: score %.4f < %.2f or significantly worse than %s\n",
                                     pr->path, bins[bi], needles[ni], score_of(pr, mask, r.n_queries, NULL), min_score,
@@ -668,11 +676,12 @@ static int eval_mrcr(int argc, char **argv) {
       }
   }
   printf("\nverdict: %s\n", rc == EXIT_OK ? "pass" : "FAIL");
-  if (emit_records(json, recs.v, recs.n)) { cli_print_error("eval mrcr"); rc = EXIT_CHECK_FAILED; }
-  rec_list_free(&recs);
+  if (emit_records(json, &recs)) { cli_print_error("eval mrcr"); rc = EXIT_CHECK_FAILED; }
   free(mask);
   mrcr_result_free(&r);
 done:
+  eng_free(&recs);
+  free(cell_ok);
   ds_model_close(&m);
   free(pbuf); free(paths); free(bins); free(needles);
   return rc;
@@ -693,6 +702,68 @@ static const char CHAIN_USAGE[] =
     "  significantly worse than the first path (McNemar p < --alpha).\n"
     "  defaults: --model synth:recall-chain --paths cpu-ref --hops 64,256 --samples 8 --batch 1\n";
 
+/* What chain_path_done needs to make one path's records. */
+typedef struct {
+  veng *recs;                /* where the records go */
+  const chain_result *r;     /* the run (filled by chain_run) */
+  const char *model;         /* model source, a parameter of every record */
+  const long *hops;          /* [n_hops] hop counts scored */
+  int n_hops;
+  long samples;              /* chains */
+  double temperature, top_p; /* sampling as given (0: greedy), for the ids and parameters */
+  long top_k;
+  uint64_t sample_seed;
+  uint64_t seed;             /* permutation seed */
+  double min_score, alpha;   /* the verdict's bounds (eval_record) */
+  unsigned char *ok;         /* [n_paths][n_hops] out: the hop count passed */
+} chain_ctx;
+
+/* chain_opts.path_done: path p's records (one per hop count, and its first-wrong hops as raw
+ * samples), stored before the next path runs. */
+static vstatus chain_path_done(void *ctx, int p) {
+  chain_ctx *c = ctx;
+  const chain_result *r = c->r;
+  const eval_path_result *pr = &r->pr[p];
+  const int nh = c->n_hops, n = (int)c->samples * nh;
+  const double temperature = c->temperature;
+  unsigned char *mask = calloc((size_t)n, 1);
+  if (!mask) return VERR("eval chain: out of memory");
+  for (int hi = 0; hi < nh; hi++) {
+    for (int i = 0; i < n; i++) mask[i] = i % nh == hi;
+    char id[64];
+    snprintf(id, sizeof id, "chain_hops%ld_t%g", c->hops[hi], temperature);
+    cJSON *params = cJSON_CreateObject();
+    cJSON_AddStringToObject(params, "model", c->model);
+    cJSON_AddNumberToObject(params, "hops", (double)c->hops[hi]);
+    cJSON_AddNumberToObject(params, "samples", (double)c->samples);
+    cJSON_AddNumberToObject(params, "temperature", temperature);
+    cJSON_AddNumberToObject(params, "top_k", (double)c->top_k);
+    cJSON_AddNumberToObject(params, "top_p", c->top_p);
+    cJSON_AddNumberToObject(params, "sample_seed", (double)c->sample_seed);
+    cJSON_AddNumberToObject(params, "seed", (double)c->seed);
+    cJSON_AddStringToObject(params, "reference", r->pr[0].path);
+    c->ok[(size_t)p * nh + hi] = eval_record(c->recs, "evals", id, &r->pr[0], pr, p == 0, mask, n, c->min_score, c->alpha,
+                                             params);
+    cJSON_Delete(params);
+  }
+  free(mask);
+  /* first-wrong hops as a record of raw samples */
+  if (pr->supported) {
+    char fid[48]; /* per temperature: a plan runs the greedy and the sampled chain side by side */
+    snprintf(fid, sizeof fid, "chain_first_wrong_t%g", temperature);
+    vrecord *rec = eng_new(c->recs, "evals", fid, pr->path);
+    if (rec) {
+      double *fw = malloc((size_t)c->samples * sizeof *fw);
+      for (int s = 0; fw && s < c->samples; s++) fw[s] = r->first_wrong[p][s];
+      rec_metric_samples(rec, "first_wrong_hop", "hop", RD_MEDIAN, RB_NONE, fw, (int)c->samples, 0);
+      free(fw);
+      rec_param_num(rec, "temperature", temperature);
+      rec_finalize(rec);
+    }
+  }
+  return eng_flush(c->recs);
+}
+
 static int eval_chain(int argc, char **argv) {
   const char *model = "synth:recall-chain", *paths_s = "cpu-ref", *hops_s = "64,256", *json = NULL, *export_f = NULL, *v;
   long samples = 8, batch = 1, threads = 0, top_k = 0;
@@ -701,6 +772,8 @@ static int eval_chain(int argc, char **argv) {
   bool paths_given = false;
   construct_opts knobs = {.cos = -1, .gap = -1, .answer_logit = -1};
   vstatus err = V_OK;
+  veng recs = {0};             /* stored as each path finishes */
+  unsigned char *hop_ok = NULL; /* [np][nh]: the hop count passed */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(CHAIN_USAGE, stdout); return EXIT_OK; }
@@ -738,7 +811,7 @@ static int eval_chain(int argc, char **argv) {
   }
   ds_model m;
   construct_layout L;
-  if (open_model(&m, model, mseed, 0, any_cpu(paths, np), &knobs, &L, true)) {
+  if (open_model(&m, model, mseed, 0, any_host(paths, np), &knobs, &L, true)) {
     cli_print_error("eval chain");
     free(pbuf); free(paths); free(hops);
     return EXIT_CHECK_FAILED;
@@ -776,7 +849,13 @@ static int eval_chain(int argc, char **argv) {
     if (!paths_given) goto done;
   }
   chain_result r;
+  chain_ctx cc = {.recs = &recs, .r = &r, .model = m.source, .hops = hops, .n_hops = nh, .samples = samples,
+                  .temperature = temperature, .top_p = top_p, .top_k = top_k, .sample_seed = sseed, .seed = seed, .min_score = min_score, .alpha = alpha,
+                  .ok = hop_ok = calloc((size_t)np * nh, 1)};
+  o.path_done = chain_path_done;
+  o.ctx = &cc;
   double t0 = vclock_now();
+  if (!hop_ok) { VERR("eval chain: out of memory"); cli_print_error("eval chain"); rc = EXIT_CHECK_FAILED; goto done; }
   if (chain_run(&m, &L, &o, &r)) { cli_print_error("eval chain"); rc = EXIT_CHECK_FAILED; goto done; }
   printf("eval chain: model %s\n  difficulty: %d keys in families of %d at cosine %.3f, score gap %.2f nats, nominal "
          "answer logit %.1f; %s; %ld chains, seed %llu; wall %.1f s\n",
@@ -787,7 +866,6 @@ static int eval_chain(int argc, char **argv) {
            (unsigned long long)sseed);
   const int n = (int)samples * nh;
   unsigned char *mask = calloc((size_t)n, 1);
-  rec_list recs = {0};
   for (int p = 0; p < np && mask; p++) {
     const eval_path_result *pr = &r.pr[p];
     if (!pr->supported) {
@@ -805,8 +883,6 @@ static int eval_chain(int argc, char **argv) {
     }
     for (int hi = 0; hi < nh; hi++) {
       for (int i = 0; i < n; i++) mask[i] = i % nh == hi;
-      char id[64];
-      snprintf(id, sizeof id, "chain_hops%ld_t%g", hops[hi], temperature);
       if (pr->supported) {
         double mn = INFINITY;
         for (int s = 0; s < samples; s++) if (pr->margin[(size_t)s * nh + hi] < mn) mn = pr->margin[(size_t)s * nh + hi];
@@ -818,45 +894,20 @@ static int eval_chain(int argc, char **argv) {
           print_pairwise(lab, &r.pr[0], pr, mask, n, alpha);
         }
       }
-      cJSON *params = cJSON_CreateObject();
-      cJSON_AddStringToObject(params, "model", m.source);
-      cJSON_AddNumberToObject(params, "hops", (double)hops[hi]);
-      cJSON_AddNumberToObject(params, "samples", (double)samples);
-      cJSON_AddNumberToObject(params, "temperature", temperature);
-      cJSON_AddNumberToObject(params, "top_k", (double)top_k);
-      cJSON_AddNumberToObject(params, "top_p", top_p);
-      cJSON_AddNumberToObject(params, "sample_seed", (double)sseed);
-      cJSON_AddNumberToObject(params, "seed", (double)seed);
-      cJSON_AddStringToObject(params, "reference", r.pr[0].path);
-      bool ok = eval_record(&recs, "evals", id, &r.pr[0], pr, p == 0, mask, n, min_score, alpha, params);
-      cJSON_Delete(params);
-      if (!ok) {
+      if (!hop_ok[(size_t)p * nh + hi]) { /* the record was stored as the path finished (chain_path_done) */
         rc = EXIT_CHECK_FAILED;
         if (pr->supported) printf("  FAIL %s: hops %ld: pass@1 %.4f < %.2f or significantly worse than %s\n", pr->path,
                                   hops[hi], score_of(pr, mask, n, NULL), min_score, r.pr[0].path);
       }
     }
-    /* first-wrong hops as a record of raw samples */
-    if (pr->supported) {
-      char fid[48]; /* per temperature: a plan runs the greedy and the sampled chain side by side */
-      snprintf(fid, sizeof fid, "chain_first_wrong_t%g", temperature);
-      vrecord *rec = rec_push(&recs, "evals", fid, pr->path);
-      if (rec) {
-        double *fw = malloc((size_t)samples * sizeof *fw);
-        for (int s = 0; fw && s < samples; s++) fw[s] = r.first_wrong[p][s];
-        rec_metric_samples(rec, "first_wrong_hop", "hop", RD_MEDIAN, RB_NONE, fw, (int)samples, 0);
-        free(fw);
-        rec_param_num(rec, "temperature", temperature);
-        rec_finalize(rec);
-      }
-    }
   }
   printf("\nverdict: %s\n", rc == EXIT_OK ? "pass" : "FAIL");
-  if (emit_records(json, recs.v, recs.n)) { cli_print_error("eval chain"); rc = EXIT_CHECK_FAILED; }
-  rec_list_free(&recs);
+  if (emit_records(json, &recs)) { cli_print_error("eval chain"); rc = EXIT_CHECK_FAILED; }
   free(mask);
   chain_result_free(&r);
 done:
+  eng_free(&recs);
+  free(hop_ok);
   ds_model_close(&m);
   free(pbuf); free(paths); free(hops);
   return rc;
@@ -928,7 +979,7 @@ int cmd_features(int argc, char **argv) {
     return EXIT_USAGE;
   }
   ds_model m;
-  if (open_model(&m, model, seed, (int)layers, any_cpu(all, n_all), NULL, NULL, false)) {
+  if (open_model(&m, model, seed, (int)layers, any_host(all, n_all), NULL, NULL, false)) {
     cli_print_error("features");
     return EXIT_CHECK_FAILED;
   }
@@ -942,11 +993,11 @@ int cmd_features(int argc, char **argv) {
     return EXIT_CHECK_FAILED;
   }
   printf("features: path %s vs %s on %s\n", path, ref, m.source);
-  rec_list recs = {0};
+  veng recs = {0};
   for (int i = 0; i < FEAT_N_CHECKS; i++) {
     printf("  %-13s %-13s %s\n", ch[i].name, feat_status_name(ch[i].status), ch[i].detail);
     if (ch[i].status == FEAT_FAIL) rc = EXIT_CHECK_FAILED;
-    vrecord *rec = rec_push(&recs, "features", ch[i].name, path);
+    vrecord *rec = eng_new(&recs, "features", ch[i].name, path);
     if (!rec) continue;
     rec_param_str(rec, "model", m.source);
     rec_param_str(rec, "reference", ref);
@@ -962,8 +1013,8 @@ int cmd_features(int argc, char **argv) {
     }
     rec_finalize(rec);
   }
-  if (emit_records(json, recs.v, recs.n)) { cli_print_error("features"); rc = EXIT_CHECK_FAILED; }
-  rec_list_free(&recs);
+  if (emit_records(json, &recs)) { cli_print_error("features"); rc = EXIT_CHECK_FAILED; }
+  eng_free(&recs);
   ds_model_close(&m);
   return rc;
 }

@@ -118,9 +118,9 @@ int cmd_generate(int argc, char **argv) {
     return EXIT_USAGE;
   }
   ds_model m;
-  bool is_cpu = strncmp(path_name, "cpu", 3) == 0;
+  const bool host = vpaths_host_weights(path_name);
   /* under TP each rank synthesizes only its shard: no full host copy */
-  if (ds_model_open(&m, model_spec, seed, (int)layers, is_cpu && tp == 0)) { cli_print_error("generate"); free(prompt); return EXIT_CHECK_FAILED; }
+  if (ds_model_open(&m, model_spec, seed, (int)layers, host && tp == 0)) { cli_print_error("generate"); free(prompt); return EXIT_CHECK_FAILED; }
   if (tp > 0 && ds_shard_check_ep(&m.cfg, (int)tp, ep) != V_OK) {
     verr_prefix("--tp%s: %s", ep ? " --ep" : "", m.source);
     cli_print_error("generate");

@@ -42,34 +42,39 @@ static void list_registry(void) {
   }
 }
 
-/* Under `vouch run`: one record per case in the run's store (error <= bound is the threshold). */
-static vstatus emit_records(const kernels_result *res) {
-  for (int i = 0; i < res->n; i++) {
-    const kernels_record *k = &res->r[i];
-    vrecord *r = rec_new("kernels", k->id, k->path);
-    if (!r) return V_ERR;
-    rec_param_str(r, "op", k->op);
-    rec_param_str(r, "variant", k->variant);
-    rec_param_str(r, "preset", k->preset);
-    rec_param_str(r, "shape", k->shape);
-    rec_param_int(r, "batch", k->batch);
-    rec_param_str(r, "dims", k->dims);
-    rec_param_str(r, "dtype", k->dtype);
-    rec_param_int(r, "seed", (int64_t)k->seed);
-    rec_param_str(r, "output", k->output);
-    rec_param_str(r, "deterministic", k->deterministic ? "yes" : "no");
-    if (k->status == KS_UNSUPPORTED) {
-      rec_set_status(r, REC_NOT_SUPPORTED, k->reason);
-    } else {
-      rec_metric_value(r, k->metric[0] ? k->metric : "error", "", RB_LOWER, k->error);
-      rec_set_threshold(r, k->metric[0] ? k->metric : "error", "<=", k->bound);
-      if (k->status == KS_FAIL) rec_set_status(r, REC_FAIL, k->reason[0] ? k->reason : "failed");
-    }
-    vstatus s = rec_emit(r, k->trace_json);
-    rec_free(r);
-    VTRY(s);
+/* kernels_opts.on_case under `vouch run`: the case's record in the run's store before the next
+ * case starts (error <= bound is the threshold). */
+static vstatus store_case(void *ctx, const kernels_record *k) {
+  (void)ctx;
+  if (!rec_current()) return V_OK;
+  vrecord *r = rec_new("kernels", k->id, k->path);
+  if (!r) return V_ERR;
+  rec_param_str(r, "op", k->op);
+  rec_param_str(r, "variant", k->variant);
+  rec_param_str(r, "preset", k->preset);
+  rec_param_str(r, "shape", k->shape);
+  rec_param_int(r, "batch", k->batch);
+  rec_param_str(r, "dims", k->dims);
+  rec_param_str(r, "dtype", k->dtype);
+  rec_param_int(r, "seed", (int64_t)k->seed);
+  rec_param_str(r, "output", k->output);
+  rec_param_str(r, "deterministic", k->deterministic ? "yes" : "no");
+  if (k->status == KS_UNSUPPORTED) {
+    rec_set_status(r, REC_NOT_SUPPORTED, k->reason);
+  } else {
+    rec_metric_value(r, k->metric[0] ? k->metric : "error", "", RB_LOWER, k->error);
+    rec_set_threshold(r, k->metric[0] ? k->metric : "error", "<=", k->bound);
+    if (k->status == KS_FAIL) rec_set_status(r, REC_FAIL, k->reason[0] ? k->reason : "failed");
   }
-  return V_OK;
+  vstatus s = rec_emit(r, k->trace_json);
+  rec_free(r);
+  return s;
+}
+
+/* kernels_opts.skip: a resumed run holds this case's record already. */
+static bool case_kept(void *ctx, const kernels_record *k) {
+  (void)ctx;
+  return rec_stored("kernels", k->id, k->path);
 }
 
 int cmd_kernels(int argc, char **argv) {
@@ -125,18 +130,26 @@ int cmd_kernels(int argc, char **argv) {
 
   o.table = failures_only ? NULL : stdout;
   o.progress = failures_only && cli_is_tty(2) ? stderr : NULL;
+  o.on_case = store_case;
+  o.skip = case_kept;
   kernels_result res;
   vstatus s = kernels_run(&o, &res);
   free(bi);
-  if (s != V_OK) { cli_print_error("kernels"); kernels_result_free(&res); return EXIT_USAGE; }
+  if (s != V_OK) {
+    cli_print_error("kernels");
+    /* a store error after some cases were kept is a failed step, not a usage error */
+    const int rc = res.n > 0 ? EXIT_CHECK_FAILED : EXIT_USAGE;
+    kernels_result_free(&res);
+    return rc;
+  }
   if (failures_only)
     for (int i = 0; i < res.n; i++)
       if (res.r[i].status == KS_FAIL) printf("FAIL %s: %s\n", res.r[i].id, res.r[i].reason);
   printf("\nkernels: %d cases run, %d passed, %d FAILED, %d not supported; %d left out by --quick; %.1f s\n",
          res.run, res.passed, res.failed, res.unsupported, res.skipped_budget, res.wall_s);
+  if (res.skipped_kept) printf("kernels: %d cases kept from the interrupted run (not run again)\n", res.skipped_kept);
   int rc = res.failed ? EXIT_CHECK_FAILED : EXIT_OK;
   if (json && kernels_write_json(&res, json) != V_OK) { cli_print_error("kernels"); rc = EXIT_CHECK_FAILED; }
-  if (rec_current() && emit_records(&res) != V_OK) { cli_print_error("kernels"); rc = EXIT_CHECK_FAILED; }
   kernels_result_free(&res);
   return rc;
 }

@@ -3,8 +3,12 @@
  * A plan is JSON: {"name", "description", "vars": {...}, "steps": [{"suite", "args": [...]}]}.
  * Arguments may use ${var}: vars from the plan, overridden by --model/--paths/--set; a var
  * X_gpu or X_cpu defines ${X} when a GPU is (or is not) visible; ${device} is "gpu"/"cpu".
- * Each suite runs in-process and stores its records in the run as each case finishes
- * (rec_emit), so Ctrl-C or a crash keeps every finished case; the run is then "incomplete".
+ * Each suite runs in-process (runner/commands.h: the steps a plan may name) and stores its records
+ * in the run as each case finishes (runner/engine.h), so Ctrl-C, a crash or kill -9 keeps every
+ * finished case; the run is then "incomplete". The store also records how many steps finished
+ * (meta 'steps_done') and the variables the run was given (meta 'run_args'), so --resume DIR
+ * continues it: finished steps are kept, the interrupted step runs again without the cases
+ * already stored (runner/record.h rec_stored), and the rest run as usual.
  * Before anything runs, every step is estimated (runner/dryrun.h: the paths it opens, memory per GPU
  * and on the host, expected time) and a plan with a step that cannot fit the GPU is refused;
  * --dry-run prints the estimates and stops there. --fail-fast stops after the first failed step. */
@@ -16,12 +20,16 @@
 #include <unistd.h>
 
 #include "common/interrupt.h"
+#include "common/redact.h"
 #include "runner/cli.h"
+#include "runner/cmd_evidence.h"
 #include "runner/cmd_run.h"
 #include "runner/commands.h"
 #include "runner/dryrun.h"
 #include "runner/manifest.h"
 #include "runner/record.h"
+#include "runner/store.h"
+#include "suites/paths.h"
 #include "suites/plans.h"
 #ifdef VOUCH_HAVE_CUDA
 #include "reference/cuda/cuda_info.h"
@@ -31,7 +39,7 @@
 static const char USAGE[] =
     "usage: vouch run [--plan smoke|h200|FILE] [--out DIR] [--model M] [--paths P] [--set VAR=VALUE]\n"
     "                 [--no-bundle] [--list] [--dry-run] [--gpu-mem SIZE] [--fail-fast]\n"
-    "                 [--force]\n"
+    "                 [--force] [--path-lib FILE] [--resume DIR]\n"
     "  Runs the suites a plan names and writes a result directory (default vouch-results/<plan>-<time>),\n"
     "  then bundles it to DIR.vouch.tar.gz. With no arguments: the smoke plan on the embedded default\n"
     "  (synthetic tiny checkpoint; GPU paths when a GPU is visible, else CPU).\n"
@@ -42,17 +50,13 @@ static const char USAGE[] =
     "                without one (then with --dry-run only); the plan's GPU variant is used\n"
     "  --force       run even when a step is estimated not to fit (its paths then refuse or shrink it)\n"
     "  --fail-fast   stop after the first step that exits non-zero; later steps are recorded not_run\n"
+    "  --path-lib F  load a decode path from the shared library F for every step (docs/plugins.md); the\n"
+    "                manifest records its sha256 (path_libs)\n"
+    "  --resume DIR  continue the interrupted run in DIR (crashed, killed or Ctrl-C) with its own plan,\n"
+    "                variables and path libraries: finished steps and every stored case are kept, the rest\n"
+    "                runs into DIR\n"
     "  Exit code: 0 verdict pass, 1 fail or incomplete, 2 usage or plan error or a step that cannot fit,\n"
     "  130 interrupted.\n";
-
-/* The suites a plan may name: each is the CLI command of the same name. */
-static const struct {
-  const char *name;
-  int (*fn)(int argc, char **argv);
-} SUITES[] = {
-    {"generate", cmd_generate},
-    VOUCH_RUN_EXTRA_SUITES
-};
 
 static int gpu_count(void) {
 #ifdef VOUCH_HAVE_CUDA
@@ -127,7 +131,10 @@ static char *read_plan(const char *arg, char *name, size_t name_cap) {
   fclose(f);
   t[n] = 0;
   const char *base = strrchr(arg, '/');
-  snprintf(name, name_cap, "%s", base ? base + 1 : arg);
+  base = base ? base + 1 : arg;
+  const size_t bl = strlen(base) < name_cap ? strlen(base) : name_cap - 1; /* a long file name is cut */
+  memcpy(name, base, bl);
+  name[bl] = 0;
   char *dot = strrchr(name, '.');
   if (dot) *dot = 0;
   return t;
@@ -147,9 +154,8 @@ static vstatus check_plan(const cJSON *plan, const char *pname) {
   cJSON_ArrayForEach(s, steps) {
     const cJSON *suite = cJSON_GetObjectItem(s, "suite"), *args = cJSON_GetObjectItem(s, "args");
     if (!cJSON_IsString(suite)) return VERR("plan %s: steps[%d].suite must be a string", pname, i);
-    bool known = false;
-    for (size_t k = 0; k < sizeof SUITES / sizeof SUITES[0]; k++) known |= !strcmp(SUITES[k].name, suite->valuestring);
-    if (!known) return VERR("plan %s: steps[%d].suite '%s' is not a suite of this build", pname, i, suite->valuestring);
+    const vcommand *known = vcommand_find(suite->valuestring);
+    if (!known || !known->plan_step) return VERR("plan %s: steps[%d].suite '%s' is not a suite of this build", pname, i, suite->valuestring);
     if (args && !cJSON_IsArray(args)) return VERR("plan %s: steps[%d].args must be a list of strings", pname, i);
     const cJSON *a;
     cJSON_ArrayForEach(a, args) if (!cJSON_IsString(a)) return VERR("plan %s: steps[%d].args must be strings", pname, i);
@@ -268,14 +274,86 @@ static int plan_fit(const cJSON *plan, const char *pname, const var *vars, int n
   return refused;
 }
 
+/* The case id of step `step_i`'s own records ("step3-kernels"; rundir.c writes the same). */
+static void step_id(char *buf, size_t n, int step_i, const char *suite) { snprintf(buf, n, "step%d-%s", step_i, suite); }
+
 /* Records step `step_i` (suite) as not run, with the reason. */
 static void not_run_record(int step_i, const char *suite, const char *why) {
   vrecord *r = rec_new("run", suite, "");
   if (!r) return;
-  snprintf(r->case_id, sizeof r->case_id, "step%d-%s", step_i, suite);
+  step_id(r->case_id, sizeof r->case_id, step_i, suite);
   rec_set_status(r, REC_NOT_RUN, why);
   rec_emit(r, NULL);
   rec_free(r);
+}
+
+/* What a run keeps of its command line for --resume: meta 'run_args' =
+ * {"vars": ["VAR=VALUE", ...] (from --model, --paths, --set), "path_libs": [FILE, ...],
+ * "fail_fast": bool}, credentials redacted (common/redact.h: a resumed run gets the redacted value,
+ * as replay.sh does). */
+static vstatus save_run_args(vrundir *rd, char (*over)[600], int n_over, char (*libs)[600], int n_libs, bool fail_fast) {
+  cJSON *j = cJSON_CreateObject(), *vars = j ? cJSON_AddArrayToObject(j, "vars") : NULL;
+  cJSON *pl = j ? cJSON_AddArrayToObject(j, "path_libs") : NULL;
+  for (int i = 0; vars && i < n_over; i++) cJSON_AddItemToArray(vars, cJSON_CreateString(over[i]));
+  for (int i = 0; pl && i < n_libs; i++) cJSON_AddItemToArray(pl, cJSON_CreateString(libs[i]));
+  if (j) cJSON_AddBoolToObject(j, "fail_fast", fail_fast);
+  char *raw = vars && pl ? cJSON_PrintUnformatted(j) : NULL;
+  cJSON_Delete(j);
+  char *txt = raw ? redact_dup(raw) : NULL; /* as the manifest's command line: no credential is stored */
+  free(raw);
+  vstatus s = txt ? rec_dir_meta_set(rd, "run_args", txt) : VERR("%s: meta 'run_args': out of memory", rec_dir_path(rd));
+  free(txt);
+  return s;
+}
+
+/* Copies the strings of run_args' list `field` into out[max][600]; errors name the store (path)
+ * and the field. */
+static vstatus run_args_list(const cJSON *j, const char *field, const char *path, char (*out)[600], int max, int *n) {
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, field), *v;
+  *n = 0;
+  if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) > max)
+    return VERR("%s: meta 'run_args': field '%s' must be a list of at most %d strings", path, field, max);
+  cJSON_ArrayForEach(v, a) {
+    if (!cJSON_IsString(v) || strlen(v->valuestring) >= sizeof out[0])
+      return VERR("%s: meta 'run_args': %s[%d] must be a string under %zu bytes", path, field, *n, sizeof out[0]);
+    snprintf(out[(*n)++], sizeof out[0], "%s", v->valuestring);
+  }
+  return V_OK;
+}
+
+/* Reads back what save_run_args kept in DIR's store (read-only) and loads its path libraries;
+ * every problem names the file and the field. */
+static vstatus load_run_args(const char *dir, char (*over)[600], int *n_over, char (*libs)[600], int *n_libs,
+                             bool *fail_fast) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/results.sqlite", dir);
+  if (access(path, F_OK) != 0) return VERR("--resume %s: not a result directory (results.sqlite missing)", dir);
+  vstore st;
+  VTRY(store_open(&st, path, true));
+  char *txt = NULL;
+  vstatus s = store_meta_get(&st, "run_args", &txt);
+  store_close(&st);
+  if (s) return s;
+  if (!txt) return VERR("%s: meta 'run_args' missing (not made by vouch run, or by one without --resume)", path);
+  cJSON *j = cJSON_Parse(txt);
+  free(txt);
+  const cJSON *ff = cJSON_GetObjectItemCaseSensitive(j, "fail_fast");
+  s = cJSON_IsBool(ff) ? V_OK : VERR("%s: meta 'run_args': field 'fail_fast' must be true or false", path);
+  if (s == V_OK) s = run_args_list(j, "vars", path, over, 16, n_over);
+  if (s == V_OK) s = run_args_list(j, "path_libs", path, libs, 8, n_libs);
+  for (int i = 0; s == V_OK && i < *n_libs; i++) s = vpaths_load_lib(libs[i]);
+  if (s == V_OK) *fail_fast = cJSON_IsTrue(ff);
+  cJSON_Delete(j);
+  return s;
+}
+
+/* Marks step `step_i` finished in the store (not when the user interrupted it: --resume runs it
+ * again). False when the store refused (error printed). */
+static bool step_finished(vrundir *rd, int step_i) {
+  if (vinterrupted()) return true;
+  if (rec_dir_step_done(rd, step_i) == V_OK) return true;
+  cli_print_error("run");
+  return false;
 }
 
 vstatus run_plan_parse(const char *text, const char *pname, cJSON **out) {
@@ -289,14 +367,17 @@ vstatus run_plan_parse(const char *text, const char *pname, cJSON **out) {
 }
 
 int cmd_run(int argc, char **argv) {
-  const char *plan_arg = "smoke", *out_arg = NULL, *v;
+  const char *plan_arg = "smoke", *out_arg = NULL, *resume = NULL, *v;
+  char resume_plan[700];
   var vars[64];
   int nv = 0;
-  bool bundle = true, list = false, dry = false, fail_fast = false, force = false;
+  bool bundle = true, list = false, dry = false, fail_fast = false, force = false, plan_given = false;
   double gpu_mem = 0;
   vstatus err = V_OK;
   char over[16][600]; /* "VAR=VALUE" from --model, --paths, --set */
   int n_over = 0;
+  char libs[8][600]; /* --path-lib files, for replay.sh and --resume */
+  int n_libs = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return EXIT_OK; }
@@ -306,13 +387,25 @@ int cmd_run(int argc, char **argv) {
     else if (!strcmp(a, "--fail-fast")) fail_fast = true;
     else if (!strcmp(a, "--force")) force = true;
     else if (cli_opt(argc, argv, &i, "--gpu-mem", &v, &err)) { if (v) err = parse_mem(v, &gpu_mem); }
-    else if (cli_opt(argc, argv, &i, "--plan", &v, &err)) { if (v) plan_arg = v; }
+    else if (cli_opt(argc, argv, &i, "--plan", &v, &err)) { if (v) plan_arg = v, plan_given = true; }
+    else if (cli_opt(argc, argv, &i, "--resume", &v, &err)) { if (v) resume = v; }
     else if (cli_opt(argc, argv, &i, "--out", &v, &err)) { if (v) out_arg = v; }
     else if (cli_opt(argc, argv, &i, "--model", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "model=%s", v); }
     else if (cli_opt(argc, argv, &i, "--paths", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "paths=%s", v); }
-    else if (cli_opt(argc, argv, &i, "--set", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "%s", v);
+    else if (cli_opt(argc, argv, &i, "--path-lib", &v, &err)) {
+      if (v && !(err = vpaths_load_lib(v)) && n_libs < 8) snprintf(libs[n_libs++], sizeof libs[0], "%s", v);
+    } else if (cli_opt(argc, argv, &i, "--set", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "%s", v);
     } else err = VERR("unknown option '%s' (see vouch run --help)", a);
     if (err) { cli_print_error("run"); return EXIT_USAGE; }
+    if (resume && (out_arg || n_over || n_libs || list || dry || plan_given || fail_fast))
+      err = VERR("--resume DIR continues DIR with its own plan, variables and path libraries: drop --plan, --out, "
+                 "--model, --paths, --set, --path-lib, --fail-fast, --list and --dry-run");
+    if (err) { cli_print_error("run"); return EXIT_USAGE; }
+  }
+  if (resume) {
+    snprintf(resume_plan, sizeof resume_plan, "%s/plan.json", resume);
+    plan_arg = resume_plan;
+    if (load_run_args(resume, over, &n_over, libs, &n_libs, &fail_fast)) { cli_print_error("run"); return EXIT_USAGE; }
   }
   if (list) {
     for (const vplan_text *p = vouch_plans; p->name; p++) {
@@ -394,7 +487,8 @@ int cmd_run(int argc, char **argv) {
   }
 
   char outdir[600];
-  if (out_arg) snprintf(outdir, sizeof outdir, "%s", out_arg);
+  if (resume) snprintf(outdir, sizeof outdir, "%s", resume);
+  else if (out_arg) snprintf(outdir, sizeof outdir, "%s", out_arg);
   else {
     char ts[32];
     time_t now = time(NULL);
@@ -417,32 +511,63 @@ int cmd_run(int argc, char **argv) {
     if (strchr(over[i], '\'')) continue; /* cannot be single-quoted; replay.sh then lacks it */
     snprintf(replay + k, sizeof replay - k, "%s--set '%.600s'", k ? " " : "", over[i]);
   }
+  for (int i = 0; i < n_libs; i++) {
+    size_t k = strlen(replay);
+    if (strchr(libs[i], '\'')) continue;
+    snprintf(replay + k, sizeof replay - k, "%s--path-lib '%.590s'", k ? " " : "", libs[i]);
+  }
   manifest_opts mo = {.plan_name = pname, .plan_text = text, .argc = argc, .argv = argv, .seeds = seeds, .n_seeds = 1,
                       .replay_args = replay[0] ? replay : NULL};
   vrundir *rd = NULL;
-  if (rec_open_dir(&rd, outdir, &mo)) { cli_print_error("run"); cJSON_Delete(plan); free(text); return EXIT_USAGE; }
+  int steps_done = 0; /* steps a resumed run finished before */
+  if (resume ? rec_resume_dir(&rd, outdir) : rec_open_dir(&rd, outdir, &mo)) {
+    cli_print_error("run");
+    cJSON_Delete(plan);
+    free(text);
+    return EXIT_USAGE;
+  }
+  if (resume ? rec_dir_steps_done(rd, &steps_done) : save_run_args(rd, over, n_over, libs, n_libs, fail_fast)) {
+    cli_print_error("run");
+    rec_abandon(rd);
+    cJSON_Delete(plan);
+    free(text);
+    return EXIT_USAGE;
+  }
   rec_set_current(rd);
   vinterrupt_install();
-  fprintf(stderr, "vouch run: plan %s on %s (%d GPU%s) -> %s\n", pname, gpus ? "GPU" : "CPU", gpus, gpus == 1 ? "" : "s",
-          outdir);
+  fprintf(stderr, "vouch run: plan %s on %s (%d GPU%s) -> %s%s\n", pname, gpus ? "GPU" : "CPU", gpus, gpus == 1 ? "" : "s",
+          outdir, resume ? " (resumed)" : "");
 
   int step_i = 0, worst = EXIT_OK;
   char stop_why[160] = "";
   const cJSON *s;
   cJSON_ArrayForEach(s, cJSON_GetObjectItem(plan, "steps")) {
     if (vinterrupted()) break;
-    if (stop_why[0]) { /* --fail-fast: a step failed; the rest are recorded, not run */
-      not_run_record(step_i++, cJSON_GetObjectItem(s, "suite")->valuestring, stop_why);
-      continue;
-    }
     const cJSON *when = cJSON_GetObjectItem(s, "when");
     const char *suite = cJSON_GetObjectItem(s, "suite")->valuestring;
+    if (step_i < steps_done) { /* resumed: this step finished before the interruption */
+      fprintf(stderr, "vouch run: step %d (%s) finished before: its records are kept\n", step_i, suite);
+      step_i++;
+      continue;
+    }
+    char sid[160];
+    step_id(sid, sizeof sid, step_i, suite);
+    if (resume && rec_dir_forget_not_run(rd, "run", sid, "")) { /* the crashed run's "not run" of this step */
+      cli_print_error("run");
+      worst = EXIT_USAGE;
+      goto finish;
+    }
+    if (stop_why[0]) { /* --fail-fast: a step failed; the rest are recorded, not run */
+      not_run_record(step_i, suite, stop_why);
+      if (!step_finished(rd, step_i++)) { worst = EXIT_CHECK_FAILED; goto finish; }
+      continue;
+    }
     if (when && strcmp(when->valuestring, gpu_variant ? "gpu" : "cpu")) {
       fprintf(stderr, "vouch run: step %d (%s) needs a %s: skipped\n", step_i, suite, when->valuestring);
       char why[96];
       snprintf(why, sizeof why, "this step runs only on a %s", when->valuestring);
       not_run_record(step_i, suite, why);
-      step_i++;
+      if (!step_finished(rd, step_i++)) { worst = EXIT_CHECK_FAILED; goto finish; }
       continue;
     }
     char *sargv[128], bufs[128][600];
@@ -455,10 +580,8 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "vouch run: step %d: vouch", step_i);
     for (int k = 0; k < sargc; k++) fprintf(stderr, " %s", sargv[k]);
     fprintf(stderr, "\n");
-    int rc = 2;
     const int bad_before = rec_dir_count_bad(rd);
-    for (size_t k = 0; k < sizeof SUITES / sizeof SUITES[0]; k++)
-      if (!strcmp(SUITES[k].name, suite)) rc = SUITES[k].fn(sargc, sargv);
+    const int rc = vcommand_find(suite)->fn(sargc, sargv); /* check_plan: a plan step of this build */
     if (rc != EXIT_OK) {
       fprintf(stderr, "vouch run: step %d (%s) exited %d\n", step_i, suite, rc);
       /* A step that failed without recording why (bad arguments, an unreadable model, a store
@@ -467,7 +590,7 @@ int cmd_run(int argc, char **argv) {
       if (rc == EXIT_USAGE || rec_dir_count_bad(rd) == bad_before) {
         vrecord *r = rec_new("run", suite, "");
         if (r) {
-          snprintf(r->case_id, sizeof r->case_id, "step%d-%s", step_i, suite);
+          step_id(r->case_id, sizeof r->case_id, step_i, suite);
           rec_set_status(r, REC_ERROR, rc == EXIT_USAGE ? "the suite rejected its arguments (see the log above)"
                                                         : "the suite exited non-zero without a failing case (see the log above)");
           rec_emit(r, NULL);
@@ -480,7 +603,7 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "vouch run: %s; the remaining steps are not run\n", stop_why);
       }
     }
-    step_i++;
+    if (!step_finished(rd, step_i++)) { worst = EXIT_CHECK_FAILED; goto finish; }
   }
 finish:
   rec_set_current(NULL);

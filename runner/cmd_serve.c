@@ -71,7 +71,7 @@ int cmd_serve(int argc, char **argv) {
   }
   if (!name) name = model_spec;
   ds_model m;
-  const bool host_copy = !strncmp(path_name, "cpu", 3) && vpaths_name_tp(path_name) == 0;
+  const bool host_copy = vpaths_host_weights(path_name) && vpaths_name_tp(path_name) == 0;
   if (ds_model_open(&m, model_spec, seed, (int)layers, host_copy)) { cli_print_error("serve"); return EXIT_CHECK_FAILED; }
   const int max_pos = m.cfg.max_position_embeddings;
   if (max_ctx == 0) max_ctx = max_pos < 4096 ? max_pos : 4096;

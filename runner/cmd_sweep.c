@@ -21,6 +21,7 @@
 #include "common/clock.h"
 #include "model/model.h"
 #include "runner/cli.h"
+#include "runner/engine.h"
 #include "runner/record.h"
 #include "suites/paths.h"
 #include "suites/sweep.h"
@@ -600,6 +601,29 @@ static vstatus write_json(const char *file, vrecord **recs, int n, const sweep_o
   return s;
 }
 
+/* What sweep_points_done needs to make the records of finished points. */
+typedef struct {
+  veng *recs;          /* every record so far (this round's and the earlier rounds') */
+  const sweep_opts *o; /* the sweep */
+  const char *model;   /* model source, a parameter of every record */
+  int round, repeat;   /* this round (1-based) of --repeat */
+} sweep_ctx;
+
+/* sweep_opts.points_done: the records of points [first, n) of this round, with their speedups over
+ * the baseline path (the same grid pair, so the baseline's point is among them), stored before the
+ * next pair starts. */
+static vstatus sweep_points_done(void *ctx, const sweep_result *res, int first) {
+  sweep_ctx *c = ctx;
+  vstatus s = V_OK;
+  for (int i = first; i < res->n && s == V_OK; i++) {
+    vrecord *r = point_record(&res->p[i], c->o, c->model, c->round, c->repeat, &s);
+    if (r) s = eng_add(c->recs, r);
+  }
+  VTRY(s);
+  VTRY(add_speedups(c->recs->v, c->recs->n, c->o->paths[0]));
+  return eng_flush(c->recs);
+}
+
 int cmd_sweep(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--server") || !strncmp(argv[i], "--server=", 9)) return cmd_sweep_server(argc, argv);
@@ -676,8 +700,7 @@ int cmd_sweep(int argc, char **argv) {
   sweep_routing routing;
   memset(&routing, 0, sizeof routing);
   int rc = EXIT_USAGE;
-  vrecord **recs = NULL;
-  int n_recs = 0, cap_recs = 0;
+  veng recs = {0}; /* stored as each (context, TP) pair finishes */
   sweep_result *res = calloc((size_t)repeat, sizeof *res);
   agreement ag;
   memset(&ag, 0, sizeof ag);
@@ -709,7 +732,7 @@ int cmd_sweep(int argc, char **argv) {
 
   rc = EXIT_CHECK_FAILED;
   bool host = false;
-  for (int i = 0; i < np; i++) host |= vpaths_find(paths[i])->last_step_ms == NULL;
+  for (int i = 0; i < np; i++) host |= vpaths_host_weights(paths[i]);
   const double t_open = vclock_now();
   if (ds_model_open(&m, model_spec, seed, (int)layers, host)) { cli_print_error("sweep"); goto end; }
   model_open = true;
@@ -721,30 +744,25 @@ int cmd_sweep(int argc, char **argv) {
                   .progress = !no_progress && cli_is_tty(2), .deadline = budget > 0 ? t_cmd + budget : 0};
   vstatus s = V_OK;
   double wall_s = 0;
+  sweep_ctx sc = {.recs = &recs, .o = &o, .model = m.source, .repeat = (int)repeat};
+  o.points_done = sweep_points_done;
+  o.ctx = &sc;
   for (int k = 0; k < repeat && s == V_OK; k++) {
     if (repeat > 1 && o.progress) fprintf(stderr, "round %d of %ld\n", k + 1, repeat);
     /* --time-budget is shared by the rounds: round k may run until its share of what is left ends */
     if (budget > 0 && repeat > 1) o.deadline = vclock_now() + (t_cmd + budget - vclock_now()) / (double)(repeat - k);
+    sc.round = k + 1;
     if (sweep_run(&o, &m, &res[k])) { cli_print_error("sweep"); goto end; }
     wall_s += res[k].wall_s;
-    if (n_recs + res[k].n + 16 > cap_recs) {
-      int nc2 = n_recs + res[k].n + 16;
-      vrecord **nr = realloc(recs, (size_t)nc2 * sizeof *nr);
-      if (!nr) { s = VERR("out of memory"); break; }
-      recs = nr;
-      cap_recs = nc2;
-    }
-    for (int i = 0; s == V_OK && i < res[k].n; i++) {
-      vrecord *r = point_record(&res[k].p[i], &o, m.source, k + 1, (int)repeat, &s);
-      if (r) recs[n_recs++] = r;
-    }
   }
-  for (int i = 0; s == V_OK && i < n_peers; i++) s = sweep_read_peer(peers[i], &recs, &n_recs, &cap_recs);
-  if (s == V_OK) s = add_speedups(recs, n_recs, paths[0]);
-  if (s == V_OK && repeat > 1) s = agreement_compute(recs, n_recs, (int)repeat, agree_pct, max_cv, &ag);
+  const int n_run = recs.n; /* the peers' records follow */
+  for (int i = 0; s == V_OK && i < n_peers; i++) s = sweep_read_peer(peers[i], &recs.v, &recs.n, &recs.cap);
+  if (s == V_OK) s = add_speedups(recs.v, recs.n, paths[0]);
+  if (s == V_OK && recs.stored != n_run) s = VERR("sweep: %d of %d records not stored", n_run - recs.stored, n_run);
+  if (s == V_OK && repeat > 1) s = agreement_compute(recs.v, recs.n, (int)repeat, agree_pct, max_cv, &ag);
   if (s == V_OK) {
-    print_tables(stdout, recs, n_recs, &o, res, (int)repeat);
-    if (repeat > 1) print_agreement(stdout, recs, &ag, (int)repeat);
+    print_tables(stdout, recs.v, recs.n, &o, res, (int)repeat);
+    if (repeat > 1) print_agreement(stdout, recs.v, &ag, (int)repeat);
     printf("\nsweep wall time %.1f s", wall_s);
     if (repeat > 1) {
       printf(" (rounds:");
@@ -754,8 +772,8 @@ int cmd_sweep(int argc, char **argv) {
     printf(", model open %.1f s\n", open_s);
   }
   if (s == V_OK && json_file)
-    s = write_json(json_file, recs, n_recs, &o, res, (int)repeat, repeat > 1 ? &ag : NULL, open_s, wall_s, m.source);
-  for (int i = 0; s == V_OK && rec_current() && i < n_recs; i++) s = rec_emit(recs[i], NULL); /* under vouch run */
+    s = write_json(json_file, recs.v, recs.n, &o, res, (int)repeat, repeat > 1 ? &ag : NULL, open_s, wall_s, m.source);
+  if (s == V_OK) s = eng_flush(&recs); /* the peers' records */
   if (s != V_OK) { cli_print_error("sweep"); goto end; }
   rc = EXIT_OK;
   if (require_agreement && (ag.failed || ag.judged == 0)) {
@@ -766,8 +784,7 @@ int cmd_sweep(int argc, char **argv) {
 usage:
   cli_print_error("sweep");
 end:
-  for (int i = 0; i < n_recs; i++) rec_free(recs[i]);
-  free(recs);
+  eng_free(&recs);
   for (int k = 0; res && k < repeat; k++) sweep_result_free(&res[k]);
   free(res);
   agreement_free(&ag);

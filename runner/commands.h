@@ -1,7 +1,24 @@
-/* Entry points of the vouch subcommands: argv[0] is the command name; they return the
- * process exit code (runner/cli.h). */
+/* The one table of vouch commands. `vouch CMD` (runner/main.c) and a plan step's "suite"
+ * (runner/cmd_run.c) find their entry point here, so a suite added to the table is a command and
+ * a plan step at once. Entry points take argv[0] = the command name and return the process exit
+ * code (runner/cli.h). */
 #ifndef VOUCH_RUNNER_COMMANDS_H
 #define VOUCH_RUNNER_COMMANDS_H
+
+#include <stdbool.h>
+
+typedef struct {
+  const char *name;                  /* "kernels", "eval", ... (what follows `vouch`) */
+  int (*fn)(int argc, char **argv);  /* entry point */
+  const char *help;                  /* one line for `vouch --help` */
+  bool plan_step;                    /* a plan may name it: a suite whose cases emit records */
+} vcommand;
+
+/* [vcommands_n] every command, in `vouch --help` order. */
+extern const vcommand vcommands[];
+extern const int vcommands_n;
+/* The command named `name`, NULL when there is none. */
+const vcommand *vcommand_find(const char *name);
 
 int cmd_model(int argc, char **argv);
 int cmd_generate(int argc, char **argv);

@@ -67,7 +67,10 @@ static vstatus split_paths(const char *s, char *buf, size_t cap, char **names, i
 
 /* ---- the time model (constants in runner/dryrun_cost.h) ---- */
 
-static bool path_on_gpu(const char *name) { return strncmp(name, "cpu-ref", 7) != 0; }
+/* A path that reads host weights runs on the host (vpath_caps.host_weights); unknown names count as GPU paths. */
+static bool path_on_gpu(const char *name) { return !vpaths_host_weights(name); }
+/* The KV layout for the byte count: by name, since a dry run plans for a GPU the build may lack (--gpu-mem), where
+ * the latency path is not registered to declare it. */
 static bool path_latent(const char *name) { return !strncmp(name, "latency", 7); }
 
 /* FLOPs of one token row through the model at `ctx` cached keys. */

@@ -13,6 +13,7 @@
 
 #include "common/redact.h"
 #include "runner/sha256.h"
+#include "suites/paths.h"
 
 #ifndef VOUCH_VERSION
 #define VOUCH_VERSION "unknown"
@@ -251,6 +252,27 @@ vstatus manifest_subject(const char *repo_dir, const char *base_sha, cJSON **out
   return V_OK;
 }
 
+/* Sets m's "path_libs" to the libraries loaded so far (suites/paths.h), each hashed now; leaves m without
+ * it when none was loaded. A file that can no longer be read gets sha256 null. */
+static void set_path_libs(cJSON *m) {
+  cJSON_DeleteItemFromObjectCaseSensitive(m, "path_libs");
+  cJSON *arr = NULL;
+  for (int i = 0; i < vpaths_n_loaded(); i++) {
+    const char *file;
+    const vpath_ops *ops = vpaths_loaded(i, &file);
+    if (!file) continue; /* registered in code, not loaded from a file */
+    if (!arr && !(arr = cJSON_AddArrayToObject(m, "path_libs"))) return;
+    cJSON *e = cJSON_CreateObject();
+    if (!e) return;
+    cJSON_AddStringToObject(e, "file", file);
+    cJSON_AddStringToObject(e, "path", ops->name);
+    char hex[65];
+    if (sha256_file_hex(file, hex) == V_OK) cJSON_AddStringToObject(e, "sha256", hex);
+    else cJSON_AddNullToObject(e, "sha256");
+    cJSON_AddItemToArray(arr, e);
+  }
+}
+
 vstatus manifest_build(const manifest_opts *o, cJSON **out) {
   *out = NULL;
   cJSON *m = cJSON_CreateObject();
@@ -292,6 +314,7 @@ vstatus manifest_build(const manifest_opts *o, cJSON **out) {
   cJSON_AddStringToObject(plan, "sha256", hash);
   cJSON_AddStringToObject(plan, "text", pt);
   free(pt);
+  set_path_libs(m);
   cJSON *seeds = cJSON_AddArrayToObject(m, "seeds");
   for (int i = 0; i < o->n_seeds; i++) {
     if (o->seeds[i] <= (1ULL << 53)) {
@@ -336,6 +359,7 @@ vstatus manifest_build(const manifest_opts *o, cJSON **out) {
 }
 
 vstatus manifest_finish(cJSON *m, const char *verdict) {
+  set_path_libs(m); /* plan steps may have loaded libraries of their own (--path-lib in a step's args) */
   char now[32];
   manifest_time_iso(now);
   if (!cJSON_ReplaceItemInObjectCaseSensitive(m, "ended_at", cJSON_CreateString(now)) ||

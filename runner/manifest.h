@@ -35,6 +35,8 @@ void manifest_set_gpu_info(const char *json);
  * environment holds only the variables of redact_env_allowed; values, the command line and the
  * plan text are redacted (common/redact.h). */
 vstatus manifest_build(const manifest_opts *o, cJSON **out);
+/* Both record the --path-lib libraries loaded so far as "path_libs" (file, path name, sha256 of the file
+ * when called), absent when none was loaded. */
 /* Sets ended_at (now) and the verdict. */
 vstatus manifest_finish(cJSON *m, const char *verdict);
 /* True when an environment variable's name suggests a secret (case-insensitive

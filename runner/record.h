@@ -147,6 +147,20 @@ typedef struct vrundir vrundir;
 /* Creates DIR (and traces/, logs/), writes manifest.json (verdict "incomplete"), plan.json,
  * replay.sh and an empty results.sqlite + results.json. Fails if DIR already holds a run. */
 vstatus rec_open_dir(vrundir **out, const char *dir, const struct manifest_opts *mo);
+/* Reopens DIR, a run that crashed (state "running") or was interrupted ("incomplete"), to add
+ * the cases it did not finish: state back to "running", traces numbered on, and from now on a
+ * record whose (suite, case_id, path) is stored already is not stored again (rec_stored). Fails,
+ * naming the file and field, on a directory that is not a run, a finished run or a bad store. */
+vstatus rec_resume_dir(vrundir **out, const char *dir);
+/* Plan progress, kept in the store's meta table: step `step` (0-based) has finished, so a resumed
+ * run starts after it; rec_dir_steps_done gives the number of finished steps (0 when none). */
+vstatus rec_dir_step_done(vrundir *rd, int step);
+vstatus rec_dir_steps_done(vrundir *rd, int *out);
+/* Sets another key of the store's meta table (cmd_run.c keeps the run's variables there). */
+vstatus rec_dir_meta_set(vrundir *rd, const char *key, const char *value);
+/* Deletes record (suite, case_id, path) when it is stored with status not_run (a crashed run's
+ * record of a step that a resumed run now runs); any other record stays. */
+vstatus rec_dir_forget_not_run(vrundir *rd, const char *suite, const char *case_id, const char *path);
 /* Finalizes r and stores it in SQLite (committed before returning). r stays the caller's. */
 vstatus rec_add(vrundir *rd, vrecord *r);
 /* Writes a path trace (JSON text) to traces/NNNN.json and sets r->trace_ref; call before rec_add. */
@@ -159,19 +173,25 @@ vstatus rec_close(vrundir *rd);
 /* Ends an interrupted run: results.json and manifest say "incomplete". Frees rd. */
 vstatus rec_abandon(vrundir *rd);
 /* For a directory whose run crashed (state still "running" in SQLite, or results.json
- * missing): regenerates results.json and the manifest verdict ("incomplete"). No-op on
- * a finished run. */
+ * missing): a not_run record for every plan step it did not finish (plan.json from meta
+ * 'steps_done' on), then results.json and the manifest verdict ("incomplete"). No-op on a
+ * finished run. */
 vstatus rec_repair_dir(const char *dir);
 /* The result directory suites add records to while `vouch run` executes a plan (NULL when
  * a suite runs on its own). */
 void rec_set_current(vrundir *rd);
 vrundir *rec_current(void);
+/* True when the current run was resumed and already holds record (suite, case_id, path): a
+ * suite may skip that case before running it. */
+bool rec_stored(const char *suite, const char *case_id, const char *path);
 /* For suites: if a run is current, attaches `trace_json` (may be NULL) and stores r there;
- * otherwise only finalizes r. The caller still owns and frees r. */
+ * otherwise only finalizes r. A record already stored by a resumed run is only finalized. The
+ * caller still owns and frees r. */
 vstatus rec_emit(vrecord *r, const char *trace_json);
 /* Number of records added so far. */
 int rec_dir_count(const vrundir *rd);
-/* Records added that failed or errored (a step that exited non-zero without one needs one). */
+/* Records added that failed or errored (a step that exited non-zero without one needs one); in a
+ * resumed run a suite's record that is kept from before counts when the kept copy failed. */
 int rec_dir_count_bad(const vrundir *rd);
 const char *rec_dir_path(const vrundir *rd);
 

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 /* A result directory: manifest.json, plan.json, replay.sh, results.sqlite (written as
  * each case finishes), results.json (regenerated from SQLite), traces/, logs/. */
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -21,8 +22,9 @@ struct vrundir {
   vstore st;            /* results.sqlite, open read-write */
   cJSON *manifest;      /* the manifest as written at open */
   int n;                /* records added */
-  int n_bad;            /* of those, failed or errored */
+  int n_bad;            /* of those, failed or errored (and kept failed ones a resumed suite reported) */
   int next_trace;       /* number of the next traces/NNNN.json */
+  bool resumed;         /* opened by rec_resume_dir: a case already stored is not stored again */
 };
 
 static vstatus mkdir_p(const char *path) {
@@ -190,6 +192,137 @@ fail:
   return s;
 }
 
+/* The text of dir/name (malloc'd, NUL-terminated), or NULL with the error set. */
+static char *read_text(const char *dir, const char *name) {
+  char path[PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "rb");
+  if (!f) { VERR("%s: cannot read: %s", path, strerror(errno)); return NULL; }
+  char *t = NULL;
+  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+  if (n >= 0 && n < (1L << 26) && fseek(f, 0, SEEK_SET) == 0 && (t = malloc((size_t)n + 1)) &&
+      fread(t, 1, (size_t)n, f) == (size_t)n)
+    t[n] = 0;
+  else {
+    free(t);
+    t = NULL;
+    VERR("%s: cannot read", path);
+  }
+  fclose(f);
+  return t;
+}
+
+vstatus rec_resume_dir(vrundir **out, const char *dir) {
+  *out = NULL;
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/results.sqlite", dir);
+  if (access(path, F_OK) != 0) return VERR("%s: not a result directory (results.sqlite missing)", dir);
+  vrundir *rd = vcalloc(1, sizeof *rd, "result directory");
+  if (!rd) return V_ERR;
+  if (!realpath(dir, rd->dir)) snprintf(rd->dir, sizeof rd->dir, "%s", dir);
+  char *state = NULL, *mtxt = NULL;
+  vstatus s = store_open(&rd->st, path, false);
+  if (s) { free(rd); return s; }
+  if ((s = store_meta_get(&rd->st, "state", &state)) || (s = store_meta_get(&rd->st, "manifest", &mtxt))) goto fail;
+  if (!state || (strcmp(state, "running") && strcmp(state, "incomplete"))) {
+    s = VERR("%s: meta 'state' is '%s': only a running or incomplete run can be resumed", path,
+             state ? state : "(missing)");
+    goto fail;
+  }
+  rd->manifest = mtxt ? cJSON_Parse(mtxt) : NULL;
+  if (!cJSON_IsObject(rd->manifest)) { s = VERR("%s: meta 'manifest': not a JSON object", path); goto fail; }
+  if ((s = store_count(&rd->st, &rd->n, &rd->n_bad))) goto fail;
+  /* traces are numbered on: the first free traces/NNNN.json */
+  for (;; rd->next_trace++) {
+    snprintf(path, sizeof path, "%s/traces/%04d.json", rd->dir, rd->next_trace);
+    if (access(path, F_OK) != 0) break;
+  }
+  if ((s = store_meta_set(&rd->st, "state", "running"))) goto fail;
+  rd->resumed = true;
+  free(state);
+  free(mtxt);
+  *out = rd;
+  return V_OK;
+fail:
+  free(state);
+  free(mtxt);
+  cJSON_Delete(rd->manifest);
+  store_close(&rd->st);
+  free(rd);
+  return s;
+}
+
+vstatus rec_dir_meta_set(vrundir *rd, const char *key, const char *value) { return store_meta_set(&rd->st, key, value); }
+
+vstatus rec_dir_step_done(vrundir *rd, int step) {
+  assert(step >= 0);
+  char v[16];
+  snprintf(v, sizeof v, "%d", step + 1);
+  return store_meta_set(&rd->st, "steps_done", v);
+}
+
+/* Parses meta 'steps_done' of store st (0 when absent); errors name the store and the field. */
+static vstatus steps_done_of(vstore *st, int *out) {
+  *out = 0;
+  char *v = NULL;
+  VTRY(store_meta_get(st, "steps_done", &v));
+  if (!v) return V_OK;
+  char *end = NULL;
+  const long n = strtol(v, &end, 10);
+  const bool bad = end == v || *end || n < 0 || n > 100000;
+  vstatus s = bad ? VERR("%s: meta 'steps_done' is '%.32s', expected a step count", st->path, v) : V_OK;
+  free(v);
+  *out = bad ? 0 : (int)n;
+  return s;
+}
+
+vstatus rec_dir_steps_done(vrundir *rd, int *out) { return steps_done_of(&rd->st, out); }
+
+vstatus rec_dir_forget_not_run(vrundir *rd, const char *suite, const char *case_id, const char *path) {
+  char status[16];
+  VTRY(store_find_record(&rd->st, suite, case_id, path, status));
+  if (strcmp(status, "not_run")) return V_OK;
+  VTRY(store_delete_record(&rd->st, suite, case_id, path));
+  rd->n--;
+  return V_OK;
+}
+
+/* For each plan step the crashed run did not finish (plan.json's steps from meta 'steps_done'
+ * on), a not_run record "stepN-SUITE" unless one is stored. V_ERR only for an unreadable
+ * plan.json or a store error. */
+static vstatus not_run_unfinished(const char *dir, vstore *st) {
+  int done = 0;
+  VTRY(steps_done_of(st, &done));
+  char ppath[PATH_MAX + 16];
+  snprintf(ppath, sizeof ppath, "%s/plan.json", dir);
+  if (access(ppath, F_OK) != 0) return V_OK; /* no plan: no steps to account for */
+  char *text = read_text(dir, "plan.json");
+  if (!text) return V_ERR;
+  cJSON *plan = cJSON_Parse(text);
+  free(text);
+  /* best effort: a plan.json that is not a plan (edited, or written by a test) names no steps, and
+   * the directory is still repaired and bundled */
+  const cJSON *steps = cJSON_GetObjectItemCaseSensitive(plan, "steps");
+  vstatus s = V_OK;
+  for (int i = done; cJSON_IsArray(steps) && s == V_OK && i < cJSON_GetArraySize(steps); i++) {
+    const char *suite = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(steps, i), "suite"));
+    if (!suite || strlen(suite) > 64) continue;
+    vrecord *r = rec_new("run", "", "");
+    if (!r) { s = V_ERR; break; }
+    snprintf(r->case_id, sizeof r->case_id, "step%d-%s", i, suite);
+    char have[16];
+    s = store_find_record(st, r->suite, r->case_id, r->path, have);
+    if (s == V_OK && !have[0]) {
+      rec_set_status(r, REC_NOT_RUN, "the run stopped before this step finished (vouch run --resume continues it)");
+      s = rec_finalize(r);
+      if (s == V_OK) s = store_add_record(st, r);
+    }
+    rec_free(r);
+  }
+  cJSON_Delete(plan);
+  return s;
+}
+
 /* Redacts the free-text fields of a record before it is stored: its case id, reason, check
  * names and string parameters. */
 static void redact_record(vrecord *r) {
@@ -275,6 +408,7 @@ vstatus rec_repair_dir(const char *dir) {
   if (s == V_OK) s = store_meta_get(&st, "manifest", &mtxt);
   snprintf(path, sizeof path, "%s/results.json", dir);
   bool running = state && !strcmp(state, "running");
+  if (s == V_OK && running) s = not_run_unfinished(dir, &st);
   if (s == V_OK && (running || access(path, F_OK) != 0)) {
     bool complete = state && !strcmp(state, "complete");
     char verdict[16];
@@ -301,8 +435,21 @@ static vrundir *g_current;
 void rec_set_current(vrundir *rd) { g_current = rd; }
 vrundir *rec_current(void) { return g_current; }
 
+bool rec_stored(const char *suite, const char *case_id, const char *path) {
+  char status[16] = "";
+  if (!g_current || !g_current->resumed) return false;
+  /* a lookup that fails is "not stored": the case runs again and its insert reports the error */
+  return store_find_record(&g_current->st, suite, case_id, path, status) == V_OK && status[0];
+}
+
 vstatus rec_emit(vrecord *r, const char *trace_json) {
   if (!g_current) return rec_finalize(r);
+  char kept[16] = "";
+  if (g_current->resumed) VTRY(store_find_record(&g_current->st, r->suite, r->case_id, r->path, kept));
+  if (kept[0]) { /* resumed: the interrupted run stored this case, and that copy stays */
+    g_current->n_bad += !strcmp(kept, "fail") || !strcmp(kept, "error"); /* the step still reports it */
+    return rec_finalize(r);
+  }
   if (trace_json) VTRY(rec_attach_trace(g_current, r, trace_json));
   return rec_add(g_current, r);
 }

@@ -59,6 +59,17 @@ vstatus store_create(vstore *s, const char *path) {
   return V_OK;
 }
 
+/* A process killed inside a commit leaves a hot journal, which only a writer can roll back: a
+ * read-only open then fails with SQLITE_READONLY_ROLLBACK. Opens `path` read-write once so the
+ * journal is rolled back (the half-written record disappears); false when that fails too. */
+static bool roll_back_hot_journal(const char *path) {
+  sqlite3 *db = NULL;
+  bool ok = access(path, W_OK) == 0 && sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+            sqlite3_exec(db, "SELECT count(*) FROM records", NULL, NULL, NULL) == SQLITE_OK;
+  sqlite3_close(db);
+  return ok;
+}
+
 vstatus store_open(vstore *s, const char *path, bool readonly) {
   memset(s, 0, sizeof *s);
   snprintf(s->path, sizeof s->path, "%s", path);
@@ -71,7 +82,14 @@ vstatus store_open(vstore *s, const char *path, bool readonly) {
   }
   sqlite3_busy_timeout(s->db, 2000);
   sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM records", -1, &st, NULL) != SQLITE_OK) {
+  int rc = sqlite3_prepare_v2(s->db, "SELECT count(*) FROM records", -1, &st, NULL);
+  if (rc != SQLITE_OK && readonly && sqlite3_extended_errcode(s->db) == SQLITE_READONLY_ROLLBACK &&
+      roll_back_hot_journal(path)) {
+    sqlite3_close(s->db);
+    if (sqlite3_open_v2(path, &s->db, flags, NULL) == SQLITE_OK)
+      rc = sqlite3_prepare_v2(s->db, "SELECT count(*) FROM records", -1, &st, NULL);
+  }
+  if (rc != SQLITE_OK) {
     vstatus e = VERR("%s: not a vouch results store: %s", path, sqlite3_errmsg(s->db));
     store_close(s);
     return e;
@@ -161,6 +179,55 @@ out:
   sqlite3_exec(s->db, e == V_OK ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
   free(txt);
   return e;
+}
+
+vstatus store_find_record(vstore *s, const char *suite, const char *case_id, const char *path, char status[16]) {
+  status[0] = 0;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(s->db, "SELECT status FROM records WHERE suite = ? AND case_id = ? AND path = ?", -1, &st,
+                         NULL) != SQLITE_OK)
+    return SQLERR(s, "find record");
+  sqlite3_bind_text(st, 1, suite, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, case_id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
+  const int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) snprintf(status, 16, "%s", (const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? V_OK : SQLERR(s, "find record");
+}
+
+vstatus store_delete_record(vstore *s, const char *suite, const char *case_id, const char *path) {
+  static const char *const sql[2] = {
+      "DELETE FROM metrics WHERE record_id IN (SELECT id FROM records WHERE suite = ? AND case_id = ? AND path = ?)",
+      "DELETE FROM records WHERE suite = ? AND case_id = ? AND path = ?"};
+  if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) return SQLERR(s, "begin");
+  vstatus e = V_OK;
+  for (int k = 0; k < 2 && e == V_OK; k++) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, sql[k], -1, &st, NULL) != SQLITE_OK) { e = SQLERR(s, "delete record"); break; }
+    sqlite3_bind_text(st, 1, suite, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, case_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE) e = SQLERR(s, "delete record");
+    sqlite3_finalize(st);
+  }
+  sqlite3_exec(s->db, e == V_OK ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
+  return e;
+}
+
+vstatus store_count(vstore *s, int *n, int *n_bad) {
+  *n = *n_bad = 0;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(s->db, "SELECT count(*), total(status IN ('fail','error')) FROM records", -1, &st, NULL) !=
+      SQLITE_OK)
+    return SQLERR(s, "count records");
+  const int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    *n = sqlite3_column_int(st, 0);
+    *n_bad = (int)sqlite3_column_double(st, 1);
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? V_OK : SQLERR(s, "count records");
 }
 
 vstatus store_records_json(vstore *s, cJSON **out) {

@@ -29,6 +29,13 @@ vstatus store_meta_set(vstore *s, const char *key, const char *value);
 vstatus store_meta_get(vstore *s, const char *key, char **out);
 /* Inserts the record (already finalized) and its metrics in one transaction. */
 vstatus store_add_record(vstore *s, const vrecord *r);
+/* The stored status of record (suite, case_id, path) in `status` ("pass", ...), "" when there is
+ * none. V_ERR on a database error. */
+vstatus store_find_record(vstore *s, const char *suite, const char *case_id, const char *path, char status[16]);
+/* Deletes record (suite, case_id, path) and its metrics in one transaction (no-op when absent). */
+vstatus store_delete_record(vstore *s, const char *suite, const char *case_id, const char *path);
+/* *n: records stored; *n_bad: of those, failed or errored. */
+vstatus store_count(vstore *s, int *n, int *n_bad);
 /* A JSON array of every record (parsed from the json column), in id order. */
 vstatus store_records_json(vstore *s, cJSON **out);
 /* Checks the columns of records/metrics rows agree with the json column; calls fn for

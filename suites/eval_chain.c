@@ -157,10 +157,12 @@ vstatus chain_run(const ds_model *m, const construct_layout *L, const chain_opts
       pr->supported = false;
       pr->errored = s != V_UNSUPPORTED;
       snprintf(pr->reason, sizeof pr->reason, "%s", verr_msg());
-      continue;
-    }
-    if (s != V_OK) {
+    } else if (s != V_OK) {
       verr_prefix("chain: path %s", o->paths[p]);
+      chain_result_free(r);
+      return s;
+    }
+    if (o->path_done && (s = o->path_done(o->ctx, p)) != V_OK) {
       chain_result_free(r);
       return s;
     }

@@ -191,10 +191,12 @@ vstatus mrcr_run(const ds_model *m, const construct_layout *L, const mrcr_opts *
     if (s == V_UNSUPPORTED || (s != V_OK && p > 0)) {
       path_unsupported(pr, verr_msg());
       pr->errored = s != V_UNSUPPORTED;
-      continue;
-    }
-    if (s != V_OK) {
+    } else if (s != V_OK) {
       verr_prefix("mrcr: path %s", o->paths[p]);
+      mrcr_result_free(r);
+      return s;
+    }
+    if (o->path_done && (s = o->path_done(o->ctx, p)) != V_OK) {
       mrcr_result_free(r);
       return s;
     }

@@ -36,6 +36,11 @@ typedef struct {
   int chunk;                /* prefill tokens per sequence per step */
   uint64_t seed;            /* prompt seed */
   int n_threads;            /* CPU threads for host paths */
+  /* Called when path p has finished (pr[p] and pr[0] are final), before the next path opens: the
+   * driver stores that path's records there. An error it returns ends the run with that error.
+   * NULL: not called. */
+  vstatus (*path_done)(void *ctx, int p);
+  void *ctx;                /* path_done's first argument */
 } mrcr_opts;
 
 typedef struct {
@@ -80,6 +85,11 @@ typedef struct {
   vsampling sampling;       /* temperature 0: greedy */
   uint64_t seed;            /* permutation seed */
   int n_threads;
+  /* Called when path p has finished (pr[p] and pr[0] are final), before the next path opens: the
+   * driver stores that path's records there. An error it returns ends the run with that error.
+   * NULL: not called. */
+  vstatus (*path_done)(void *ctx, int p);
+  void *ctx;                /* path_done's first argument */
 } chain_opts;
 
 typedef struct {

@@ -703,6 +703,27 @@ static void print_row(FILE *f, const kernels_record *r) {
   fprintf(f, "\n");
 }
 
+/* Sets the variant's fields of r (path, variant, dtype, id) for case c. */
+static void set_variant(kernels_record *r, const vop_case *c, const vop_variant *v) {
+  r->path = v->path;
+  r->variant = v->name;
+  snprintf(r->dtype, sizeof r->dtype, "w:bf16 a:%s",
+           v->act_dtype == DT_BF16 ? "bf16" : v->bf16_inputs ? "f32+bf16 in" : "f32");
+  snprintf(r->id, sizeof r->id, "%s/%s/%s/%s/%s/B%d/%s/s%llu", c->op->name, r->path, r->variant, c->preset, c->shape,
+           c->batch, vop_dist_name(c->dist), (unsigned long long)c->seed);
+}
+
+/* A finished case: handed to on_case (stored), then printed, then kept in res. */
+static vstatus case_done(const kernels_opts *o, kernels_result *res, kernels_record *r) {
+  if (o->on_case) {
+    vstatus s = o->on_case(o->ctx, r);
+    if (s) { free(r->trace_json); return s; }
+  }
+  if (o->table) print_row(o->table, r);
+  if (o->progress) fprintf(o->progress, "\r%d cases, %d failed  ", res->n + 1, res->failed + (r->status == KS_FAIL));
+  return push_record(res, r);
+}
+
 static bool variant_selected(const vop_variant *v, const kernels_opts *o) {
   if (o->path && strcmp(v->path, o->path) != 0) return false;
   if (!o->path && !strcmp(v->path, "test") && !(o->variant && !strcmp(o->variant, v->name))) return false;
@@ -789,17 +810,21 @@ vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
           vstatus s = vars[vi]->supports ? vars[vi]->supports(c) : V_OK;
           if (s == V_OK) { sup[n_sup++] = vi; continue; }
           kernels_record r = base;
-          r.path = vars[vi]->path;
-          r.variant = vars[vi]->name;
-          snprintf(r.dtype, sizeof r.dtype, "w:bf16 a:%s", vars[vi]->act_dtype == DT_BF16 ? "bf16" : "f32");
-          snprintf(r.id, sizeof r.id, "%s/%s/%s/%s/%s/B%d/%s/s%llu", op->name, r.path, r.variant, c->preset, c->shape,
-                   c->batch, vop_dist_name(c->dist), (unsigned long long)c->seed);
+          set_variant(&r, c, vars[vi]);
+          if (o->skip && o->skip(o->ctx, &r)) { res->skipped_kept++; continue; }
           r.status = s == V_UNSUPPORTED ? KS_UNSUPPORTED : KS_FAIL;
           snprintf(r.reason, sizeof r.reason, "%s%s", s == V_UNSUPPORTED ? "" : "supports() failed: ", verr_msg());
           snprintf(r.metric, sizeof r.metric, "-");
           r.trace_json = NULL;
-          if (o->table) print_row(o->table, &r);
-          VTRY(push_record(res, &r));
+          VTRY(case_done(o, res, &r));
+        }
+        /* variants whose record a resumed run holds are left out before paying for inputs */
+        for (int k = 0; o->skip && k < n_sup; k++) {
+          kernels_record r = base;
+          set_variant(&r, c, vars[sup[k]]);
+          if (!o->skip(o->ctx, &r)) continue;
+          res->skipped_kept++;
+          sup[k--] = sup[--n_sup];
         }
         if (!n_sup) continue;
         vstatus st = op->layout(c, &l);
@@ -842,11 +867,7 @@ vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
             in = host_mx, want = ref_mx;
           }
           kernels_record r = base;
-          r.path = v->path;
-          r.variant = v->name;
-          snprintf(r.dtype, sizeof r.dtype, "w:bf16 a:%s", v->act_dtype == DT_BF16 ? "bf16" : v->bf16_inputs ? "f32+bf16 in" : "f32");
-          snprintf(r.id, sizeof r.id, "%s/%s/%s/%s/%s/B%d/%s/s%llu", op->name, r.path, r.variant, c->preset, c->shape,
-                   c->batch, vop_dist_name(c->dist), (unsigned long long)c->seed);
+          set_variant(&r, c, v);
           if (vs != V_OK) {
             r.status = KS_FAIL;
             snprintf(r.reason, sizeof r.reason, "inputs/oracle: %s", verr_msg());
@@ -854,9 +875,7 @@ vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
           } else {
             VTRY(run_variant(c, &l, in, want, v, &r));
           }
-          if (o->table) print_row(o->table, &r);
-          if (o->progress) fprintf(o->progress, "\r%d cases, %d failed  ", res->n + 1, res->failed + (r.status == KS_FAIL));
-          VTRY(push_record(res, &r));
+          VTRY(case_done(o, res, &r));
         }
         free_bufs(&l, host, ref);
         free_bufs(&l, host_bf, ref_bf);

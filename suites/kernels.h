@@ -14,6 +14,8 @@
 typedef enum { KS_PASS = 0, KS_FAIL = 1, KS_UNSUPPORTED = 2 } kernels_status;
 const char *kernels_status_name(int s); /* "pass", "FAIL", "not supported" */
 
+struct kernels_record;
+
 typedef struct {
   const char *op;        /* only this op (NULL: all) */
   const char *path;      /* only this path (NULL: all except "test") */
@@ -27,9 +29,17 @@ typedef struct {
   int tp;                /* > 0: only the communication ops (first dim "ranks"), cases of exactly tp ranks */
   FILE *table;           /* print one table row per case here (NULL: silent) */
   FILE *progress;        /* progress lines (NULL: none) */
+  /* Called as each case finishes, before its table row is printed and before the next case runs:
+   * the driver stores its record there. An error it returns ends the run with that error. NULL:
+   * not called. */
+  vstatus (*on_case)(void *ctx, const struct kernels_record *r);
+  /* Called before a case is run (r: its id, path, variant): true leaves it out (a resumed run
+   * holds its record already). NULL: every case runs. */
+  bool (*skip)(void *ctx, const struct kernels_record *r);
+  void *ctx;             /* first argument of on_case and skip */
 } kernels_opts;
 
-typedef struct {
+typedef struct kernels_record {
   char id[200];          /* op/path/variant/preset/shape/B/dist/seed */
   const char *op, *path, *variant; /* registry strings (static) */
   char preset[16], shape[32];
@@ -54,6 +64,7 @@ typedef struct {
   int n, cap;
   int run, passed, failed, unsupported; /* counts of records by status (run = passed + failed) */
   int skipped_budget;    /* cases left out by the --quick size budget */
+  int skipped_kept;      /* cases left out because opts.skip said so (kept from a resumed run) */
   double wall_s;
 } kernels_result;
 

@@ -17,8 +17,29 @@ int vpaths_name_tp(const char *name);
 bool vpaths_name_dcp(const char *name);
 /* True when the name asks for expert parallelism ("NAME:tpN:ep[:dcp][@VARIANT]"). */
 bool vpaths_name_ep(const char *name);
-/* Loads a path from a shared library; it is then found by its ops->name. */
+/* True when the path `name` declares host weights (vpath_caps.host_weights): its model must be opened
+ * with a host copy. False for an unknown name. */
+bool vpaths_host_weights(const char *name);
+/* True when, under TP, the path `name` with the variant words after its '@' reads only its share of the
+ * input projections and the router (vpath_caps.tp_splits_inputs; the sweep's byte model). False for an
+ * unknown name or a path that does not declare it. */
+bool vpaths_tp_splits_inputs(const char *name);
+/* Adds a path to the registry; it is then found by ops->name. The declaration is checked as untrusted
+ * input: V_ERR naming `origin` (a file, for messages) and the field when the name is empty, too long
+ * or holds ':', '@', ',' or blanks, is already a path, open/forward/close is NULL, a bool is not 0/1,
+ * caps.tp is not a vpath_tp_kind, or dcp/ep is declared without tp; or when 8 paths are loaded.
+ * `ops` must live as long as the process (it is not copied). */
+vstatus vpaths_register(const vpath_ops *ops, const char *origin);
+/* Loads a path from a shared library (docs/plugins.md) and registers it (vpaths_register); loading the
+ * same library again does nothing. V_ERR naming the file when it cannot be loaded (dlopen's reason),
+ * lacks vouch_path_abi or has another ABI (common/plugin.h), carries its own copy of vouch's code,
+ * lacks vouch_path_ops, or declares it badly. */
 vstatus vpaths_load_lib(const char *file);
+/* The paths loaded or registered so far (vpaths_register), in order. */
+int vpaths_n_loaded(void);
+/* Loaded path i (0 <= i < vpaths_n_loaded()); *file (when file is not NULL) is its --path-lib file as
+ * given, NULL for a path registered in code. */
+const vpath_ops *vpaths_loaded(int i, const char **file);
 /* Finds and opens a path; unknown names are an error listing the known ones.
  * Tensor parallelism (docs/tensor-parallel.md): o->tp >= 1, or a name "NAME:tpN", opens the
  * TP wrapper (reference/cpu/cpu_tp.h) of NAME at degree N on m's shards: cpu-ref with thread

@@ -337,23 +337,10 @@ static vstatus membw_for(runner *R, const vpath_ops *ops, double *gbs, const cha
   return V_OK;
 }
 
-/* True when a path name's @VARIANT has the word w ("latency:tp8@tp_nccl,tp_split_in"). */
-static bool name_has_variant_word(const char *path, const char *w) {
-  const char *at = strchr(path, '@');
-  const size_t n = strlen(w);
-  for (const char *p = at ? at + 1 : NULL; p && *p;) {
-    const char *e = strchr(p, ',');
-    const size_t len = e ? (size_t)(e - p) : strlen(p);
-    if (len == n && strncmp(p, w, n) == 0) return true;
-    p = e ? e + 1 : NULL;
-  }
-  return false;
-}
-
 double sweep_rank_bytes(const ds_config *c, int tp, const char *path, int b, int ctx, double experts, bool latent_kv) {
   ds_config lc;
   if (tp <= 1 || ds_shard_config(c, tp, &lc) != V_OK) return ds_decode_bytes(c, b, ctx, experts, latent_kv);
-  const bool dcp = path && vpaths_name_dcp(path), split_in = path && name_has_variant_word(path, "tp_split_in");
+  const bool dcp = path && vpaths_name_dcp(path), split_in = path && vpaths_tp_splits_inputs(path);
   const int blk = ds_shard_vocab_block(c->vocab_size, tp);
   const int kv_ctx = dcp && latent_kv ? (ctx + tp - 1) / tp : ctx; /* ctx only scales the KV term */
   double bytes = ds_decode_bytes(&lc, b, kv_ctx, experts, latent_kv) - (double)(c->vocab_size - blk) * c->hidden_size * 2.0;
@@ -730,6 +717,7 @@ vstatus sweep_run(const sweep_opts *o_in, const ds_model *m, sweep_result *res) 
     const int ctx = o.contexts[ci];
     for (int ti = 0; ti < o.n_tps && s == V_OK; ti++) {
       const int tp = o.tps[ti];
+      const int first = res->n; /* this pair's points */
       for (int bi = 0; bi < nb; bi++)
         for (int pi = 0; pi < np; pi++) pts[pi * nb + bi] = add_point(&R, pi, tp, bs[bi], ctx);
       R.cur_tp = tp;
@@ -744,6 +732,7 @@ vstatus sweep_run(const sweep_opts *o_in, const ds_model *m, sweep_result *res) 
         }
         R.pts_done += nb;
         progress(&R, "");
+        if (o.points_done) s = o.points_done(o.ctx, res, first);
         continue;
       }
       for (int bi = 0; bi < nb; bi++) pending[bi] = true, why[bi][0] = 0;
@@ -768,6 +757,7 @@ vstatus sweep_run(const sweep_opts *o_in, const ds_model *m, sweep_result *res) 
       }
       R.pts_done += nb;
       progress(&R, "");
+      if (s == V_OK && o.points_done) s = o.points_done(o.ctx, res, first);
     }
   }
   if (o.progress) fprintf(stderr, "\n");

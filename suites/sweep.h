@@ -70,6 +70,8 @@ void sweep_routing_fill(const sweep_routing *r, uint64_t seed, int64_t step, int
 /* Mean over MoE layers of the distinct experts in ids [n_moe][T][K] (ids in [0, E)). */
 double sweep_distinct_experts(const int32_t *ids, int n_moe, int T, int K, int E);
 
+struct sweep_result;
+
 typedef struct {
   const char *const *paths; /* [n_paths] path names; the first is the baseline */
   int n_paths;
@@ -90,6 +92,11 @@ typedef struct {
   size_t membw_bytes;       /* copy size for the bandwidth measurement (0: 4 GiB GPU, 1 GiB host) */
   bool progress;            /* progress bar on stderr */
   double deadline;          /* vclock_now() time after which no point starts (not run, with the reason); 0: none */
+  /* Called when the points of one (context, TP) pair have finished, res->p[first..res->n), before
+   * the next pair starts: the driver stores their records there. An error it returns ends the
+   * sweep with that error. NULL: not called. */
+  vstatus (*points_done)(void *ctx, const struct sweep_result *res, int first);
+  void *ctx;                /* points_done's first argument */
 } sweep_opts;
 
 /* Where a point's experts_touched comes from. */
@@ -127,7 +134,7 @@ typedef struct {
   double roofline_pct;      /* 100 * (bytes_per_step / membw) / median step time */
 } sweep_point;
 
-typedef struct {
+typedef struct sweep_result {
   sweep_point *p;           /* [n] points, grid order (context, TP, batch, path) */
   int n, cap;
   double wall_s;            /* wall time of the whole sweep */

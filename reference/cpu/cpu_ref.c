@@ -687,4 +687,6 @@ const vpath_ops cpu_ref_ops = {
     .fill_cache = ref_fill_cache,
     .close = ref_close,
     .last_experts = ref_last_experts,
+    /* host weights; simulated TP ranks (threads), with dcp (reference/cpu/cpu_dcp.c) and ep */
+    .caps = {.host_weights = true, .tp = VPATH_TP_THREADS, .dcp = true, .ep = true},
 };

@@ -292,6 +292,7 @@ void tp_path_make_ops(vpath_ops *ops, const vpath_ops *inner) {
   ops->name = inner->name;
   ops->desc = inner->desc;
   ops->latent_kv = inner->latent_kv;
+  ops->caps = inner->caps;
   ops->supports = tp_supports;
   ops->forward = tp_forward;
   ops->reset = tp_reset;
@@ -389,6 +390,7 @@ void tp_path_make_rank_ops(vpath_ops *ops, const vpath_ops *inner) {
   ops->name = inner->name;
   ops->desc = inner->desc;
   ops->latent_kv = inner->latent_kv;
+  ops->caps = inner->caps;
   ops->supports = one_supports;
   ops->forward = one_forward;
   ops->reset = one_reset;

@@ -996,4 +996,8 @@ extern "C" const vpath_ops cuda_ref_ops = {
     cr_close,
     false, /* latent_kv: K/V expanded per head */
     cr_last_experts,
+    /* caps: device weights, TP over NCCL, no dcp, no ep */
+    {false, VPATH_TP_NCCL, false, false,
+     ": its expanded per-head K/V cache is already split by head under TP, so dcp would save no memory",
+     ": the GPU paths split every routed expert along its intermediate dimension under TP", NULL},
 };

@@ -10,6 +10,7 @@
 #include "model/philox.h"
 #include "reference/cpu/cpu_ref.h"
 #include "reference/cpu/ops.h"
+#include "suites/paths.h"
 #include "suites/stats.h"
 #include "suites/sweep.h"
 #include "tests/harness.h"
@@ -304,15 +305,29 @@ static void test_sweep_end_to_end(void) {
 /* The per-rank byte model: TP divides the sharded weights, ":dcp" divides the latent KV term by
  * the ranks (rounded up), "@tp_split_in" leaves a rank ceil(rows / N) of q_a|kv_a and the router;
  * the differences are computed here from the config, independently of the sweep's code. */
+static bool word_split_in(const char *variant) { return vpath_variant_has_word(variant, "tp_split_in"); }
+
 static void test_rank_bytes(void) {
+  /* the split is the path's declaration (vpath_caps.tp_splits_inputs), so a path registered here
+   * declares it as latency does, and the model is checked in builds without latency too */
+  static vpath_ops split_ops;
+  split_ops = cpu_ref_ops;
+  split_ops.name = "split-test";
+  split_ops.caps.tp_splits_inputs = word_split_in;
+  CHECK_OK(vpaths_register(&split_ops, "test_sweep.c"));
+#ifdef VOUCH_HAVE_CUDA
+  CHECK(vpaths_tp_splits_inputs("latency:tp2@tp_nccl,tp_split_in") && !vpaths_tp_splits_inputs("latency:tp2@tp_nccl") &&
+            !vpaths_tp_splits_inputs("cuda-ref:tp2@tp_split_in"),
+        "latency declares tp_split_in's byte model, cuda-ref none");
+#endif
   const ds_config *c = &M.cfg;
   const int N = 2, b = 3, ctx = 101, L = c->num_hidden_layers;
   const double D = c->hidden_size, kvrow = (c->kv_lora_rank + c->qk_rope_head_dim) * 2.0;
   int n_moe = 0;
   for (int l = 0; l < L; l++) n_moe += ds_layer_is_moe(c, l);
-  const double plain = sweep_rank_bytes(c, N, "latency:tp2", b, ctx, 4, true);
-  const double dcp = sweep_rank_bytes(c, N, "latency:tp2:dcp", b, ctx, 4, true);
-  const double split = sweep_rank_bytes(c, N, "latency:tp2@tp_nccl,tp_split_in", b, ctx, 4, true);
+  const double plain = sweep_rank_bytes(c, N, "split-test:tp2", b, ctx, 4, true);
+  const double dcp = sweep_rank_bytes(c, N, "split-test:tp2:dcp", b, ctx, 4, true);
+  const double split = sweep_rank_bytes(c, N, "split-test:tp2@tp_nccl,tp_split_in", b, ctx, 4, true);
   const double expanded_dcp = sweep_rank_bytes(c, N, "cpu-ref:tp2:dcp", b, ctx, 4, false);
   const int na = c->q_lora_rank + c->kv_lora_rank + c->qk_rope_head_dim;
   const double want_dcp = (double)L * b * (ctx - (ctx + N - 1) / N) * kvrow;
@@ -323,10 +338,10 @@ static void test_rank_bytes(void) {
         plain - split, want_split);
   CHECK(fabs(expanded_dcp - sweep_rank_bytes(c, N, "cpu-ref:tp2", b, ctx, 4, false)) < 0.5,
         "an expanded per-head cache is already split by head: dcp changes nothing");
-  CHECK(sweep_rank_bytes(c, 1, "latency:tp1@tp_split_in", b, ctx, 4, true) ==
+  CHECK(sweep_rank_bytes(c, 1, "split-test:tp1@tp_split_in", b, ctx, 4, true) ==
             sweep_rank_bytes(c, 1, NULL, b, ctx, 4, true),
         "TP 1 reads the whole model whatever the name");
-  CHECK(sweep_rank_bytes(c, N, "latency:tp2@tp_split_inx", b, ctx, 4, true) == plain,
+  CHECK(sweep_rank_bytes(c, N, "split-test:tp2@tp_split_inx", b, ctx, 4, true) == plain,
         "only the whole word tp_split_in counts");
 }
 

@@ -7,8 +7,9 @@
 #include <errno.h>
 #include <time.h>
 
-#include "common/path.h"
-#include "reference/cpu/cpu_ref.h"
+#include "common/plugin.h"
+
+VOUCH_PLUGIN_ABI;
 
 #ifndef SLOW_PCT
 #define SLOW_PCT 10

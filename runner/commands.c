@@ -1,0 +1,60 @@
+/* The table of vouch commands (runner/commands.h). */
+#include "runner/commands.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runner/cli.h"
+#include "runner/cmd_ab.h"
+#include "runner/cmd_evals.h"
+#include "runner/cmd_evidence.h"
+#include "runner/cmd_kernels.h"
+#include "runner/cmd_run.h"
+#include "runner/cmd_serve.h"
+#include "runner/cmd_sweep.h"
+
+/* `vouch trace ARGS` is `vouch generate --trace ARGS`: the per-step op variants and fallbacks. */
+static int cmd_trace(int argc, char **argv) {
+  char *args[256];
+  if (argc > 254) argc = 254;
+  args[0] = argv[0];
+  args[1] = "--trace";
+  for (int i = 1; i < argc; i++) args[i + 1] = argv[i];
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: vouch trace [generate options]\n  Runs `vouch generate --trace` and prints, per step, which op "
+             "variant ran on which path and every fallback with its reason.\n");
+      return EXIT_OK;
+    }
+  return cmd_generate(argc + 1, args);
+}
+
+const vcommand vcommands[] = {
+    {"model", cmd_model, "synth | info: synthetic checkpoints and architecture facts", false},
+    {"generate", cmd_generate, "decode a batch of prompts on a path (cpu-ref, cuda-ref, ...)", true},
+    {"trace", cmd_trace, "generate, printing which op variants ran per step and every fallback", false},
+    {"kernels", cmd_kernels, "op numerics: every op variant on every path against float64 oracles", true},
+    {"diverge", cmd_diverge, "teacher-forced divergence of paths: KLD, top-token agreement, max |dlogit|", true},
+    {"eval", cmd_eval, "mrcr | chain: ground-truth evals on constructed checkpoints", true},
+    {"features", cmd_features, "full context, sampling, structured output, speculative verify, stop tokens", true},
+    {"sweep", cmd_sweep, "throughput sweeps over batch x context (x TP) of decode paths, or of a server (--server)",
+     true},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server over a path, with continuous batching", false},
+    {"run", cmd_run, "run a plan's suites (default: smoke) into a result directory and bundle it", false},
+    {"bundle", cmd_bundle, "pack a result directory into a deterministic NAME.vouch.tar.gz", false},
+    {"verify", cmd_verify, "check a bundle's hashes, schema and every derived figure", false},
+    {"compare", cmd_compare, "baseline vs candidate: ratios, confidence intervals, verdicts", false},
+    {"report", cmd_report, "Markdown (one GitHub comment) and HTML with SVG charts", false},
+    {"publish", cmd_publish, "post or update the PR comment and commit status", false},
+    {"history", cmd_history, "past runs in the local store; baseline lookup", false},
+    {"ab", cmd_ab, "base vs head: worktrees, same-option builds, interleaved runs, one comparison", false},
+};
+const int vcommands_n = (int)(sizeof vcommands / sizeof vcommands[0]);
+
+const vcommand *vcommand_find(const char *name) {
+  assert(name);
+  for (int i = 0; i < vcommands_n; i++)
+    if (!strcmp(vcommands[i].name, name)) return &vcommands[i];
+  return NULL;
+}

@@ -1,0 +1,56 @@
+/* The record sink of one suite invocation (runner/engine.h). */
+#include "runner/engine.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+vstatus eng_add(veng *e, vrecord *r) {
+  assert(e && r);
+  if (e->n == e->cap) {
+    const int cap = e->cap ? 2 * e->cap : 32;
+    vrecord **nv = realloc(e->v, (size_t)cap * sizeof *nv);
+    if (!nv) {
+      vstatus s = VERR("%s/%s: out of memory for %d records", r->suite, r->case_id, cap);
+      rec_free(r);
+      return s;
+    }
+    e->v = nv;
+    e->cap = cap;
+  }
+  e->v[e->n++] = r;
+  return V_OK;
+}
+
+vrecord *eng_new(veng *e, const char *suite, const char *case_id, const char *path) {
+  assert(e && suite && case_id && path);
+  vrecord *r = rec_new(suite, case_id, path);
+  return r && eng_add(e, r) == V_OK ? r : NULL;
+}
+
+vstatus eng_flush(veng *e) {
+  assert(e && e->stored <= e->n);
+  if (!rec_current()) { e->stored = e->n; return V_OK; } /* a suite on its own: --json only */
+  for (; e->stored < e->n; e->stored++) VTRY(rec_emit(e->v[e->stored], NULL));
+  return V_OK;
+}
+
+vstatus eng_write_json(const veng *e, const char *file) {
+  if (!file) return V_OK;
+  cJSON *root = cJSON_CreateObject(), *arr = root ? cJSON_AddArrayToObject(root, "records") : NULL;
+  for (int i = 0; arr && i < e->n; i++) cJSON_AddItemToArray(arr, rec_to_json(e->v[i]));
+  char *txt = arr ? cJSON_Print(root) : NULL;
+  cJSON_Delete(root);
+  FILE *f = txt ? fopen(file, "w") : NULL;
+  vstatus s = V_OK;
+  if (!f || fputs(txt, f) < 0) s = VERR("%s: cannot write records", file);
+  if (f && fclose(f) != 0 && !s) s = VERR("%s: cannot write records", file);
+  free(txt);
+  return s;
+}
+
+void eng_free(veng *e) {
+  for (int i = 0; i < e->n; i++) rec_free(e->v[i]);
+  free(e->v);
+  *e = (veng){0};
+}
