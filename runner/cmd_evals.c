@@ -254,9 +254,10 @@ int cmd_diverge(int argc, char **argv) {
         }
         const char *status;
         if (!r->supported) {
-          status = "n/s";
-          if (rec) rec_set_status(rec, REC_NOT_SUPPORTED, r->reason);
-          printf("%-10s %5d %7d  not supported: %s\n", r->path, o.batch, o.context, r->reason);
+          status = r->errored ? "error" : "n/s";
+          if (rec) rec_set_status(rec, r->errored ? REC_ERROR : REC_NOT_SUPPORTED, r->reason);
+          printf("%-10s %5d %7d  %s: %s\n", r->path, o.batch, o.context, r->errored ? "error" : "not supported", r->reason);
+          if (r->errored) rc = EXIT_CHECK_FAILED;
         } else {
           bool finite = r->nonfinite == 0 && r->ref_nonfinite == 0;
           /* with a baseline: the path's argmax leaves the reference's on decided rows no more often than

@@ -22,8 +22,11 @@ void diverge_result_free(diverge_result *r) {
   r->same = NULL;
 }
 
-static void unsupported(diverge_result *r, const char *why) {
+/* Marks r as not run, for the reason `why`; s is the status that stopped it (V_UNSUPPORTED: the path
+ * declines the case; any other error: the path broke, and the case counts as an error). */
+static void unsupported(diverge_result *r, vstatus s, const char *why) {
   r->supported = false;
+  r->errored = s != V_UNSUPPORTED;
   snprintf(r->reason, sizeof r->reason, "%s", why);
 }
 
@@ -123,7 +126,7 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
     vstatus s = vpath_open(&paths[p], o->paths[p], m, &po);
     if (s == V_OK) { live[p] = true; continue; }
     if (p == 0) { st = s; verr_prefix("diverge: reference path"); goto done; }
-    unsupported(&res[p - 1], verr_msg());
+    unsupported(&res[p - 1], s, verr_msg());
   }
   /* the same synthetic context in every path */
   if (o->context > 0) {
@@ -131,7 +134,7 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
       if (!live[p]) continue;
       if (!paths[p].ops->fill_cache) {
         if (p == 0) { st = VERR("diverge: reference path %s has no fill_cache (needed for --context)", o->paths[0]); goto done; }
-        unsupported(&res[p - 1], "path has no fill_cache (needed for a synthetic context)");
+        unsupported(&res[p - 1], V_UNSUPPORTED, "path has no fill_cache (needed for a synthetic context)");
         live[p] = false;
         continue;
       }
@@ -140,7 +143,7 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
         vstatus s = paths[p].ops->fill_cache(paths[p].state, b, context_of(o, b), o->seed);
         if (s == V_OK) continue;
         if (p == 0) { st = s; verr_prefix("diverge: reference fill_cache"); goto done; }
-        unsupported(&res[p - 1], verr_msg());
+        unsupported(&res[p - 1], s, verr_msg());
         live[p] = false;
       }
     }
@@ -170,7 +173,7 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
       if (p > 0) res[p - 1].wall_s += vclock_now() - t0;
       if (ss == V_OK) continue;
       if (p == 0) { st = ss; verr_prefix("diverge: reference path %s at step %d", o->paths[0], t); goto done; }
-      unsupported(&res[p - 1], verr_msg());
+      unsupported(&res[p - 1], ss, verr_msg());
       live[p] = false;
     }
     /* the stream's next tokens, from the reference's last row of each sequence */

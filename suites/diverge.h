@@ -44,6 +44,8 @@ typedef struct {
 typedef struct {
   char path[128];           /* compared path */
   bool supported;           /* false: the path could not run this case (reason says why) */
+  bool errored;             /* with !supported: it broke (open, fill_cache or forward returned an error
+                               other than V_UNSUPPORTED): a failure of the check, never "not supported" */
   char reason[256];
   int rows;                 /* rows compared (tokens * batch * (spec_k + 1)) */
   double *kld;              /* [rows] per-row KLD in nats (owned; NaN for non-finite rows) */
@@ -62,8 +64,9 @@ typedef struct {
 } diverge_result;
 
 /* Runs one (batch, context) case. `res` gets n_paths - 1 entries (path 1.. vs path 0).
- * A reference that cannot run the case is an error; another path that cannot is recorded
- * as unsupported with the reason. */
+ * A reference that cannot run the case is an error; another path that declines it (V_UNSUPPORTED)
+ * is recorded as unsupported with the reason, one whose open, fill_cache or forward fails
+ * otherwise as errored (the record's status is error and the suite exits non-zero). */
 vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *res);
 void diverge_result_free(diverge_result *r);
 /* Compares row `row` of a result (r->kld, dp, margin, top_err and same allocated with more than
