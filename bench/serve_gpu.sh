@@ -4,7 +4,8 @@
 # token-id prompts, ignore_eos), one Mooncake trace replay and one multi-turn session replay
 # (synthetic agentic sessions, P90 interactivity), then `vouch sweep --path P` at the same batch sizes
 # and mean context; a table of TTFT, TPOT p50/p90, tokens/s per user, the server's own decode step,
-# the in-process step and the serving overhead (TPOT p50 - in-process step). Logs and JSON in $OUT.
+# the in-process step and the serving overhead (TPOT p50 - in-process step), and where the server's
+# forward time went (/metrics). $OUT gets summary.txt and serve_gpu_logs.tgz (every log and JSON).
 #
 #   bench/serve_gpu.sh                                  # H200: --path latency --model synth:small
 #   bench/serve_gpu.sh --path cpu-ref --model synth:tiny --conc 1,4 --out-len 16   # its logic on a CPU
@@ -34,7 +35,11 @@ if [ -z "$bin" ]; then
   fi
 fi
 [ -x "$bin" ] || { echo "serve_gpu.sh: no vouch binary at '$bin' (--vouch BIN)" >&2; exit 2; }
-O=${OUT:-/tmp/serve_gpu}; mkdir -p "$O"
+FINAL=${OUT:-/tmp/serve_gpu}; mkdir -p "$FINAL"
+# the device tool returns at most 8 files: the logs travel as one tarball
+O=$(mktemp -d /tmp/serve_gpu.XXXXXX)
+spid=""
+trap '[ -n "$spid" ] && kill "$spid" 2>/dev/null; tar -czf "$FINAL/serve_gpu_logs.tgz" -C "$O" . && cp "$O/summary.txt" "$FINAL/" && rm -rf "$O"' EXIT
 t0=$(date +%s)
 left() { local l=$(( deadline - ($(date +%s) - t0) )); [ "$l" -lt 5 ] && l=5; echo "$l"; }
 note() { echo "$*" | tee -a "$O/summary.txt"; }
@@ -46,7 +51,6 @@ ctx=$(( (in_len + out_len) * 4 + 64 ))   # the session replay's turns grow past 
 "$bin" serve --path "$path" --model "$model" --port 0 --max-seqs "$max_c" --max-ctx "$ctx" --max-batched-tokens 2048 \
   2> "$O/serve.log" &
 spid=$!
-trap 'kill "$spid" 2>/dev/null' EXIT
 url=""
 for _ in $(seq 1 600); do
   url=$(grep -o 'listening on http://[0-9.]*:[0-9]*' "$O/serve.log" | sed 's/listening on //')
@@ -79,8 +83,22 @@ timeout "$(left)" "$bin" sweep --server "$url" --sessions "gen:sessions=$(( max_
   --concurrency "$max_c" --warmup 0 --sessions-out "$O/sessions.jsonl" --json "$O/sessions.json" > "$O/sessions.txt" 2>&1
 note "session replay rc=$? after $(( $(date +%s) - t0 )) s"
 
-kill -TERM "$spid"; wait "$spid"; note "serve exit rc=$?"
-trap - EXIT
+# where the server's forward time went: pure decode steps vs steps with prefill chunks
+python3 - "$url" <<'PY' | tee -a "$O/summary.txt"
+import sys, urllib.request
+t = urllib.request.urlopen(sys.argv[1] + "/metrics", timeout=10).read().decode()
+v = {}
+for l in t.splitlines():
+    if l and not l.startswith("#"):
+        k, x = l.rsplit(" ", 1)
+        v[k.split("{")[0]] = v.get(k.split("{")[0], 0) + float(x)
+fs, fn = v.get("vouch:forward_seconds_total", 0), v.get("vouch:forward_steps_total", 0)
+ds, dn = v.get("vouch:decode_seconds_total", 0), v.get("vouch:decode_steps_total", 0)
+print("server forward: %d steps %.2f s (%.3f ms each); decode-only %d steps %.3f ms each; with prefill %d steps %.3f ms each; "
+      "fallback steps %d" % (fn, fs, 1e3 * fs / max(fn, 1), dn, 1e3 * ds / max(dn, 1), fn - dn, 1e3 * (fs - ds) / max(fn - dn, 1),
+                             v.get("vouch:fallback_steps_total", 0)))
+PY
+kill -TERM "$spid"; wait "$spid"; note "serve exit rc=$?"; spid=""
 
 # in-process: the same batch sizes at the served requests' mean context (prompt + half the output)
 timeout "$(left)" "$bin" sweep --model "$model" --paths "$path" --batch "$conc" --context $(( in_len + out_len / 2 )) \
@@ -118,4 +136,4 @@ for name, r in rows:
               % (m(r, "interactivity_p90"), m(r, "ttft_ms_p90"), ok))
 print("raw step: vouch sweep --path at batch = concurrency, context = input + output/2; overhead = TPOT p50 - raw step")
 PY
-note "total $(( $(date +%s) - t0 )) s; logs in $O"
+note "total $(( $(date +%s) - t0 )) s; logs in $FINAL/serve_gpu_logs.tgz"
