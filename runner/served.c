@@ -440,9 +440,12 @@ vstatus served_run_hooked(const served_conn *c, const char *model, served_req *r
         continue;
       }
       any_free = true;
-      if (active >= concurrency || stopping) continue;
+      if (active >= concurrency || stopping) break;
       if (now - t0 < reqs[i].arrival_s) {
         due_min = fmin(due_min, reqs[i].arrival_s - (now - t0));
+        /* without a hook arrivals never go down with the index (rates, traces): nothing later is due.
+         * With one (sessions), a released turn may be due before a later first turn: scan on. */
+        if (!done) break;
         continue;
       }
       xs[i].r = &reqs[i];
