@@ -95,6 +95,13 @@ PY
 "$VOUCH" sweep --server "$A" --sessions "$t/g1.jsonl" --concurrency 3 --warmup 0 --json "$t/g1.json" >"$t/g1.txt" 2>&1 \
   && grep -q "3 sessions, 6 turns" "$t/g1.txt" && ok || bad "replay of the written sessions: $(cat "$t/g1.txt")"
 
+# under vouch run the session record goes to the result directory and its bundle, and compare reads it
+printf '{"name": "sess", "description": "a session replay", "steps": [{"suite": "sweep", "args": ["--server", "%s", "--sessions", "%s", "--concurrency", "3", "--warmup", "0"]}]}\n' \
+  "$A" "$t/g1.jsonl" >"$t/plan.json"
+"$VOUCH" run --plan "$t/plan.json" --out "$t/run" >"$t/run.txt" 2>&1 && [ -f "$t/run.vouch.tar.gz" ] && ok || bad "vouch run: $(tail -5 "$t/run.txt")"
+"$VOUCH" compare "$t/run.vouch.tar.gz" "$t/run" >"$t/cmp.txt" 2>&1 \
+  && grep -q "serve/sessions/g1.jsonl/c3 \[server\] interactivity_p90" "$t/cmp.txt" && ok || bad "compare: $(head -c 600 "$t/cmp.txt")"
+
 # errors: FILE:LINE and the field, a session past the server's context, usage
 printf '%s\n' '{"session_id": "a", "timestamp": 0, "input_length": 4, "output_length": 2}' \
   '{"session_id": "a", "timestamp": 0, "input_length": 4, "output_length": 2, "pause_ms": -1}' >"$t/bad.jsonl"
