@@ -97,6 +97,10 @@ ds, dn = v.get("vouch:decode_seconds_total", 0), v.get("vouch:decode_steps_total
 print("server forward: %d steps %.2f s (%.3f ms each); decode-only %d steps %.3f ms each; with prefill %d steps %.3f ms each; "
       "fallback steps %d" % (fn, fs, 1e3 * fs / max(fn, 1), dn, 1e3 * ds / max(dn, 1), fn - dn, 1e3 * (fs - ds) / max(fn - dn, 1),
                              v.get("vouch:fallback_steps_total", 0)))
+ls, cs = v.get("vouch:scheduler_seconds_total", 0), v.get("vouch:sample_seconds_total", 0)
+print("scheduler: %.2f s in iterations that ran a step, %.3f ms per step of which forward %.3f, sampling %.3f, the rest "
+      "(admission, lock waits, retiring) %.3f" % (ls, 1e3 * ls / max(fn, 1), 1e3 * fs / max(fn, 1), 1e3 * cs / max(fn, 1),
+                                                  1e3 * (ls - fs - cs) / max(fn, 1)))
 PY
 kill -TERM "$spid"; wait "$spid"; note "serve exit rc=$?"; spid=""
 

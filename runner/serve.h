@@ -85,6 +85,9 @@ typedef struct {
   double forward_s;                                /* wall seconds inside forward() */
   uint64_t decode_steps;                           /* steps with decodes only (no prefill chunk) */
   double decode_s;                                 /* wall seconds of those inside forward() */
+  double loop_s;                                   /* wall seconds of scheduler iterations that ran a step: admission,
+                                                    * forward, waiting for the lock, sampling, retiring */
+  double consume_s;                                /* of which turning logits into tokens (sampling, logprobs) */
   serve_hist ttft, itl, tpot, e2e;                 /* seconds */
 } serve_counters;
 

@@ -353,6 +353,7 @@ static void *sched_main(void *arg) {
   }
   const bool all_logits = s->spec_k > 0;
   while (!s->stopping && !s->failed) {
+    const double t_iter = vclock_now();
     admit(s);
     int n_tokens = 0;
     const int n = build_step(s, &b, &n_tokens);
@@ -372,7 +373,9 @@ static void *sched_main(void *arg) {
       bool pure = true;
       for (int i = 0; i < n; i++) pure &= b.decode[i];
       if (pure) s->c.decode_steps++, s->c.decode_s += secs;
-      consume(s, &b, 0, n, all_logits, vclock_now());
+      const double t_c = vclock_now();
+      consume(s, &b, 0, n, all_logits, t_c);
+      s->c.consume_s += vclock_now() - t_c;
     } else {
       /* the path's fallback: one step per sequence (a path that refuses mixed steps) */
       char msg[256];
@@ -399,6 +402,7 @@ static void *sched_main(void *arg) {
       }
     }
     pthread_cond_broadcast(&s->out_cv);
+    s->c.loop_s += vclock_now() - t_iter;
   }
   /* stopping (or broken): every request still here ends as "abort" */
   const double now = vclock_now();
