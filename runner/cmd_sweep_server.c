@@ -32,6 +32,8 @@
 #include "runner/cli.h"
 #include "runner/cmd_sweep.h"
 #include "runner/record.h"
+#include "runner/serve_replay.h"
+#include "runner/serve_trace.h"
 #include "runner/served.h"
 #include "vouch_git_commit.h"
 
@@ -39,7 +41,7 @@ static const char USAGE[] =
     "usage: vouch sweep --server URL [--server-model NAME] [--concurrency 1,4,16] [--input-len N]\n"
     "                   [--output-len N] [--num-prompts N] [--rate R|poisson:R] [--slo ttft:MS,tpot:MS,e2e:MS]\n"
     "                   [--trace FILE [--trace-speed X] [--trace-block N]] [--warmup N] [--vocab N]\n"
-    "                   [--timeout S] [--seed S] [--json FILE]\n"
+    "                   [--sessions FILE|gen:KEY=V,.. [--sessions-out FILE]] [--timeout S] [--seed S] [--json FILE]\n"
     "  Served throughput of an OpenAI-compatible server: streamed /v1/completions with token-id prompts,\n"
     "  timed per SSE event. Per concurrency level: TTFT, TPOT, ITL, E2E (mean, p50, p90, p99), output\n"
     "  tok/s, tok/s per user (1000/TPOT), req/s, goodput under --slo, spec-decode acceptance from the\n"
@@ -47,7 +49,12 @@ static const char USAGE[] =
     "  time per step and the serving overhead (TPOT - step). One record per level (suite serve).\n"
     "  --rate R sends R requests/s evenly, poisson:R with exponential gaps (seeded); without it all\n"
     "  requests start at once, at most --concurrency in flight. --trace replays a Mooncake JSONL trace\n"
-    "  (timestamp ms, input_length, output_length, hash_ids; see runner/cmd_sweep_server.c).\n"
+    "  (timestamp ms, input_length, output_length, hash_ids; see runner/serve_trace.h).\n"
+    "  --sessions replays multi-turn sessions (the same lines plus session_id and pause_ms: each turn's\n"
+    "  prompt is the previous prompt + its output + the turn's new tokens, sent pause_ms after the previous\n"
+    "  turn ended), from a file or generated: gen:sessions=N,turns=T,input=I,delta=D,output=O,pause=MS,\n"
+    "  gap=MS,system=S (seeded by --seed; --sessions-out writes them). Reports per-turn TTFT/TPOT,\n"
+    "  session times and interactivity_p90 = 1000 / TPOT p90 (docs/serving.md).\n"
     "  API key: $VOUCH_SERVER_API_KEY, else $OPENAI_API_KEY, sent as a bearer token, never recorded.\n"
     "  The server must return token ids (choices[].token_ids; vLLM: return_token_ids). Exit 1 when a\n"
     "  request failed (each failure listed), 2 on usage errors.\n"
@@ -73,81 +80,6 @@ static vstatus parse_slo(const char *s, slo *o) {
     else if (!strcmp(t, "e2e") || !strcmp(t, "e2el")) o->e2e = v;
     else return VERR("--slo '%s': unknown target '%s' (ttft, tpot, e2e)", s, t);
   }
-  return V_OK;
-}
-
-/* One trace line. */
-typedef struct {
-  double t_ms;
-  int in, out;
-  int64_t *hash;  /* [n_hash] (owned) */
-  int n_hash;
-} trace_line;
-
-static vstatus read_trace(const char *file, int limit, trace_line **out, int *n_out) {
-  FILE *f = fopen(file, "r");
-  if (!f) return VERR("%s: cannot open the trace", file);
-  trace_line *v = NULL;
-  int n = 0, cap = 0;
-  char *line = NULL;
-  size_t lcap = 0;
-  long lno = 0;
-  vstatus s = V_OK;
-  while (s == V_OK && (limit <= 0 || n < limit) && getline(&line, &lcap, f) > 0) {
-    lno++;
-    const char *p = line;
-    while (*p == ' ' || *p == '\t') p++;
-    if (!*p || *p == '\n' || *p == '#') continue;
-    cJSON *j = cJSON_Parse(p);
-    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(j, "timestamp");
-    const cJSON *in = cJSON_GetObjectItemCaseSensitive(j, "input_length");
-    const cJSON *ou = cJSON_GetObjectItemCaseSensitive(j, "output_length");
-    const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "hash_ids");
-    if (!cJSON_IsObject(j)) s = VERR("%s:%ld: not a JSON object", file, lno);
-    else if (!cJSON_IsNumber(ts) || !(ts->valuedouble >= 0)) s = VERR("%s:%ld: 'timestamp' must be a number of ms >= 0", file, lno);
-    else if (!cJSON_IsNumber(in) || in->valuedouble < 1 || in->valuedouble > 1e7 || in->valuedouble != floor(in->valuedouble))
-      s = VERR("%s:%ld: 'input_length' must be an integer >= 1", file, lno);
-    else if (!cJSON_IsNumber(ou) || ou->valuedouble < 1 || ou->valuedouble > 1e7 || ou->valuedouble != floor(ou->valuedouble))
-      s = VERR("%s:%ld: 'output_length' must be an integer >= 1", file, lno);
-    else if (h && !cJSON_IsArray(h)) s = VERR("%s:%ld: 'hash_ids' must be a list of integers", file, lno);
-    else if (n && ts->valuedouble < v[n - 1].t_ms) s = VERR("%s:%ld: 'timestamp' goes backwards", file, lno);
-    if (s == V_OK && n == cap) {
-      cap = cap ? cap * 2 : 256;
-      trace_line *nv = realloc(v, (size_t)cap * sizeof *nv);
-      if (!nv) s = VERR("%s: out of memory", file);
-      else v = nv;
-    }
-    if (s == V_OK) {
-      trace_line *t = &v[n];
-      *t = (trace_line){.t_ms = ts->valuedouble, .in = (int)in->valuedouble, .out = (int)ou->valuedouble};
-      const int nh = h ? cJSON_GetArraySize(h) : 0;
-      t->hash = malloc((size_t)(nh ? nh : 1) * sizeof *t->hash);
-      if (!t->hash) s = VERR("%s: out of memory", file);
-      const cJSON *e;
-      int k = 0;
-      if (h) cJSON_ArrayForEach(e, h) {
-        if (s || !cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble)) {
-          if (!s) s = VERR("%s:%ld: 'hash_ids'[%d] is not an integer", file, lno, k);
-          break;
-        }
-        t->hash[k++] = (int64_t)e->valuedouble;
-      }
-      t->n_hash = k;
-      if (s == V_OK) n++;
-      else free(t->hash);
-    }
-    cJSON_Delete(j);
-  }
-  free(line);
-  fclose(f);
-  if (s == V_OK && n == 0) s = VERR("%s: no requests in the trace", file);
-  if (s != V_OK) {
-    for (int i = 0; i < n; i++) free(v[i].hash);
-    free(v);
-    return s;
-  }
-  *out = v;
-  *n_out = n;
   return V_OK;
 }
 
@@ -230,6 +162,7 @@ typedef struct {
   uint64_t seed;
   const slo *g;
   const served_metrics *before, *after;
+  const replay_ctx *replay; /* session replay: per-turn figures; NULL otherwise */
 } level_info;
 
 static vrecord *level_record(const level_info *L, const level_stats *st, const served_req *reqs, int n, vstatus *err) {
@@ -240,7 +173,8 @@ static vrecord *level_record(const level_info *L, const level_stats *st, const s
   s = s ? s : rec_param_str(r, "model", L->model);
   s = s ? s : rec_param_int(r, "concurrency", L->concurrency);
   s = s ? s : rec_param_int(r, "num_prompts", L->n_prompts);
-  if (L->trace) s = s ? s : rec_param_str(r, "trace", L->trace);
+  if (L->replay) s = s ? s : rec_param_str(r, "sessions", L->trace);
+  else if (L->trace) s = s ? s : rec_param_str(r, "trace", L->trace);
   else {
     s = s ? s : rec_param_int(r, "input_len", L->input_len);
     s = s ? s : rec_param_int(r, "output_len", L->output_len);
@@ -255,6 +189,9 @@ static vrecord *level_record(const level_info *L, const level_stats *st, const s
   s = s ? s : add_dist(r, "itl_ms", "ms", RB_LOWER, st->itl, st->n_itl);
   s = s ? s : add_dist(r, "e2e_ms", "ms", RB_LOWER, st->e2e, st->n_e2e);
   if (st->n_tpot) s = s ? s : rec_metric_samples(r, "tokens_per_s_per_user", "tok/s", RD_MEDIAN, RB_HIGHER, st->per_user, st->n_tpot, 0);
+  /* the interactivity 90% of requests reach or beat: 1000 / the TPOT p90 above (docs/serving.md) */
+  if (st->n_tpot) s = s ? s : rec_metric_value(r, "interactivity_p90", "tok/s", RB_HIGHER, 1e3 / pct(st->tpot, st->n_tpot, 90));
+  if (L->replay) s = s ? s : replay_metrics(r, L->replay, reqs);
   const double dur = st->duration_s;
   s = s ? s : rec_metric_value(r, "tokens_per_s", "tok/s", RB_HIGHER, dur > 0 ? st->tokens / dur : NAN);
   s = s ? s : rec_metric_value(r, "requests_per_s", "req/s", RB_HIGHER, dur > 0 ? st->ok / dur : NAN);
@@ -306,6 +243,21 @@ static double mval(const vrecord *r, const char *name) {
   return m ? m->value : NAN;
 }
 
+/* Per-turn lines of a session replay. */
+static void print_turns(const vrecord *r) {
+  printf("  sessions %.0f (%.0f complete), session p50 %.0f ms p90 %.0f ms, interactivity p90 %.1f tok/s/user\n",
+         mval(r, "sessions"), mval(r, "sessions_ok"), mval(r, "session_ms"), mval(r, "session_ms_p90"),
+         mval(r, "interactivity_p90"));
+  for (int k = 1; k <= 16; k++) {
+    char a[32], b[32], c[40];
+    snprintf(a, sizeof a, "turn%d_ttft_ms", k);
+    snprintf(b, sizeof b, "turn%d_tpot_ms", k);
+    snprintf(c, sizeof c, "turn%d_prompt_tokens", k);
+    if (!rec_metric_find(r, a)) break;
+    printf("  turn %2d: prompt %7.0f tok, TTFT p50 %8.1f ms, TPOT p50 %7.2f ms\n", k, mval(r, c), mval(r, a), mval(r, b));
+  }
+}
+
 static void print_row(const vrecord *r, int conc) {
   printf("%5d %4.0f/%-4.0f %9.1f %8.1f %7.2f %8.1f %8.1f %8.1f %8.2f %8.2f %8.2f %8.2f %9.1f %9.1f", conc,
          mval(r, "requests_ok"), mval(r, "requests_ok") + mval(r, "requests_failed"), mval(r, "tokens_per_s"),
@@ -321,7 +273,7 @@ static void print_row(const vrecord *r, int conc) {
 
 int cmd_sweep_server(int argc, char **argv) {
   const char *url = NULL, *model_opt = "", *conc_s = "1", *rate_s = "inf", *slo_s = NULL, *trace_file = NULL,
-             *json_file = NULL, *v;
+             *json_file = NULL, *sess_s = NULL, *sess_out = NULL, *v;
   long in_len = 32, out_len = 32, n_prompts = 0, warmup = 1, vocab_opt = 0, trace_block = 512;
   double timeout = 600, trace_speed = 1;
   uint64_t seed = 0;
@@ -336,6 +288,8 @@ int cmd_sweep_server(int argc, char **argv) {
     else if (cli_opt(argc, argv, &i, "--slo", &v, &err)) { if (v) slo_s = v; }
     else if (cli_opt(argc, argv, &i, "--trace", &v, &err)) { if (v) trace_file = v; }
     else if (cli_opt(argc, argv, &i, "--json", &v, &err)) { if (v) json_file = v; }
+    else if (cli_opt(argc, argv, &i, "--sessions", &v, &err)) { if (v) sess_s = v; }
+    else if (cli_opt(argc, argv, &i, "--sessions-out", &v, &err)) { if (v) sess_out = v; }
     else if (cli_opt(argc, argv, &i, "--input-len", &v, &err)) { if (v) err = cli_size("--input-len", v, &in_len); }
     else if (cli_opt(argc, argv, &i, "--output-len", &v, &err)) { if (v) err = cli_size("--output-len", v, &out_len); }
     else if (cli_opt(argc, argv, &i, "--num-prompts", &v, &err)) { if (v) err = cli_int("--num-prompts", v, 1, 1 << 20, &n_prompts); }
@@ -356,6 +310,8 @@ int cmd_sweep_server(int argc, char **argv) {
   if (!url) err = VERR("--server URL is required");
   else if (in_len < 1 || out_len < 1 || in_len > (1 << 24) || out_len > (1 << 24)) err = VERR("--input-len and --output-len must be >= 1");
   else if (!(trace_speed > 0) || !(timeout >= 0)) err = VERR("--trace-speed must be > 0 and --timeout >= 0");
+  else if (trace_file && sess_s) err = VERR("--trace and --sessions: give one of them");
+  else if (sess_out && !(sess_s && !strncmp(sess_s, "gen", 3))) err = VERR("--sessions-out needs --sessions gen:...");
   else if (slo_s && parse_slo(slo_s, &g)) err = V_ERR;
   else if (cli_size_list("--concurrency", conc_s, &conc, &n_conc)) err = V_ERR;
   else if (strcmp(rate_s, "inf")) {
@@ -375,10 +331,23 @@ int cmd_sweep_server(int argc, char **argv) {
   int vocab = 0, max_len = 0;
   trace_line *tr = NULL;
   int n_tr = 0;
-  if (served_models(&c, model, sizeof model, &vocab, &max_len) ||
-      (trace_file && read_trace(trace_file, (int)n_prompts, &tr, &n_tr))) {
+  const bool gen = sess_s && !strncmp(sess_s, "gen", 3);
+  session_gen sg;
+  if (gen && session_gen_parse(sess_s, &sg)) {
     cli_print_error("sweep");
     free(conc);
+    return EXIT_USAGE;
+  }
+  const char *replay = trace_file ? trace_file : sess_s; /* the lines' source, NULL: random prompts */
+  if (served_models(&c, model, sizeof model, &vocab, &max_len) ||
+      (trace_file && trace_read(trace_file, (int)n_prompts, false, &tr, &n_tr)) ||
+      (sess_s && !gen && trace_read(sess_s, (int)n_prompts, true, &tr, &n_tr)) ||
+      (gen && session_generate(&sg, seed, (int)trace_block, &tr, &n_tr)) ||
+      (sess_out && trace_write(sess_out, tr, n_tr)) ||
+      (sess_s && trace_sessions_fit(sess_s, tr, n_tr, max_len))) {
+    cli_print_error("sweep");
+    free(conc);
+    trace_free(tr, n_tr);
     return EXIT_CHECK_FAILED;
   }
   if (vocab_opt) vocab = (int)vocab_opt;
@@ -389,14 +358,17 @@ int cmd_sweep_server(int argc, char **argv) {
   int n_recs = 0;
   vstatus s = recs ? V_OK : VERR("out of memory");
   printf("served sweep: %s, model %s, %s\n", c.shown, model,
-         trace_file ? "Mooncake trace replay" : "random token-id prompts, ignore_eos");
+         trace_file ? "Mooncake trace replay" : sess_s ? "multi-turn session replay" : "random token-id prompts, ignore_eos");
   if (trace_file) printf("trace %s: %d requests, speed x%g, block %ld tokens\n", trace_file, n_tr, trace_speed, trace_block);
+  else if (sess_s)
+    printf("sessions %s: %d sessions, %d turns, speed x%g, block %ld tokens\n", sess_s, tr[n_tr - 1].session + 1, n_tr,
+           trace_speed, trace_block);
   else printf("input %ld, output %ld tokens, rate %s\n", in_len, out_len, rate_s);
   printf("%5s %9s %9s %8s %7s %8s %8s %8s %8s %8s %8s %8s %9s %9s\n", "conc", "ok/sent", "tok/s", "tok/s/u",
          "req/s", "TTFT p50", "p90", "p99", "TPOT p50", "p90", "ITL p50", "p99", "E2E p50", "p99");
   for (int li = 0; s == V_OK && li < n_conc && !vinterrupted(); li++) {
     const int cc = (int)conc[li];
-    const int n = trace_file ? n_tr : (int)(n_prompts ? n_prompts : 4 * cc);
+    const int n = replay ? n_tr : (int)(n_prompts ? n_prompts : 4 * cc);
     const int nw = li == 0 ? (int)warmup : 0;
     served_req *reqs = calloc((size_t)(n + nw), sizeof *reqs);
     int32_t **prompts = calloc((size_t)(n + nw), sizeof *prompts);
@@ -404,7 +376,7 @@ int cmd_sweep_server(int argc, char **argv) {
     uint64_t rs = mix(seed, (uint64_t)li + 1);
     double t = 0;
     for (int i = 0; s == V_OK && i < n + nw; i++) {
-      const trace_line *L = trace_file && i >= nw ? &tr[i - nw] : NULL;
+      const trace_line *L = replay && i >= nw ? &tr[i - nw] : NULL;
       const int ilen = L ? L->in : (int)in_len, olen = L ? L->out : (int)out_len;
       prompts[i] = malloc((size_t)ilen * sizeof(int32_t));
       if (!prompts[i]) { s = VERR("out of memory"); break; }
@@ -417,7 +389,7 @@ int cmd_sweep_server(int argc, char **argv) {
       served_req *q = &reqs[i];
       q->prompt = prompts[i], q->n_prompt = ilen, q->max_tokens = olen;
       if (i < nw) continue;
-      if (L) q->arrival_s = (L->t_ms - tr[0].t_ms) / 1e3 / trace_speed;
+      if (L && trace_file) q->arrival_s = (L->t_ms - tr[0].t_ms) / 1e3 / trace_speed;
       else if (isfinite(rate)) {
         q->arrival_s = t;
         const double u = (double)(rec_rng_next(&rs) >> 11) * 0x1.0p-53;
@@ -429,26 +401,29 @@ int cmd_sweep_server(int argc, char **argv) {
     for (int i = 0; s == V_OK && i < nw; i++)
       if (!reqs[i].ok) s = VERR("warm-up request failed: %s", reqs[i].error);
     if (s == V_OK) s = served_metrics_read(&c, &before);
-    if (s == V_OK) s = served_run(&c, model, reqs + nw, n, cc, vinterrupted);
+    replay_ctx rc_ = {0};
+    if (s == V_OK && sess_s) s = replay_init(&rc_, tr, prompts + nw, n, vocab, trace_speed, reqs + nw);
+    if (s == V_OK) s = served_run_hooked(&c, model, reqs + nw, n, cc, vinterrupted, sess_s ? replay_done : NULL, &rc_);
     if (s == V_OK) s = served_metrics_read(&c, &after);
     level_stats st = {0};
     if (s == V_OK) s = stats_compute(reqs + nw, n, &g, &st);
     if (s == V_OK) {
       char id[160], rate_txt[40];
       snprintf(rate_txt, sizeof rate_txt, "%s", isfinite(rate) ? rate_s : "inf");
-      if (trace_file) {
-        const char *base = strrchr(trace_file, '/');
-        snprintf(id, sizeof id, "trace/%.80s/c%d", base ? base + 1 : trace_file, cc);
+      if (replay) {
+        const char *base = gen ? NULL : strrchr(replay, '/');
+        snprintf(id, sizeof id, "%s/%.80s/c%d", trace_file ? "trace" : "sessions", base ? base + 1 : replay, cc);
       } else {
         snprintf(id, sizeof id, "served/c%d/in%ld/out%ld/rate-%.30s", cc, in_len, out_len, rate_txt);
       }
-      level_info L = {.case_id = id, .conn = &c, .model = model, .rate = rate_txt, .trace = trace_file, .concurrency = cc,
+      level_info L = {.case_id = id, .conn = &c, .model = model, .rate = rate_txt, .trace = replay, .concurrency = cc,
                       .input_len = (int)in_len, .output_len = (int)out_len, .n_prompts = n, .seed = seed, .g = &g,
-                      .before = &before, .after = &after};
+                      .before = &before, .after = &after, .replay = sess_s ? &rc_ : NULL};
       vrecord *r = level_record(&L, &st, reqs + nw, n, &s);
       if (r) {
         recs[n_recs++] = r;
         print_row(r, cc);
+        if (sess_s) print_turns(r);
         if (st.failed) {
           rc = EXIT_CHECK_FAILED;
           int shown = 0;
@@ -460,6 +435,7 @@ int cmd_sweep_server(int argc, char **argv) {
       }
     }
     stats_free(&st);
+    replay_free(&rc_);
     for (int i = 0; i < n + nw; i++) served_req_free(&reqs[i]), free(prompts[i]);
     free(reqs);
     free(prompts);
@@ -483,8 +459,7 @@ int cmd_sweep_server(int argc, char **argv) {
   if (vinterrupted() && rc == EXIT_OK) rc = EXIT_INTERRUPTED;
   for (int i = 0; i < n_recs; i++) rec_free(recs[i]);
   free(recs);
-  for (int i = 0; i < n_tr; i++) free(tr[i].hash);
-  free(tr);
+  trace_free(tr, n_tr);
   free(conc);
   return rc;
 }

@@ -26,6 +26,7 @@
 
 #include "common/path.h"
 #include "common/sampling.h"
+#include "common/token_dfa.h"
 #include "model/model.h"
 
 #define SERVE_MAX_LOGPROBS 20
@@ -47,7 +48,9 @@ typedef struct serve_req {
   vsampling smp;          /* temperature, top-k, top-p, seed */
   int logprobs;           /* -1: none; 0..SERVE_MAX_LOGPROBS: chosen token's logprob plus that many top */
   bool stream;
+  tdfa *dfa;              /* structured output: the ids allowed next (owned; NULL: unconstrained) */
   /* --- state, guarded by serve_sched.mu --- */
+  int dfa_state;          /* where the generated ids so far left dfa */
   int slot;               /* KV slot, -1 while waiting */
   int n_prefilled;        /* prompt tokens in the cache */
   int32_t *out;           /* [max_tokens] generated ids */
@@ -82,6 +85,9 @@ typedef struct {
   double forward_s;                                /* wall seconds inside forward() */
   uint64_t decode_steps;                           /* steps with decodes only (no prefill chunk) */
   double decode_s;                                 /* wall seconds of those inside forward() */
+  double loop_s;                                   /* wall seconds of scheduler iterations that ran a step: admission,
+                                                    * forward, waiting for the lock, sampling, retiring */
+  double consume_s;                                /* of which turning logits into tokens (sampling, logprobs) */
   serve_hist ttft, itl, tpot, e2e;                 /* seconds */
 } serve_counters;
 

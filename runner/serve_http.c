@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "runner/serve.h"
+#include "runner/serve_constraint.h"
 
 #define MAX_BODY (16u << 20)
 
@@ -86,7 +87,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned code, const
 
 typedef struct {
   unsigned code;   /* 0: fine */
-  char param[32];
+  char param[96];
   char msg[400];
 } bad;
 
@@ -186,17 +187,14 @@ static serve_req *parse_completion(serve_http *h, const char *body, bool *includ
     fail(b, 400, "stop", "stop strings need a tokenizer, which this server has not: use 'stop_token_ids'");
     goto out;
   }
-  static const char *unsupported[] = {"response_format", "structured_outputs", "guided_json", "guided_regex",
-                                      "guided_choice", "guided_grammar", "suffix"};
-  for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++) {
-    const cJSON *u = cJSON_GetObjectItemCaseSensitive(o, unsupported[i]);
-    const bool plain_text = i == 0 && cJSON_IsObject(u) &&
-                            cJSON_IsString(cJSON_GetObjectItemCaseSensitive(u, "type")) &&
-                            !strcmp(cJSON_GetObjectItemCaseSensitive(u, "type")->valuestring, "text");
-    if (present(u) && !plain_text) {
-      fail(b, 400, unsupported[i], "'%s' is not supported by vouch serve (it would not be honoured)", unsupported[i]);
-      goto out;
-    }
+  if (present(cJSON_GetObjectItemCaseSensitive(o, "suffix"))) {
+    fail(b, 400, "suffix", "'suffix' is not supported by vouch serve (it would not be honoured)");
+    goto out;
+  }
+  tdfa *dfa = NULL;
+  if (!serve_constraint_parse(o, s->vocab, &dfa, b->param, sizeof b->param, b->msg, sizeof b->msg)) {
+    b->code = 400;
+    goto out;
   }
   long long max_tokens = 16, min_tokens = 0, top_k = 0, logprobs = -1, n = 1, seed = -1;
   double temperature = 1.0, top_p = 1.0;
@@ -207,25 +205,28 @@ static serve_req *parse_completion(serve_http *h, const char *body, bool *includ
       !get_int(o, "seed", 0, 9007199254740991.0, &seed, b) || !get_num(o, "temperature", 0, 100, false, &temperature, b) ||
       !get_num(o, "top_p", 0, 1, true, &top_p, b) || !get_bool(o, "ignore_eos", &ignore_eos, b) ||
       !get_bool(o, "stream", &stream, b) || !get_bool(o, "echo", &echo, b))
-    goto out;
-  if (echo) { fail(b, 400, "echo", "'echo' is not supported"); goto out; }
+    goto out_dfa;
+  if (echo) { fail(b, 400, "echo", "'echo' is not supported"); goto out_dfa; }
   if (min_tokens > max_tokens) {
     fail(b, 400, "min_tokens", "'min_tokens' (%lld) exceeds 'max_tokens' (%lld)", min_tokens, max_tokens);
-    goto out;
+    goto out_dfa;
   }
   if (n_prompt + max_tokens > s->max_ctx) {
     fail(b, 400, "max_tokens", "this server's context is %d tokens, but the prompt (%d) plus max_tokens (%lld) is %lld",
          s->max_ctx, n_prompt, max_tokens, n_prompt + max_tokens);
-    goto out;
+    goto out_dfa;
   }
   *include_usage = false;
   const cJSON *so = cJSON_GetObjectItemCaseSensitive(o, "stream_options");
   if (present(so) && (!cJSON_IsObject(so) || !get_bool(so, "include_usage", include_usage, b))) {
     if (!b->code) fail(b, 400, "stream_options", "'stream_options' must be an object");
-    goto out;
+    goto out_dfa;
   }
   r = serve_req_new(n_prompt, (int)max_tokens, n_stop, (int)logprobs);
-  if (!r) { fail(b, 500, NULL, "out of memory"); goto out; }
+  if (!r) { fail(b, 500, NULL, "out of memory"); goto out_dfa; }
+  r->dfa = dfa;
+  r->dfa_state = dfa ? dfa->start : 0;
+  dfa = NULL;
   token_list(prompt, "prompt", s->vocab, r->prompt, &n_prompt, b);
   if (n_stop) token_list(stop_ids, "stop_token_ids", s->vocab, r->stop_ids, &n_stop, b);
   r->min_tokens = (int)min_tokens;
@@ -233,6 +234,9 @@ static serve_req *parse_completion(serve_http *h, const char *body, bool *includ
   r->stream = stream;
   r->smp = (vsampling){.temperature = (float)temperature, .top_k = top_k > 0 ? (int)top_k : 0, .top_p = (float)top_p,
                        .seed = seed >= 0 ? (uint64_t)seed : __atomic_fetch_add(&h->seed_counter, 1, __ATOMIC_RELAXED)};
+out_dfa:
+  if (dfa) tdfa_free(dfa);
+  free(dfa);
 out:
   cJSON_Delete(o);
   return r;

@@ -93,6 +93,10 @@ char *serve_metrics_text(serve_sched *s) {
   scalar(&b, m, "vouch:decode_steps_total", "counter", "Forward steps with decodes only (no prefill chunk).",
          (double)c.decode_steps);
   scalar(&b, m, "vouch:decode_seconds_total", "counter", "Wall seconds of those inside forward().", c.decode_s);
+  scalar(&b, m, "vouch:scheduler_seconds_total", "counter", "Wall seconds of scheduler iterations that ran a step "
+         "(forward included; the rest is admission, lock waits, sampling, retiring).", c.loop_s);
+  scalar(&b, m, "vouch:sample_seconds_total", "counter", "Wall seconds turning logits into tokens (sampling, "
+         "logprobs, stop checks).", c.consume_s);
   scalar(&b, m, "vouch:fallback_steps_total", "counter", "Steps run one sequence at a time because supports() "
          "refused the mixed step.", (double)c.fallback_steps);
   if (b.oom) {

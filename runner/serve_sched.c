@@ -52,6 +52,8 @@ serve_req *serve_req_new(int n_prompt, int max_tokens, int n_stop, int logprobs)
 }
 
 static void req_free(serve_req *r) {
+  if (r->dfa) tdfa_free(r->dfa);
+  free(r->dfa);
   free(r->prompt); free(r->stop_ids); free(r->out); free(r->out_lp); free(r->top_ids); free(r->top_lp);
   free(r);
 }
@@ -124,6 +126,10 @@ static void emit(serve_sched *s, serve_req *r, int32_t t, const float *row, doub
   }
   r->out[r->n_out++] = t;
   s->c.generation_tokens++;
+  if (r->dfa) {
+    const int ns = tdfa_next(r->dfa, r->dfa_state, t);
+    if (ns >= 0) r->dfa_state = ns; /* else a stop id or EOS the accepting state let end it */
+  }
   if (i == 0) {
     r->t_first = now;
     serve_hist_add(&s->c.ttft, now - r->t_arrive);
@@ -136,16 +142,35 @@ static void emit(serve_sched *s, serve_req *r, int32_t t, const float *row, doub
       if (r->stop_ids[q] == t) r->stop_reason = t;
   } else if (r->n_out >= r->max_tokens) {
     r->finish = FIN_LENGTH;
+  } else if (r->dfa && r->dfa->accept[r->dfa_state] && !tdfa_has_exit(r->dfa, r->dfa_state, s->vocab)) {
+    r->finish = FIN_STOP; /* the constraint is complete and admits nothing more */
   }
 }
 
-/* Samples the next token of r from logits row `row` (stop tokens masked before min_tokens). */
-static int32_t sample_next(serve_sched *s, serve_req *r, const float *row, float *masked, void *work) {
+/* Samples the next token of r from logits row `row`: under a structured output only the ids its
+ * automaton admits (and stop ids / EOS where it accepts); stop tokens masked before min_tokens. */
+static int32_t sample_next(serve_sched *s, serve_req *r, const float *row, float *masked, unsigned char *allowed,
+                           void *work) {
   const float *l = row;
+  if (r->dfa) {
+    memset(allowed, 0, (size_t)s->vocab);
+    tdfa_mark(r->dfa, r->dfa_state, s->vocab, allowed);
+    if (r->dfa->accept[r->dfa_state]) {
+      for (int q = 0; q < r->n_stop; q++) allowed[r->stop_ids[q]] = 1;
+      if (!r->ignore_eos && s->eos >= 0 && s->eos < s->vocab) allowed[s->eos] = 1;
+    }
+    for (int v = 0; v < s->vocab; v++) masked[v] = allowed[v] ? row[v] : -INFINITY;
+    l = masked;
+  }
   if (r->n_out < r->min_tokens) {
-    memcpy(masked, row, (size_t)s->vocab * sizeof *masked);
+    if (l != masked) memcpy(masked, row, (size_t)s->vocab * sizeof *masked);
+    bool left = false; /* under a constraint that admits only stop ids here, the constraint wins */
     for (int q = 0; q < r->n_stop; q++) masked[r->stop_ids[q]] = -INFINITY;
     if (!r->ignore_eos && s->eos >= 0 && s->eos < s->vocab) masked[s->eos] = -INFINITY;
+    for (int v = 0; v < s->vocab && !left && r->dfa; v++) left = masked[v] > -INFINITY;
+    if (r->dfa && !left) {
+      for (int v = 0; v < s->vocab; v++) masked[v] = allowed[v] ? row[v] : -INFINITY;
+    }
     l = masked;
   }
   return (int32_t)vsample(l, s->vocab, &r->smp, 0, r->n_out, work);
@@ -174,6 +199,7 @@ typedef struct {
   int32_t *tokens;          /* [rows] */
   float *logits;            /* [rows][vocab] */
   float *masked;            /* [vocab] */
+  unsigned char *allowed;   /* [vocab] ids a structured output admits next */
   void *work;               /* vsample scratch */
   int rows;
 } step_buf;
@@ -252,7 +278,7 @@ static void consume(serve_sched *s, step_buf *b, int i0, int i1, bool all_logits
       r->n_prefilled += b->ntok[i];
       if (r->n_prefilled < r->n_prompt) continue;
       const float *last = L + (size_t)(nrows - 1) * s->vocab;
-      emit(s, r, sample_next(s, r, last, b->masked, b->work), last, now);
+      emit(s, r, sample_next(s, r, last, b->masked, b->allowed, b->work), last, now);
     } else {
       const int k = b->ntok[i] - 1, want = s->spec_al - 1 < k ? s->spec_al - 1 : k;
       const double prev = r->t_last;
@@ -262,6 +288,7 @@ static void consume(serve_sched *s, step_buf *b, int i0, int i1, bool all_logits
       for (a = 0; a < want && r->finish == FIN_NONE; a++) {
         const int32_t d = r->out[r->n_out - 1]; /* the draft: last token repeated */
         if (r->n_out < r->min_tokens && is_stop(s, r, d)) break;
+        if (r->dfa && tdfa_next(r->dfa, r->dfa_state, d) < 0) break; /* a draft the constraint refuses */
         emit(s, r, d, L + (size_t)a * s->vocab, now);
         s->c.spec_accepted_pos[a]++;
       }
@@ -272,7 +299,7 @@ static void consume(serve_sched *s, step_buf *b, int i0, int i1, bool all_logits
       }
       if (r->finish == FIN_NONE) {
         const float *bonus = L + (size_t)a * s->vocab;
-        emit(s, r, sample_next(s, r, bonus, b->masked, b->work), bonus, now);
+        emit(s, r, sample_next(s, r, bonus, b->masked, b->allowed, b->work), bonus, now);
       }
       serve_hist_add(&s->c.itl, now - prev);
     }
@@ -316,15 +343,17 @@ static void *sched_main(void *arg) {
   b.tokens = calloc((size_t)rows, sizeof(int32_t));
   b.logits = malloc((size_t)rows * (size_t)s->vocab * sizeof(float));
   b.masked = malloc((size_t)s->vocab * sizeof(float));
+  b.allowed = malloc((size_t)s->vocab);
   b.work = malloc(VSAMPLE_WORK_BYTES(s->vocab));
   b.rows = rows;
   pthread_mutex_lock(&s->mu);
-  if (!b.seq || !b.ntok || !b.spos || !b.req || !b.decode || !b.tokens || !b.logits || !b.masked || !b.work) {
+  if (!b.seq || !b.ntok || !b.spos || !b.req || !b.decode || !b.tokens || !b.logits || !b.masked || !b.allowed || !b.work) {
     s->failed = true;
     snprintf(s->fail_msg, sizeof s->fail_msg, "out of memory for %d logits rows of %d", rows, s->vocab);
   }
   const bool all_logits = s->spec_k > 0;
   while (!s->stopping && !s->failed) {
+    const double t_iter = vclock_now();
     admit(s);
     int n_tokens = 0;
     const int n = build_step(s, &b, &n_tokens);
@@ -344,7 +373,9 @@ static void *sched_main(void *arg) {
       bool pure = true;
       for (int i = 0; i < n; i++) pure &= b.decode[i];
       if (pure) s->c.decode_steps++, s->c.decode_s += secs;
-      consume(s, &b, 0, n, all_logits, vclock_now());
+      const double t_c = vclock_now();
+      consume(s, &b, 0, n, all_logits, t_c);
+      s->c.consume_s += vclock_now() - t_c;
     } else {
       /* the path's fallback: one step per sequence (a path that refuses mixed steps) */
       char msg[256];
@@ -371,6 +402,7 @@ static void *sched_main(void *arg) {
       }
     }
     pthread_cond_broadcast(&s->out_cv);
+    s->c.loop_s += vclock_now() - t_iter;
   }
   /* stopping (or broken): every request still here ends as "abort" */
   const double now = vclock_now();
@@ -389,7 +421,7 @@ static void *sched_main(void *arg) {
   pthread_cond_broadcast(&s->out_cv);
   pthread_mutex_unlock(&s->mu);
   free(b.seq); free(b.ntok); free(b.spos); free(b.req); free(b.decode); free(b.tokens); free(b.logits);
-  free(b.masked); free(b.work);
+  free(b.masked); free(b.allowed); free(b.work);
   return NULL;
 }
 

@@ -281,7 +281,18 @@ static void on_event(xfer *x, const char *data, double now) {
       const cJSON *t;
       cJSON_ArrayForEach(t, ids) {
         if (!cJSON_IsNumber(t)) { req_fail(r, "token_ids holds a non-number"); break; }
-        if (r->n_tokens < 8 && r->n_tokens >= 0) r->first_tokens[r->n_tokens] = (int32_t)t->valuedouble;
+        if (r->n_tokens < 8 && r->n_tokens >= 0)
+          r->first_tokens[r->n_tokens] = t->valuedouble >= 0 && t->valuedouble < 2147483647.0 ? (int32_t)t->valuedouble : -1;
+        if (r->keep_ids) {
+          if (r->n_tokens == r->cap_ids) {
+            const int cap = r->cap_ids ? r->cap_ids * 2 : 64;
+            int32_t *ni = cap < (1 << 26) ? realloc(r->ids, (size_t)cap * sizeof *ni) : NULL;
+            if (!ni) { req_fail(r, "out of memory for the token ids"); break; }
+            r->ids = ni, r->cap_ids = cap;
+          }
+          const double d = t->valuedouble;
+          r->ids[r->n_tokens] = d >= 0 && d < 2147483647.0 ? (int32_t)d : -1; /* judged by the next turn's server */
+        }
         r->n_tokens++;
       }
       if (n > 0) {
@@ -399,25 +410,51 @@ static void xfer_free(xfer *x, CURLM *multi) {
 
 vstatus served_run(const served_conn *c, const char *model, served_req *reqs, int n, int concurrency,
                    bool (*stop)(void)) {
+  return served_run_hooked(c, model, reqs, n, concurrency, stop, NULL, NULL);
+}
+
+vstatus served_run_hooked(const served_conn *c, const char *model, served_req *reqs, int n, int concurrency,
+                          bool (*stop)(void), served_done_fn done, void *ctx) {
   CURLM *multi = curl_multi_init();
   xfer *xs = calloc((size_t)(n > 0 ? n : 1), sizeof *xs);
-  if (!multi || !xs) {
+  char *state = calloc((size_t)(n > 0 ? n : 1), 1); /* 0 pending, 1 in flight, 2 finished */
+  if (!multi || !xs || !state) {
     free(xs);
+    free(state);
     if (multi) curl_multi_cleanup(multi);
     return VERR("out of memory for %d requests", n);
   }
   const double t0 = vclock_now();
-  int next = 0, active = 0, finished = 0;
+  int lo = 0, active = 0, finished = 0; /* lo: every request below it left the pending state */
   vstatus s = V_OK;
   while (s == V_OK) {
     const double now = vclock_now();
-    while (next < n && active < concurrency && !(stop && stop()) && now - t0 >= reqs[next].arrival_s) {
-      xs[next].r = &reqs[next];
-      if ((s = xfer_start(c, model, &xs[next], multi)) != V_OK) break;
-      next++, active++;
+    const bool stopping = stop && stop();
+    double due_min = INFINITY; /* seconds until the next pending request is due */
+    bool any_free = false;     /* a pending request not held */
+    while (lo < n && state[lo]) lo++;
+    for (int i = lo; i < n && s == V_OK; i++) {
+      if (state[i] || reqs[i].held) continue;
+      if (reqs[i].skip) {
+        state[i] = 2, finished++;
+        continue;
+      }
+      any_free = true;
+      if (active >= concurrency || stopping) break;
+      if (now - t0 < reqs[i].arrival_s) {
+        due_min = fmin(due_min, reqs[i].arrival_s - (now - t0));
+        /* without a hook arrivals never go down with the index (rates, traces): nothing later is due.
+         * With one (sessions), a released turn may be due before a later first turn: scan on. */
+        if (!done) break;
+        continue;
+      }
+      xs[i].r = &reqs[i];
+      if ((s = xfer_start(c, model, &xs[i], multi)) != V_OK) break;
+      state[i] = 1, active++;
     }
     if (s) break;
-    if (finished == next && (next == n || (stop && stop()))) break;
+    if (finished == n || (stopping && active == 0)) break;
+    if (active == 0 && !any_free) { s = VERR("served_run: requests held that no finished request releases"); break; }
     int running = 0;
     curl_multi_perform(multi, &running);
     CURLMsg *m;
@@ -428,17 +465,17 @@ vstatus served_run(const served_conn *c, const char *model, served_req *reqs, in
       curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
       const CURLcode rc = m->data.result;
       xfer_end(c, x, rc);
+      const int i = (int)(x->r - reqs);
       xfer_free(x, multi);
+      state[i] = 2;
       active--, finished++;
+      if (done) done(ctx, reqs, i, t0);
     }
     /* wait for traffic, or until the next arrival is due */
     int wait_ms = 50;
-    if (next < n && active < concurrency) {
-      const double due = (t0 + reqs[next].arrival_s - vclock_now()) * 1000;
-      if (due < wait_ms) wait_ms = due > 0 ? (int)due : 0;
-    }
+    if (due_min * 1000 < wait_ms) wait_ms = due_min > 0 ? (int)(due_min * 1000) : 0;
     if (active > 0) curl_multi_poll(multi, NULL, 0, wait_ms, NULL);
-    else if (wait_ms > 0 && next < n) {
+    else if (wait_ms > 0) {
       struct timespec ts = {.tv_sec = wait_ms / 1000, .tv_nsec = (long)(wait_ms % 1000) * 1000000L};
       nanosleep(&ts, NULL);
     }
@@ -446,11 +483,15 @@ vstatus served_run(const served_conn *c, const char *model, served_req *reqs, in
   for (int i = 0; i < n; i++)
     if (xs[i].e) xfer_free(&xs[i], multi);
   free(xs);
+  free(state);
   curl_multi_cleanup(multi);
   return s;
 }
 
 void served_req_free(served_req *r) {
+  free(r->ids);
+  r->ids = NULL;
+  r->cap_ids = 0;
   free(r->chunk_t);
   free(r->chunk_n);
   r->chunk_t = NULL;

@@ -56,6 +56,9 @@ typedef struct {
   int n_prompt;
   int max_tokens;            /* asked with ignore_eos, so the server should generate exactly this many */
   double arrival_s;          /* when to send, seconds after the run starts */
+  bool held;                 /* not sent until a done hook clears it (the next turn of a session) */
+  bool skip;                 /* never sent: counted as finished (its error says why) */
+  bool keep_ids;             /* keep every received token id in ids (a session's next prompt needs them) */
   /* out */
   bool ok;
   char error[320];           /* why not ok */
@@ -65,6 +68,8 @@ typedef struct {
   int n_chunks, cap_chunks;
   int n_tokens;              /* tokens received */
   int32_t first_tokens[8];   /* the first (up to 8) token ids received */
+  int32_t *ids;              /* [n_tokens] every id received, when keep_ids (owned) */
+  int cap_ids;
 } served_req;
 
 /* Streams every request of reqs (at most `concurrency` in flight; each no earlier than its
@@ -72,6 +77,12 @@ typedef struct {
  * the harness itself fails. Stops starting requests once stop() says so (the ones in flight finish). */
 vstatus served_run(const served_conn *c, const char *model, served_req *reqs, int n, int concurrency,
                    bool (*stop)(void));
+/* The same with a hook called as each request finishes (ok or not), before the next is started:
+ * it may fill in and release held requests (prompt, arrival_s relative to t0 = the run's start)
+ * or mark them skip. Requests are started in index order among those due and not held. */
+typedef void (*served_done_fn)(void *ctx, served_req *reqs, int i, double t0);
+vstatus served_run_hooked(const served_conn *c, const char *model, served_req *reqs, int n, int concurrency,
+                          bool (*stop)(void), served_done_fn done, void *ctx);
 void served_req_free(served_req *r);
 
 #endif

@@ -106,7 +106,7 @@ check_err 400 "no tokenizer" '{"prompt":"hello"}'
 check_err 400 "outside the vocabulary" '{"prompt":[1,1024]}'
 check_err 400 "not a JSON object" '{"prompt":'
 check_err 400 "context is 256 tokens" '{"prompt":[1,2],"max_tokens":255}'
-check_err 400 "not supported" '{"prompt":[1],"response_format":{"type":"json_object"}}'
+check_err 400 "constrains text" '{"prompt":[1],"response_format":{"type":"json_object"}}'
 check_err 400 "must be an integer" '{"prompt":[1],"max_tokens":0}'
 check_err 400 "exceeds" '{"prompt":[1],"max_tokens":2,"min_tokens":3}'
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$A/v1/completions")" = 405 ] && ok || bad "GET /v1/completions is not 405"
