@@ -13,6 +13,7 @@
  * and on the host, expected time) and a plan with a step that cannot fit the GPU is refused;
  * --dry-run prints the estimates and stops there. --fail-fast stops after the first failed step. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,7 @@
 
 static const char USAGE[] =
     "usage: vouch run [--plan smoke|h200|FILE] [--out DIR] [--model M] [--paths P] [--set VAR=VALUE]\n"
-    "                 [--no-bundle] [--list] [--dry-run] [--gpu-mem SIZE] [--fail-fast]\n"
+    "                 [--no-bundle] [--list] [--dry-run] [--gpu-mem SIZE] [--host-mem SIZE] [--cpus N] [--fail-fast]\n"
     "                 [--force] [--path-lib FILE] [--resume DIR]\n"
     "  Runs the suites a plan names and writes a result directory (default vouch-results/<plan>-<time>),\n"
     "  then bundles it to DIR.vouch.tar.gz. With no arguments: the smoke plan on the embedded default\n"
@@ -48,6 +49,9 @@ static const char USAGE[] =
     "  --dry-run     print the estimates as a table and stop (exit 2 when a step does not fit)\n"
     "  --gpu-mem S   plan for a GPU with S bytes free (e.g. 141G, 80G, 1G; G = GiB), also on a machine\n"
     "                without one (then with --dry-run only); the plan's GPU variant is used\n"
+    "  --host-mem S, --cpus N  with --dry-run: plan for a host with S bytes of memory and N cores (the GPU\n"
+    "                machine's, e.g. 128G and 16) instead of this one: host memory is checked against S, and\n"
+    "                the CPU paths' time is priced on N cores\n"
     "  --force       run even when a step is estimated not to fit (its paths then refuse or shrink it)\n"
     "  --fail-fast   stop after the first step that exits non-zero; later steps are recorded not_run\n"
     "  --path-lib F  load a decode path from the shared library F for every step (docs/plugins.md); the\n"
@@ -190,7 +194,8 @@ static bool expand_step(const cJSON *s, const var *vars, int nv, const char *pna
 }
 
 /* "141G", "80g", "512M", "1073741824" -> bytes (K/M/G/T: powers of 1024). */
-static vstatus parse_mem(const char *v, double *out) {
+/* A size such as 141G, 512M or 1e9 (bytes; K/M/G/T = powers of 1024) for option `opt` into *out. */
+static vstatus parse_mem(const char *opt, const char *v, double *out) {
   char *end;
   double x = strtod(v, &end);
   double mul = 1;
@@ -198,13 +203,14 @@ static vstatus parse_mem(const char *v, double *out) {
   else if (*end == 'm' || *end == 'M') mul = 1048576.0, end++;
   else if (*end == 'g' || *end == 'G') mul = 1073741824.0, end++;
   else if (*end == 't' || *end == 'T') mul = 1099511627776.0, end++;
-  if (end == v || *end || !(x > 0)) return VERR("--gpu-mem '%s': expected a size such as 141G, 80G or 512M", v);
+  if (end == v || *end || !(x > 0) || !isfinite(x)) return VERR("%s '%s': expected a size such as 141G, 80G or 512M", opt, v);
   *out = x * mul;
   return V_OK;
 }
 
-/* The machine the plan is checked against: the first GPU's free memory, or --gpu-mem. */
-static void machine_env(dry_env *env, int gpus, double gpu_mem) {
+/* The machine the plan is checked against: the first GPU's free memory, or --gpu-mem; this host's
+ * memory and cores, or --host-mem / --cpus (0: this host's). */
+static void machine_env(dry_env *env, int gpus, double gpu_mem, double host_mem, int cpus_opt) {
   memset(env, 0, sizeof *env);
   env->gpus = gpus;
   env->gpu = gpus > 0 || gpu_mem > 0;
@@ -220,6 +226,8 @@ static void machine_env(dry_env *env, int gpus, double gpu_mem) {
   const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE), cpus = sysconf(_SC_NPROCESSORS_ONLN);
   env->host_total = pages > 0 && psz > 0 ? (double)pages * psz : 0;
   env->cpu_threads = cpus > 0 ? (int)cpus : 1;
+  if (host_mem > 0) env->host_total = host_mem;
+  if (cpus_opt > 0) env->cpu_threads = cpus_opt;
 }
 
 /* Estimates every step that runs on this machine; prints the table when `print`. Returns the number
@@ -229,8 +237,10 @@ static int plan_fit(const cJSON *plan, const char *pname, const var *vars, int n
   int step_i = 0, refused = 0;
   double total_s = 0;
   if (print) {
-    printf("plan %s on %s%s\n", pname, env->gpu ? (env->device[0] ? env->device : "a GPU") : "the CPU",
-           env->gpu && env->gpu_free > 0 ? "" : env->gpu ? " (free memory unknown: not checked)" : "");
+    printf("plan %s on %s%s, a host of %.1f GiB and %d cores\n", pname,
+           env->gpu ? (env->device[0] ? env->device : "a GPU") : "the CPU",
+           env->gpu && env->gpu_free > 0 ? "" : env->gpu ? " (free memory unknown: not checked)" : "",
+           env->host_total / 1073741824.0, env->cpu_threads);
     printf("%-4s %-9s %-44s %10s %10s %8s %-8s %s\n", "step", "suite", "paths (a+b: open together; a, b: one at a time)",
            "GPU GiB", "host GiB", "seconds", "fits", "peak at");
   }
@@ -372,7 +382,8 @@ int cmd_run(int argc, char **argv) {
   var vars[64];
   int nv = 0;
   bool bundle = true, list = false, dry = false, fail_fast = false, force = false, plan_given = false;
-  double gpu_mem = 0;
+  double gpu_mem = 0, host_mem = 0;
+  int cpus = 0;
   vstatus err = V_OK;
   char over[16][600]; /* "VAR=VALUE" from --model, --paths, --set */
   int n_over = 0;
@@ -386,7 +397,14 @@ int cmd_run(int argc, char **argv) {
     else if (!strcmp(a, "--dry-run")) dry = true;
     else if (!strcmp(a, "--fail-fast")) fail_fast = true;
     else if (!strcmp(a, "--force")) force = true;
-    else if (cli_opt(argc, argv, &i, "--gpu-mem", &v, &err)) { if (v) err = parse_mem(v, &gpu_mem); }
+    else if (cli_opt(argc, argv, &i, "--gpu-mem", &v, &err)) { if (v) err = parse_mem("--gpu-mem", v, &gpu_mem); }
+    else if (cli_opt(argc, argv, &i, "--host-mem", &v, &err)) { if (v) err = parse_mem("--host-mem", v, &host_mem); }
+    else if (cli_opt(argc, argv, &i, "--cpus", &v, &err)) {
+      char *end;
+      long n = v ? strtol(v, &end, 10) : 0;
+      if (v && (end == v || *end || n < 1 || n > 4096)) err = VERR("--cpus '%s': expected a core count 1..4096", v);
+      else if (v) cpus = (int)n;
+    }
     else if (cli_opt(argc, argv, &i, "--plan", &v, &err)) { if (v) plan_arg = v, plan_given = true; }
     else if (cli_opt(argc, argv, &i, "--resume", &v, &err)) { if (v) resume = v; }
     else if (cli_opt(argc, argv, &i, "--out", &v, &err)) { if (v) out_arg = v; }
@@ -429,6 +447,13 @@ int cmd_run(int argc, char **argv) {
   /* variables: plan, then device-derived, then command-line overrides */
   const int gpus = gpu_count();
   const bool gpu_variant = gpus > 0 || gpu_mem > 0; /* --gpu-mem plans for a GPU */
+  if ((host_mem > 0 || cpus > 0) && !dry) {
+    VERR("--host-mem and --cpus describe another machine to plan for: use them with --dry-run");
+    cli_print_error("run");
+    cJSON_Delete(plan);
+    free(text);
+    return EXIT_USAGE;
+  }
   if (gpu_mem > 0 && gpus == 0 && !dry) {
     VERR("--gpu-mem plans for a GPU and this machine has none: use it with --dry-run");
     cli_print_error("run");
@@ -471,7 +496,7 @@ int cmd_run(int argc, char **argv) {
 
   /* every step estimated before anything runs; a step that cannot fit refuses the plan */
   dry_env env;
-  machine_env(&env, gpus, gpu_mem);
+  machine_env(&env, gpus, gpu_mem, host_mem, cpus);
   const int refused = plan_fit(plan, pname, vars, nv, &env, dry);
   if (refused > 0 && force && !dry)
     fprintf(stderr, "vouch run: --force: running plan %s although %d step%s may not fit\n", pname, refused,

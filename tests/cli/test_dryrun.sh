@@ -39,11 +39,27 @@ grep -qE '^1 +diverge .* NO ' big.out && ok || bad "table marks the step: $(cat 
 "$VOUCH" run --plan big.json --dry-run --gpu-mem 64G >/dev/null 2>&1 && ok || bad "big.json fits 64G"
 expect_error 2 "use it with --dry-run" "$VOUCH" run --plan big.json --gpu-mem 1G --out never
 expect_error 2 "--gpu-mem 'lots'" "$VOUCH" run --dry-run --gpu-mem lots
+# planning for another host: --host-mem / --cpus replace this machine's memory and cores
+"$VOUCH" run --plan big.json --dry-run --gpu-mem 64G --host-mem 512G --cpus 16 >hm.out 2>&1 && ok || bad "--host-mem 512G: $(cat hm.out)"
+grep -q 'a host of 512.0 GiB and 16 cores' hm.out && ok || bad "header names the planned host: $(head -1 hm.out)"
+two_steps cpu.json cpu-ref,cpu-ref:tp2 8 4k
+"$VOUCH" run --plan cpu.json --dry-run --cpus 1 >c1.out 2>&1
+"$VOUCH" run --plan cpu.json --dry-run --cpus 64 >c64.out 2>&1
+python3 - c1.out c64.out <<'PY' && ok || bad "--cpus does not price the CPU steps: $(cat c1.out c64.out)"
+import re, sys
+t = [float(re.search(r'^expected total: ([0-9.]+) s', open(f).read(), re.M).group(1)) for f in sys.argv[1:]]
+sys.exit(0 if t[0] > t[1] else 1)
+PY
+expect_error 2 "--host-mem and --cpus describe another machine" "$VOUCH" run --plan big.json --host-mem 8G --out never
+expect_error 2 "--cpus 'many'" "$VOUCH" run --dry-run --cpus many
+expect_error 2 "--host-mem '0'" "$VOUCH" run --dry-run --host-mem 0
 # without --dry-run the same check refuses before anything runs: host memory for cpu-ref's cache
 two_steps host.json cpu-ref,cpu-ref:tp2 4096 64k
 "$VOUCH" run --plan host.json --out host --no-bundle >host.out 2>host.err; rc=$?
 [ $rc -eq 2 ] && grep -q 'step 1 (diverge) cannot fit: host paths .* of host memory' host.err && ok ||
   bad "host refusal: exit $rc $(cat host.err)"
+"$VOUCH" run --plan host.json --dry-run --host-mem 1G >/dev/null 2>hm1.err; rc=$?
+[ $rc -eq 2 ] && grep -q 'this machine has 1.00 GiB' hm1.err && ok || bad "--host-mem 1G refusal: exit $rc $(cat hm1.err)"
 [ ! -e host ] && ok || bad "a refused plan ran (host/ exists)"
 
 # --fail-fast: step 0 fails (an unreadable model), steps 1 and 2 are recorded not run
