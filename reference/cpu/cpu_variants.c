@@ -374,6 +374,20 @@ static vstatus moe_bf16sum_run(const vop_case *c, const vop_layout *l, void *con
   return V_OK;
 }
 
+/* PLANTED BUG: the correct swiglu, then every output scaled by 1 + 2^-10 (a bf16-sized relative
+ * error in an fp32 op): the conditioned error measure must still see it. */
+static vstatus swiglu_scaled_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  const int64_t D = c->d[0], I = c->d[1];
+  vtensor g = vt(DT_BF16, I, D, b[1]), u = vt(DT_BF16, I, D, b[2]), d = vt(DT_BF16, D, I, b[3]);
+  float *tmp = malloc(sizeof(float) * 2 * (size_t)I * (size_t)c->batch);
+  if (!tmp) return VERR("swiglu test: out of memory (inter %lld)", (long long)I);
+  cpu_swiglu_mlp(b[4], b[0], &g, &u, &d, c->batch, tmp);
+  free(tmp);
+  for (int64_t i = 0; i < (int64_t)c->batch * D; i++) ((float *)b[4])[i] *= 1.0f + 1.0f / 1024;
+  ran(t, c, "test", "scaled");
+  return V_OK;
+}
+
 /* ---------------- registration ---------------- */
 
 typedef struct {
@@ -406,6 +420,7 @@ static const entry k_entries[] = {
     {"rmsnorm", "test", "notrace", "PLANTED BUG: correct, but the trace names another variant", any_case,
      rms_notrace_run},
     {"rmsnorm", "test", "b4only", "correct for batch <= 4, unsupported above", b4only_supports, rms_b4only_run},
+    {"swiglu", "test", "scaled", "PLANTED BUG: every output 2^-10 too large", any_case, swiglu_scaled_run},
     {"moe_combine", "test", "bf16_in", "correct: bf16 y and shared (declared), fp32 sum", any_case, moe_bf16in_run},
     {"moe_combine", "test", "bf16_sum", "PLANTED BUG: bf16 y and shared, the sum rounded to bf16 at every add",
      any_case, moe_bf16sum_run},

@@ -771,7 +771,7 @@ static vstatus swiglu_layout(const vop_case *c, vop_layout *l) {
   set_buf(l, "gate", DT_BF16, I * D, false, 0);
   set_buf(l, "up", DT_BF16, I * D, false, 0);
   set_buf(l, "down", DT_BF16, D * I, false, 0);
-  set_buf(l, "out", DT_F32, B * D, true, VM_REL_L2);
+  set_buf(l, "out", DT_F32, B * D, true, VM_CUSTOM);
   return V_OK;
 }
 static vstatus swiglu_gen(const vop_case *c, const vop_layout *l, void **h) {
@@ -810,7 +810,74 @@ static vstatus swiglu_oracle(const vop_case *c, const vop_layout *l, void *const
 static vop_tol swiglu_tol(const vop_case *c, int out, vdtype act) {
   if (act == DT_BF16) return tol(2e-2, 0, BF16_WHY " (the intermediate is rounded too)");
   return tol(4e-6 + 8 * U32 * (sqrt((double)c->d[0]) + sqrt((double)c->d[1])), 0,
-             "two f32 dot chains (hidden, then inter terms): ~u*sqrt(n) each, x8 margin");
+             "two f32 dot chains (hidden, then inter terms): ~u*sqrt(n) each, x8 margin; error relative to "
+             "the output's conditioned magnitude");
+}
+
+/* Error of swiglu's output: the plain relative L2 error, with two allowances a float32 evaluation
+ * needs and the bound's u sqrt(n) analysis does not cover:
+ * - ill-conditioned silu: where k_i = |1 + g_i (1 - sigmoid(g_i))| > 2 (g_i below about -3.5) silu
+ *   magnifies the rounding of g_i k_i times, so those terms' magnified size,
+ *   e_o = sum_{k_i > 2} |down_oi| |a_i| k_i (a_i = silu(g_i) u_i), is added to the output's size:
+ *   den = sum_o out_o^2 + e_o^2;
+ * - below g = -88.72 float32's exp(-g) overflows and a float32 silu is 0 (the exact value is below
+ *   1e-36 |g|): an output is also accepted when it equals the exact one with those terms left out.
+ * Seen on a correct float32 evaluation: hidden 1, inter 1, heavy x, g = -90: out 0 for an exact
+ * -9.7e-36, "9.7e-6 > 5e-6" against the old 1e-30 floor. Never larger than the plain relative L2
+ * error; on well-conditioned cases (no g below -3.5) equal to it, so sensitivity is unchanged there. */
+#define SILU_F32_ZERO (-88.72) /* log(FLT_MAX): exp(-g) is inf in float32 below this g */
+static double swiglu_check(const vop_case *c, const vop_layout *l, void *const *h, double *const *ref, int out,
+                           char *note) {
+  const int64_t D = c->d[0], I = c->d[1];
+  const uint16_t *g = h[1], *u = h[2], *dn = h[3];
+  const float *y = h[out];
+  double *m = malloc(sizeof(double) * (size_t)I), *az = malloc(sizeof(double) * (size_t)I);
+  if (!m || !az) {
+    free(m), free(az);
+    snprintf(note, 160, "out of memory in the swiglu check");
+    return INFINITY;
+  }
+  double num = 0, den = 0;
+  long n_zero = 0, accepted = 0;
+  for (int b = 0; b < c->batch; b++) {
+    const float *x = (const float *)h[0] + b * D;
+    long nz = 0;
+#pragma omp parallel for schedule(static) reduction(+ : nz)
+    for (int64_t i = 0; i < I; i++) {
+      double sg = 0, su = 0;
+      for (int64_t j = 0; j < D; j++) {
+        sg += bf(g[i * D + j]) * x[j];
+        su += bf(u[i * D + j]) * x[j];
+      }
+      const double sig = 1.0 / (1.0 + exp(-sg)), k = fabs(1.0 + sg * (1.0 - sig));
+      m[i] = k > 2 ? fabs(sg * sig * su) * k : 0;
+      az[i] = sg < SILU_F32_ZERO ? sg * sig * su : 0; /* the term a float32 silu makes 0 */
+      nz += az[i] != 0;
+    }
+    n_zero += nz;
+    double dsum = 0, esum = 0;
+    long acc = 0;
+#pragma omp parallel for schedule(static) reduction(+ : dsum, esum, acc)
+    for (int64_t o = 0; o < D; o++) {
+      double s = 0, z = 0;
+      for (int64_t i = 0; i < I; i++) {
+        s += fabs(bf(dn[o * I + i])) * m[i];
+        if (nz) z += bf(dn[o * I + i]) * az[i];
+      }
+      dsum += ref[out][b * D + o] * ref[out][b * D + o] + s * s;
+      const double e = (double)y[b * D + o] - ref[out][b * D + o], e0 = e + z; /* e0: against the exact minus those terms */
+      acc += nz && fabs(e0) < fabs(e);
+      esum += nz && fabs(e0) < fabs(e) ? e0 * e0 : e * e;
+    }
+    den += dsum;
+    num += esum;
+    accepted += acc;
+  }
+  free(m), free(az);
+  if (accepted) snprintf(note, 160, "%ld outputs taken with the %ld terms below g = -88.72 as 0 (float32 silu)", accepted, n_zero);
+  const double floor_den = (double)c->batch * (double)D * 1e-60; /* as rel_l2: underflowing outputs count as 0 */
+  (void)l;
+  return sqrt(num / (den > floor_den ? den : floor_den));
 }
 
 /* ---------------- moe_combine ---------------- */
@@ -1111,7 +1178,7 @@ OP("lse_combine", "split-KV combine: out = sum_s exp(lse_s - max) o_s / sum_s ex
    DN("heads", "v", "splits"), lse_combine, NULL);
 OP("router", "MoE router: sigmoid, bias for selection, group-limited top-k, normalize, scale",
    DN("experts", "topk", "groups", "topk_groups", "norm"), router, router_check);
-OP("swiglu", "expert MLP: down(silu(gate x) * up x), bf16 weights", DN("hidden", "inter"), swiglu, NULL);
+OP("swiglu", "expert MLP: down(silu(gate x) * up x), bf16 weights", DN("hidden", "inter"), swiglu, swiglu_check);
 OP("moe_combine", "out = resid + (sum_k w_k y_k + shared)", DN("hidden", "topk"), moe_combine, NULL);
 OP("sample", "token sampling given uniforms: greedy, temperature, top-k, top-p (common/sampling.c order)",
    DN("vocab", "top_k"), sample, sample_check);

@@ -92,6 +92,10 @@ static void test_planted_bugs(void) {
   CHECK(count(&r, "bf16_sum", KS_PASS, NULL) == 0 && count(&r, "bf16_sum", KS_FAIL, "bound") > 0,
         "bf16_sum: %d passed, %d failed by the bound", count(&r, "bf16_sum", KS_PASS, NULL),
         count(&r, "bf16_sum", KS_FAIL, "bound"));
+  /* swiglu's error relative to the conditioned magnitude still sees a 2^-10 relative error */
+  CHECK(count(&r, "scaled", KS_PASS, NULL) == 0 && count(&r, "scaled", KS_FAIL, "bound") > 0,
+        "swiglu scaled by 1 + 2^-10: %d passed, %d failed by the bound", count(&r, "scaled", KS_PASS, NULL),
+        count(&r, "scaled", KS_FAIL, "bound"));
   /* correct numbers, but the trace shows another variant: fails */
   CHECK(count(&r, "notrace", KS_PASS, NULL) == 0 && count(&r, "notrace", KS_FAIL, "trace") > 0, "notrace not caught");
   /* unsupported above batch 4: counted not supported, never pass/fail */
