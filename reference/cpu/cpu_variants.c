@@ -115,13 +115,18 @@ static vstatus router_supports(const vop_case *c) {
   return V_OK;
 }
 
-static vstatus swiglu_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+/* cpu_swiglu_mlp on the case's buffers; out of memory is an error. */
+static vstatus swiglu_compute(const vop_case *c, void *const *b) {
   const int64_t D = c->d[0], I = c->d[1];
   vtensor g = vt(DT_BF16, I, D, b[1]), u = vt(DT_BF16, I, D, b[2]), d = vt(DT_BF16, D, I, b[3]);
   float *tmp = malloc(sizeof(float) * 2 * (size_t)I * (size_t)c->batch);
   if (!tmp) return VERR("swiglu cpu: out of memory (inter %lld)", (long long)I);
   cpu_swiglu_mlp(b[4], b[0], &g, &u, &d, c->batch, tmp);
   free(tmp);
+  return V_OK;
+}
+static vstatus swiglu_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  VTRY(swiglu_compute(c, b));
   ran(t, c, "cpu-ref", "cpu");
   return V_OK;
 }
@@ -377,13 +382,8 @@ static vstatus moe_bf16sum_run(const vop_case *c, const vop_layout *l, void *con
 /* PLANTED BUG: the correct swiglu, then every output scaled by 1 + 2^-10 (a bf16-sized relative
  * error in an fp32 op): the conditioned error measure must still see it. */
 static vstatus swiglu_scaled_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
-  const int64_t D = c->d[0], I = c->d[1];
-  vtensor g = vt(DT_BF16, I, D, b[1]), u = vt(DT_BF16, I, D, b[2]), d = vt(DT_BF16, D, I, b[3]);
-  float *tmp = malloc(sizeof(float) * 2 * (size_t)I * (size_t)c->batch);
-  if (!tmp) return VERR("swiglu test: out of memory (inter %lld)", (long long)I);
-  cpu_swiglu_mlp(b[4], b[0], &g, &u, &d, c->batch, tmp);
-  free(tmp);
-  for (int64_t i = 0; i < (int64_t)c->batch * D; i++) ((float *)b[4])[i] *= 1.0f + 1.0f / 1024;
+  VTRY(swiglu_compute(c, b));
+  for (int64_t i = 0; i < (int64_t)c->batch * c->d[0]; i++) ((float *)b[4])[i] *= 1.0f + 1.0f / 1024;
   ran(t, c, "test", "scaled");
   return V_OK;
 }
