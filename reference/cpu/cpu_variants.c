@@ -250,16 +250,30 @@ static vstatus lse_combine_run(const vop_case *c, const vop_layout *l, void *con
   return V_OK;
 }
 
-static vstatus moe_combine_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+static float bf16_round(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+
+/* out = resid + (sum_j w_j y_j + shared) in float32 (HF: routed + shared, then the residual).
+ * bf16_in: y and shared rounded to bf16 first, as the latency path holds them; bf16_sum (a planted
+ * bug, defects/16): the running sum and the output rounded to bf16 after every add. */
+static void moe_combine_sum(const vop_case *c, void *const *b, bool bf16_in, bool bf16_sum) {
   const int64_t D = c->d[0], k = c->d[1];
   const float *y = b[0], *w = b[1], *sh = b[2], *res = b[3];
   float *out = b[4];
   for (int64_t i = 0; i < c->batch; i++)
     for (int64_t e = 0; e < D; e++) {
       float s = 0;
-      for (int64_t j = 0; j < k; j++) s += w[i * k + j] * y[(i * k + j) * D + e];
-      out[i * D + e] = res[i * D + e] + (s + sh[i * D + e]); /* HF: routed + shared, then the residual */
+      for (int64_t j = 0; j < k; j++) {
+        const float yv = y[(i * k + j) * D + e];
+        s += w[i * k + j] * (bf16_in ? bf16_round(yv) : yv);
+        if (bf16_sum) s = bf16_round(s);
+      }
+      const float shv = bf16_in ? bf16_round(sh[i * D + e]) : sh[i * D + e];
+      out[i * D + e] = res[i * D + e] + (s + shv);
+      if (bf16_sum) out[i * D + e] = bf16_round(out[i * D + e]);
     }
+}
+static vstatus moe_combine_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  moe_combine_sum(c, b, false, false);
   ran(t, c, "cpu-ref", "cpu");
   return V_OK;
 }
@@ -350,37 +364,19 @@ static vstatus rms_b4only_run(const vop_case *c, const vop_layout *l, void *cons
   return V_OK;
 }
 
-/* moe_combine as the latency path computes it: bf16 expert outputs and shared row (rounded here,
- * declared in bf16_inputs), fp32 weights and residual. bf16_sum (PLANTED BUG) rounds the running
- * sum to bf16 after every add, the precision loss the fp32 bound must catch (defects/16). */
-static void moe_combine_bf16_in(const vop_case *c, void *const *b, bool bf16_sum) {
-  const int64_t D = c->d[0], k = c->d[1];
-  const float *y = b[0], *w = b[1], *sh = b[2], *res = b[3];
-  float *out = b[4];
-  for (int64_t i = 0; i < c->batch; i++)
-    for (int64_t e = 0; e < D; e++) {
-      float s = 0;
-      for (int64_t j = 0; j < k; j++) {
-        s += w[i * k + j] * bf16_to_f32(f32_to_bf16(y[(i * k + j) * D + e]));
-        if (bf16_sum) s = bf16_to_f32(f32_to_bf16(s));
-      }
-      out[i * D + e] = res[i * D + e] + (s + bf16_to_f32(f32_to_bf16(sh[i * D + e])));
-      if (bf16_sum) out[i * D + e] = bf16_to_f32(f32_to_bf16(out[i * D + e]));
-    }
-}
 static vstatus moe_bf16in_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
-  moe_combine_bf16_in(c, b, false);
+  moe_combine_sum(c, b, true, false);
   ran(t, c, "test", "bf16_in");
   return V_OK;
 }
 static vstatus moe_bf16sum_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
-  moe_combine_bf16_in(c, b, true);
+  moe_combine_sum(c, b, true, true);
   ran(t, c, "test", "bf16_sum");
   return V_OK;
 }
 
 /* PLANTED BUG: the correct swiglu, then every output scaled by 1 + 2^-10 (a bf16-sized relative
- * error in an fp32 op): the conditioned error measure must still see it. */
+ * error in an fp32 op): swiglu's check, with its float32 allowances, must still see it. */
 static vstatus swiglu_scaled_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
   VTRY(swiglu_compute(c, b));
   for (int64_t i = 0; i < (int64_t)c->batch * c->d[0]; i++) ((float *)b[4])[i] *= 1.0f + 1.0f / 1024;
@@ -421,31 +417,40 @@ static const entry k_entries[] = {
      rms_notrace_run},
     {"rmsnorm", "test", "b4only", "correct for batch <= 4, unsupported above", b4only_supports, rms_b4only_run},
     {"swiglu", "test", "scaled", "PLANTED BUG: every output 2^-10 too large", any_case, swiglu_scaled_run},
-    {"moe_combine", "test", "bf16_in", "correct: bf16 y and shared (declared), fp32 sum", any_case, moe_bf16in_run},
-    {"moe_combine", "test", "bf16_sum", "PLANTED BUG: bf16 y and shared, the sum rounded to bf16 at every add",
-     any_case, moe_bf16sum_run},
 };
 
-/* The variants above that round some inputs to bf16 themselves (vop_variant.bf16_inputs): the
+/* Float32 variants that round some inputs to bf16 themselves (vop_variant.bf16_inputs): the
  * moe_combine ones take y (buffer 0) and shared (2) in bf16, as the latency path does. */
-static uint32_t bf16_inputs_of(const entry *e) {
-  return !strcmp(e->op, "moe_combine") && !strcmp(e->path, "test") ? 1u << 0 | 1u << 2 : 0;
-}
+#define MOE_BF16_IN (1u << 0 | 1u << 2)
+static const struct {
+  entry e;
+  uint32_t bf16_inputs;
+} k_bf16_in_entries[] = {
+    {{"moe_combine", "test", "bf16_in", "correct: bf16 y and shared (declared), fp32 sum", any_case, moe_bf16in_run},
+     MOE_BF16_IN},
+    {{"moe_combine", "test", "bf16_sum", "PLANTED BUG: bf16 y and shared, the sum rounded to bf16 at every add",
+      any_case, moe_bf16sum_run},
+     MOE_BF16_IN},
+};
 
 #define N_ENTRIES (sizeof k_entries / sizeof k_entries[0])
+#define N_BF16_IN (sizeof k_bf16_in_entries / sizeof k_bf16_in_entries[0])
+
+/* Registers e as the float32 variant *v of the cpu backend (v lives for the process). */
+static void register_entry(vop_variant *v, const entry *e, uint32_t bf16_inputs) {
+  const vop *op = vopreg_find_op(e->op);
+  if (!op) {
+    fprintf(stderr, "vouch: cpu variants: op '%s' is not registered\n", e->op);
+    return;
+  }
+  *v = (vop_variant){.op = op, .path = e->path, .name = e->name, .desc = e->desc, .backend = vop_backend_cpu(),
+                     .act_dtype = DT_F32, .bf16_inputs = bf16_inputs, .supports = e->supports, .run = e->run};
+  if (vopreg_add_variant(v) != V_OK) fprintf(stderr, "vouch: %s\n", verr_msg());
+}
 
 void cpu_variants_register(void) {
-  static vop_variant vars[N_ENTRIES];
-  for (size_t i = 0; i < N_ENTRIES; i++) {
-    const entry *e = &k_entries[i];
-    const vop *op = vopreg_find_op(e->op);
-    if (!op) {
-      fprintf(stderr, "vouch: cpu variants: op '%s' is not registered\n", e->op);
-      continue;
-    }
-    vars[i] = (vop_variant){.op = op, .path = e->path, .name = e->name, .desc = e->desc,
-                            .backend = vop_backend_cpu(), .act_dtype = DT_F32, .bf16_inputs = bf16_inputs_of(e),
-                            .supports = e->supports, .run = e->run};
-    if (vopreg_add_variant(&vars[i]) != V_OK) fprintf(stderr, "vouch: %s\n", verr_msg());
-  }
+  static vop_variant vars[N_ENTRIES + N_BF16_IN];
+  for (size_t i = 0; i < N_ENTRIES; i++) register_entry(&vars[i], &k_entries[i], 0);
+  for (size_t i = 0; i < N_BF16_IN; i++)
+    register_entry(&vars[N_ENTRIES + i], &k_bf16_in_entries[i].e, k_bf16_in_entries[i].bf16_inputs);
 }

@@ -831,9 +831,11 @@ static double swiglu_check(const vop_case *c, const vop_layout *l, void *const *
   const int64_t D = c->d[0], I = c->d[1];
   const uint16_t *g = h[1], *u = h[2], *dn = h[3];
   const float *y = h[out];
+  /* per row: the terms that need an allowance (ill-conditioned or float32-zero silu), rarely any */
+  int64_t *flag = malloc(sizeof(int64_t) * (size_t)I);
   double *m = malloc(sizeof(double) * (size_t)I), *az = malloc(sizeof(double) * (size_t)I);
-  if (!m || !az) {
-    free(m), free(az);
+  if (!flag || !m || !az) {
+    free(flag), free(m), free(az);
     snprintf(note, 160, "out of memory in the swiglu check");
     return INFINITY;
   }
@@ -841,39 +843,38 @@ static double swiglu_check(const vop_case *c, const vop_layout *l, void *const *
   long n_zero = 0, accepted = 0;
   for (int b = 0; b < c->batch; b++) {
     const float *x = (const float *)h[0] + b * D;
-    long nz = 0;
-#pragma omp parallel for schedule(static) reduction(+ : nz)
-    for (int64_t i = 0; i < I; i++) {
-      double sg = 0, su = 0;
-      for (int64_t j = 0; j < D; j++) {
-        sg += bf(g[i * D + j]) * x[j];
-        su += bf(u[i * D + j]) * x[j];
-      }
+    const double *rb = ref[out] + b * D;
+    const float *yb = y + b * D;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < I; i++) { /* the gate alone decides which terms need an allowance */
+      double sg = 0;
+      for (int64_t j = 0; j < D; j++) sg += bf(g[i * D + j]) * x[j];
       const double sig = 1.0 / (1.0 + exp(-sg)), k = fabs(1.0 + sg * (1.0 - sig));
-      m[i] = k > 2 ? fabs(sg * sig * su) * k : 0;
+      m[i] = az[i] = 0;
+      if (k <= 2) continue;
+      double su = 0;
+      for (int64_t j = 0; j < D; j++) su += bf(u[i * D + j]) * x[j];
+      m[i] = fabs(sg * sig * su) * k;
       az[i] = sg < SILU_F32_ZERO ? sg * sig * su : 0; /* the term a float32 silu makes 0 */
-      nz += az[i] != 0;
     }
-    n_zero += nz;
-    double dsum = 0, esum = 0;
-    long acc = 0;
-#pragma omp parallel for schedule(static) reduction(+ : dsum, esum, acc)
+    int64_t nf = 0; /* compacted in place: m[f], az[f] belong to term flag[f] */
+    for (int64_t i = 0; i < I; i++)
+      if (m[i] != 0 || az[i] != 0) flag[nf] = i, m[nf] = m[i], az[nf] = az[i], n_zero += az[i] != 0, nf++;
     for (int64_t o = 0; o < D; o++) {
       double s = 0, z = 0;
-      for (int64_t i = 0; i < I; i++) {
-        s += fabs(bf(dn[o * I + i])) * m[i];
-        if (nz) z += bf(dn[o * I + i]) * az[i];
+      for (int64_t f = 0; f < nf; f++) {
+        const double w = bf(dn[o * I + flag[f]]);
+        s += fabs(w) * m[f];
+        z += w * az[f];
       }
-      dsum += ref[out][b * D + o] * ref[out][b * D + o] + s * s;
-      const double e = (double)y[b * D + o] - ref[out][b * D + o], e0 = e + z; /* e0: against the exact minus those terms */
-      acc += nz && fabs(e0) < fabs(e);
-      esum += nz && fabs(e0) < fabs(e) ? e0 * e0 : e * e;
+      den += rb[o] * rb[o] + s * s;
+      const double e = (double)yb[o] - rb[o], e0 = e + z; /* e0: against the exact minus the float32-zero terms */
+      const bool take0 = z != 0 && fabs(e0) < fabs(e);
+      accepted += take0;
+      num += take0 ? e0 * e0 : e * e;
     }
-    den += dsum;
-    num += esum;
-    accepted += acc;
   }
-  free(m), free(az);
+  free(flag), free(m), free(az);
   if (accepted) snprintf(note, 160, "%ld outputs taken with the %ld terms below g = -88.72 as 0 (float32 silu)", accepted, n_zero);
   const double floor_den = (double)c->batch * (double)D * 1e-60; /* as rel_l2: underflowing outputs count as 0 */
   (void)l;
