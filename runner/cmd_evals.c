@@ -87,7 +87,7 @@ static const char DIVERGE_USAGE[] =
     "usage: vouch diverge --paths REF,P1[,P2..] [--model DIR|synth:PRESET] [--batch 1,8,64] [--context 0,4k]\n"
     "                     [--tokens T] [--seed S] [--layers N] [--threads N] [--max-kld K] [--min-same-top PCT]\n"
     "                     [--margin-eps E] [--baseline PATH] [--ragged] [--spec K] [--routing natural|zipf:S|..]\n"
-    "                     [--path-lib FILE] [--json FILE]\n"
+    "                     [--alternate-natural] [--path-lib FILE] [--json FILE]\n"
     "  Teacher-forced divergence of each path against the first on one token stream: the\n"
     "  first path's temperature-1 samples are fed to every path. For each batch x context:\n"
     "  the context is filled by fill_cache (the shared synthetic-cache rule, same seed on every\n"
@@ -95,7 +95,9 @@ static const char DIVERGE_USAGE[] =
     "  (99.9, 99, 95, median), same-top-token %, RMS dp (next token), max |dlogit| and NaN/Inf.\n"
     "  --ragged: sequence b's context is C x (batch - b) / batch (mixed cached lengths in one step);\n"
     "  --spec K: K+1 tokens per sequence per step (a verification step), every row compared;\n"
-    "  --routing zipf:S forces skewed experts (one expert takes most tokens; `vouch sweep --help`).\n"
+    "  --routing zipf:S forces skewed experts (one expert takes most tokens; `vouch sweep --help`);\n"
+    "  --alternate-natural: with forced routing, every odd step uses the router's experts (one path\n"
+    "  instance switches between forced and natural routing at the same row count).\n"
     "  Verdict with --baseline B (the unoptimized bf16 engine next to an fp32 reference): B's own\n"
     "  distance from the reference is the noise floor; a path passes when mean KLD <= k^2 x (B's mean\n"
     "  + 3 se), and on the rows whose top-2 margin exceeds 2k x B's largest top-2 logit error (k = 2)\n"
@@ -115,7 +117,7 @@ int cmd_diverge(int argc, char **argv) {
   const char *baseline = NULL; /* a compared path whose distance to the reference calibrates the bounds */
   const char *routing_s = "natural";
   long spec_k = 0;
-  bool ragged = false;
+  bool ragged = false, alternate = false;
   uint64_t seed = 1;
   vstatus err = V_OK;
   for (int i = 1; i < argc; i++) {
@@ -136,6 +138,7 @@ int cmd_diverge(int argc, char **argv) {
     else if (cli_opt(argc, argv, &i, "--spec", &v, &err)) { if (v) err = cli_int("--spec", v, 0, 15, &spec_k); }
     else if (cli_opt(argc, argv, &i, "--routing", &v, &err)) { if (v) routing_s = v; }
     else if (!strcmp(a, "--ragged")) ragged = true;
+    else if (!strcmp(a, "--alternate-natural")) alternate = true;
     else if (cli_opt(argc, argv, &i, "--path-lib", &v, &err)) { if (v) err = vpaths_load_lib(v); }
     else if (cli_opt(argc, argv, &i, "--json", &v, &err)) { if (v) json = v; }
     else err = VERR("unknown option '%s' (see vouch diverge --help)", a);
@@ -166,7 +169,8 @@ int cmd_diverge(int argc, char **argv) {
   }
   sweep_routing routing;
   memset(&routing, 0, sizeof routing);
-  if (sweep_routing_parse(routing_s, &routing) || sweep_routing_prepare(&routing, &m.cfg, seed)) {
+  if (sweep_routing_parse(routing_s, &routing) || sweep_routing_prepare(&routing, &m.cfg, seed) ||
+      (alternate && routing.kind == ROUTE_NATURAL && VERR("--alternate-natural needs forced experts (uniform, zipf:S or a trace)"))) {
     verr_prefix("option --routing");
     cli_print_error("diverge");
     sweep_routing_free(&routing);
@@ -174,9 +178,9 @@ int cmd_diverge(int argc, char **argv) {
     free(pbuf); free(paths); free(batches); free(ctxs);
     return EXIT_USAGE;
   }
-  printf("diverge: model %s, reference %s, %ld teacher-forced steps per sequence x %ld token%s%s, routing %s\n",
+  printf("diverge: model %s, reference %s, %ld teacher-forced steps per sequence x %ld token%s%s, routing %s%s\n",
          m.source, paths[0], tokens, spec_k + 1, spec_k ? "s (verification steps)" : "", ragged ? ", ragged contexts" : "",
-         routing_s);
+         routing_s, alternate ? " on even steps, natural on odd" : "");
   printf("%-10s %5s %7s %20s %10s %10s %10s %10s %8s %9s %10s %6s %7s\n", "path", "batch", "context", "mean KLD +/- se",
          "p99.9", "p99", "p95", "median", "same%", "RMS dp", "max|dl|", "nan", "status");
   veng recs = {0};
@@ -186,12 +190,13 @@ int cmd_diverge(int argc, char **argv) {
     for (int ci = 0; ci < nc; ci++) {
       diverge_opts o = {.paths = paths, .n_paths = np, .batch = (int)batches[bi], .context = (int)ctxs[ci],
                         .tokens = (int)tokens, .seed = seed, .n_threads = (int)threads, .ragged = ragged,
-                        .spec_k = (int)spec_k, .routing = &routing};
+                        .spec_k = (int)spec_k, .routing = &routing, .alternate_natural = alternate};
       char id[96]; /* the point's records, one per compared path */
       char shape[48] = "";
       if (ragged) snprintf(shape, sizeof shape, "_ragged");
       if (spec_k) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "_k%ld", spec_k);
-      if (routing.kind != ROUTE_NATURAL) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "_forced");
+      if (routing.kind != ROUTE_NATURAL)
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), alternate ? "_forced_alt" : "_forced");
       snprintf(id, sizeof id, "b%d_c%d_t%ld%s_vs_%s", o.batch, o.context, tokens, shape, paths[0]);
       bool kept = true; /* a resumed run holds every record of this point */
       for (int p = 1; p < np; p++) kept &= rec_stored("diverge", id, paths[p]);
@@ -251,6 +256,7 @@ int cmd_diverge(int argc, char **argv) {
           rec_param_int(rec, "spec_k", spec_k);
           rec_param_int(rec, "ragged", ragged);
           rec_param_str(rec, "routing", routing_s);
+          rec_param_int(rec, "alternate_natural", alternate);
         }
         const char *status;
         if (!r->supported) {

@@ -162,9 +162,10 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
       for (int k = 1; k < K1; k++)
         tok[b * K1 + k] = (int32_t)(philox_unit(dkey, ((uint64_t)t * B + b) * 16 + k) * V) % V;
     }
-    if (forced) sweep_routing_fill(o->routing, o->seed, t, R, fexp);
+    const bool force_t = forced && !(o->alternate_natural && t % 2 == 1);
+    if (force_t) sweep_routing_fill(o->routing, o->seed, t, R, fexp);
     vstep s = {.n_seq = B, .seq = seq, .n_tokens = ntok, .start_pos = pos, .tokens = tok, .all_logits = K1 > 1,
-               .forced_experts = fexp};
+               .forced_experts = force_t ? fexp : NULL};
     for (int p = 0; p < P; p++) {
       if (!live[p]) continue;
       vstatus ss = paths[p].ops->supports ? paths[p].ops->supports(paths[p].state, &s) : V_OK;

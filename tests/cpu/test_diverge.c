@@ -1,14 +1,71 @@
 /* Divergence: a path against itself diverges by exactly zero (with and without a synthetic
  * context, batched); unknown paths are recorded as unsupported, not run; bad options are
- * errors; percentiles and standard errors are right. */
+ * errors; percentiles and standard errors are right; alternate_natural exposes a path that
+ * replays one step's routing mode for the next (a cached step keyed without it), and only it. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "model/model.h"
+#include "reference/cpu/cpu_ref.h"
 #include "suites/diverge.h"
+#include "suites/paths.h"
 #include "suites/stats_tests.h"
 #include "tests/harness.h"
+
+/* "stale-routing": cpu-ref that keeps the routing mode (forced or the router's) of its first step for
+ * every later step, with the last forced experts it was given: as a CUDA graph captured with forced
+ * experts and replayed, by a key that leaves the mode out, for a natural step (defects/14-*). */
+static int g_stale_mode = -1;          /* -1: no step yet; 1: first step forced; 0: natural */
+static const int32_t *g_stale_experts; /* the last forced_experts seen */
+static vstatus stale_open(void **state, const ds_model *m, const vpath_opts *o) {
+  g_stale_mode = -1;
+  g_stale_experts = NULL;
+  return cpu_ref_ops.open(state, m, o);
+}
+static vstatus stale_forward(void *state, const vstep *s, float *logits) {
+  vstep c = *s;
+  if (g_stale_mode < 0) g_stale_mode = s->forced_experts != NULL;
+  if (s->forced_experts) g_stale_experts = s->forced_experts;
+  c.forced_experts = g_stale_mode ? g_stale_experts : NULL;
+  return cpu_ref_ops.forward(state, &c, logits);
+}
+
+static void test_alternate_natural(const ds_model *m) {
+  static vpath_ops stale;
+  stale = cpu_ref_ops;
+  stale.name = "stale-routing";
+  stale.open = stale_open;
+  stale.forward = stale_forward;
+  CHECK_OK(vpaths_register(&stale, "test_diverge.c"));
+  sweep_routing uni;
+  memset(&uni, 0, sizeof uni);
+  CHECK_OK(sweep_routing_parse("uniform", &uni));
+  CHECK_OK(sweep_routing_prepare(&uni, &m->cfg, 5));
+  const char *paths[] = {"cpu-ref", "cpu-ref", "stale-routing"};
+  diverge_result res[2];
+  diverge_opts o = {.paths = paths, .n_paths = 3, .batch = 4, .context = 16, .tokens = 6, .seed = 5, .n_threads = 2,
+                    .routing = &uni};
+  CHECK_OK(diverge_run(m, &o, res));
+  CHECK(res[0].kld_mean == 0 && res[1].kld_mean == 0, "forced on every step: the stale path is not told apart (%g, %g)",
+        res[0].kld_mean, res[1].kld_mean);
+  diverge_result_free(&res[0]);
+  diverge_result_free(&res[1]);
+  o.alternate_natural = true;
+  CHECK_OK(diverge_run(m, &o, res));
+  CHECK(res[0].supported && res[0].kld_mean == 0 && res[0].max_dlogit == 0,
+        "alternating: the reference and a correct path route alike on every step (kld %g)", res[0].kld_mean);
+  /* only the odd (natural) steps differ: every kld of an even step is 0, the odd ones are not */
+  double even = 0, odd = 0;
+  for (int t = 0; t < o.tokens; t++)
+    for (int b = 0; b < o.batch; b++) *(t % 2 ? &odd : &even) += res[1].kld[t * o.batch + b];
+  CHECK(even == 0 && odd / (o.batch * (o.tokens / 2)) > 1e-3,
+        "alternating: the stale path diverges on the natural steps (mean %g) and only there (%g)",
+        odd / (o.batch * (o.tokens / 2)), even);
+  diverge_result_free(&res[0]);
+  diverge_result_free(&res[1]);
+  sweep_routing_free(&uni);
+}
 
 int main(void) {
   double x[5] = {5, 1, 4, 2, 3}, mean, se;
@@ -53,6 +110,7 @@ int main(void) {
   os.spec_k = 16;
   CHECK(diverge_run(&m, &os, res) == V_ERR && strstr(verr_msg(), "spec"), "spec_k past 15 is an error");
   sweep_routing_free(&zipf);
+  test_alternate_natural(&m);
   o.n_paths = 1;
   CHECK(diverge_run(&m, &o, res) == V_ERR, "one path is an error");
   o.n_paths = 2;
