@@ -110,7 +110,7 @@ static double fill_s(const char *path, const ds_config *c, const dry_env *env, d
   if (ctx <= 0) return 0;
   const double f = seqs * ctx * 2.0 * c->num_hidden_layers * c->num_attention_heads *
                    (c->qk_nope_head_dim + c->v_head_dim) * c->kv_lora_rank;
-  if (!path_on_gpu(path)) return f / (COST_CPU_FLOPS_CORE * (env->cpu_threads > 0 ? env->cpu_threads : 1));
+  if (!path_on_gpu(path)) return f / (COST_CPU_FILL_FLOPS_CORE * (env->cpu_threads > 0 ? env->cpu_threads : 1));
   return f / COST_GPU_FILL_FLOPS;
 }
 

@@ -23,6 +23,10 @@
 #define COST_CPU_FLOPS_CORE 1.0e9    /* FLOP/s per core: smoke mrcr step, 17.8 s on the 2-core dev machine */
 #define COST_CPU_LAYER_S 3e-3        /* s per layer and step: smoke diverge, 128 tiny steps in 2.2 s */
 #define COST_CPU_OPEN_BPS 1.0e9      /* B/s of host weights materialized (synthetic, per core) */
+#define COST_CPU_FILL_FLOPS_CORE 2.0e9 /* FLOP/s per core: cpu-ref's fill_cache (kv_b_proj over the positions,
+                                          long contiguous GEMMs, faster than a decode step's): pr's k2-lite
+                                          b1 x 32k (1.1 TFLOP, 26-35 s) and small b8 x 65530 (2.2 TFLOP,
+                                          79-87 s) on the H200 host's 16 cores, seeds 0-4 */
 /* suites whose work is not a count of decode steps */
 #define COST_FEAT_GPU_S_PER_KPOS 0.73 /* s per 1024 positions of --full-ctx for a GPU path pair: features
                                          small at 131072, cuda-ref + latency, 93 s */
