@@ -2,7 +2,7 @@
 # One GPU session: every check and timing the H200 run needs, in one call (device time is
 # scarce). Run from the repo root on the GPU machine with the CUDA build in build-cuda/ and
 # its libraries in .devlibs/ (see ../shared/device/README.md). Phases: bench/gpu_session.sh
-# [plans] [golden] [cudaref] [kernels] [latency] [gemm] [sweep] [evals] ... ; logs and JSON go to $OUT.
+# [plans] [resume] [golden] [cudaref] [kernels] [latency] [gemm] [sweep] [evals] ... ; logs and JSON go to $OUT.
 set -u
 # Binaries: gpu-carry/bin (stripped copies, libraries in gpu-carry/devlibs.tar.xz) when present,
 # else build-cuda/ with .devlibs/.
@@ -69,9 +69,27 @@ for phase in "$@"; do
         # every log line stamped with the epoch second it arrived: plan_summary.py times the steps
         timeout "${PLAN_TIMEOUT:-580}" $V run --plan "$p" --set seed="$sd" --out "$OUT/$p-s$sd" --no-bundle 2>&1 |
           while IFS= read -r l; do printf '%s %s\n' "$(date +%s)" "$l"; done > "$OUT/$p-s$sd.log"
-        note "plan $p seed $sd rc=${PIPESTATUS[0]} $(( $(date +%s) - s0 )) s: $(grep -m1 ' verdict:' "$OUT/$p-s$sd.log" | cut -d' ' -f2-)"
+        note "plan $p seed $sd rc=${PIPESTATUS[0]} $(( $(date +%s) - s0 )) s: $(grep -E '^[0-9]+ verdict: [a-z]+ \(' "$OUT/$p-s$sd.log" | tail -1 | cut -d' ' -f2-)"
         python3 bench/plan_summary.py "$OUT/$p-s$sd" "$OUT/$p-s$sd.log" 2>&1 | tee -a "$summary" "$FINAL/summary.txt"
       done; done ;;
+    resume)
+      # A plan longer than one device call (h200), over several calls: RUN_PLAN (h200) at RUN_SEED (0) runs
+      # into /tmp/run-$RUN_PLAN-s$RUN_SEED until RUN_WALL seconds (540), or continues it (`vouch run --resume`)
+      # when gpu-carry/run-$RUN_PLAN-s$RUN_SEED.tgz came with this call; the directory goes back as
+      # $FINAL/run-PLAN-sSEED.tgz (copy it into gpu-carry/ for the next call). SIGTERM at the wall: the step in
+      # flight keeps its stored cases, the rest of it and the later steps run on resume.
+      rp=${RUN_PLAN:-h200}; rs=${RUN_SEED:-0}; rn=run-$rp-s$rs; s0=$(date +%s)
+      if [ -f "gpu-carry/$rn.tgz" ]; then
+        rm -rf "/tmp/$rn" && tar -xzf "gpu-carry/$rn.tgz" -C /tmp
+        ra=(--resume "/tmp/$rn")
+      else
+        rm -rf "/tmp/$rn"; ra=(--plan "$rp" --set seed="$rs" --out "/tmp/$rn" --no-bundle)
+      fi
+      timeout -k 20 "${RUN_WALL:-540}" $V run "${ra[@]}" 2>&1 |
+        while IFS= read -r l; do printf '%s %s\n' "$(date +%s)" "$l"; done >> "$OUT/$rn.log"
+      note "$rn (${ra[0]}) rc=${PIPESTATUS[0]} $(( $(date +%s) - s0 )) s: $(grep -E '^[0-9]+ verdict: [a-z]+ \(' "$OUT/$rn.log" | tail -1 | cut -d' ' -f2-)"
+      tar -czf "$FINAL/$rn.tgz" -C /tmp "$rn"; note "$rn.tgz: $(du -k "$FINAL/$rn.tgz" | cut -f1) KiB"
+      python3 bench/plan_summary.py "/tmp/$rn" "$OUT/$rn.log" 2>&1 | tee -a "$summary" "$FINAL/summary.txt" ;;
     cudaref)
       VOUCH_SRC=$PWD $T/test_cuda_ref > "$OUT/test_cuda_ref.log" 2>&1; note "test_cuda_ref rc=$? $(tail -1 "$OUT/test_cuda_ref.log")"
       grep -E "rows|identical" "$OUT/test_cuda_ref.log" | head -5 | tee -a "$summary" "$FINAL/summary.txt" ;;
@@ -241,8 +259,7 @@ for phase in "$@"; do
       for d in "$det"/[0-9]*/; do # a binary cut by DEFECT_WALL: the steps it finished
         n=$(basename "$d"); [ -s "$det/$n.row" ] && continue
         note "$n: cut by the phase wall after $(grep -c 'vouch run: step' "$det/$n.log" 2>/dev/null) step lines: $(grep -E 'step [0-9]+' "$det/$n.log" | tail -1 | cut -c1-160)"
-      done
-      rm -rf "$det"/[0-9]*/records "$det"/bin ;;
+      done ;;
     *) note "unknown phase $phase" ;;
   esac
   note "phase $phase: $(( $(date +%s) - ps )) s"
