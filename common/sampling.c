@@ -34,13 +34,44 @@ static int cmp_index(const void *a, const void *b) {
   return (x->i > y->i) - (x->i < y->i);
 }
 
+/* h[0..n) is a heap whose root is the candidate cmp_desc puts last: moves h[i] down to its place. */
+static void sift_down(vi_pair *h, int n, int i) {
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= n) return;
+    if (c + 1 < n && cmp_desc(&h[c + 1], &h[c]) > 0) c++;
+    if (cmp_desc(&h[c], &h[i]) <= 0) return;
+    const vi_pair t = h[i];
+    h[i] = h[c];
+    h[c] = t;
+    i = c;
+  }
+}
+
+/* pairs[0..k) = the first k of all vocab candidates in cmp_desc order, sorted: a heap of k
+ * (O(vocab log k)) instead of sorting the whole vocabulary per draw (16 ms at vocab 163840).
+ * cmp_desc is a total order on (value, index), so these are exactly the full sort's first k. */
+static void top_k_sorted(const float *logits, int vocab, float temperature, int k, vi_pair *pairs) {
+  for (int i = 0; i < k; i++) pairs[i] = (vi_pair){logits[i] / temperature, i};
+  for (int i = k / 2 - 1; i >= 0; i--) sift_down(pairs, k, i);
+  for (int i = k; i < vocab; i++) {
+    const vi_pair c = {logits[i] / temperature, i};
+    if (cmp_desc(&c, &pairs[0]) < 0) { pairs[0] = c; sift_down(pairs, k, 0); }
+  }
+  qsort(pairs, (size_t)k, sizeof *pairs, cmp_desc);
+}
+
 /* Sorted candidates after temperature and top-k; returns the count kept and fills probs
  * (normalized over the kept set after top-p). */
 static int kept_set(const float *logits, int vocab, const vsampling *s, vi_pair *pairs, double *p) {
-  for (int i = 0; i < vocab; i++) pairs[i] = (vi_pair){logits[i] / s->temperature, i};
-  qsort(pairs, (size_t)vocab, sizeof *pairs, cmp_desc);
   int n = vocab;
-  if (s->top_k > 0 && s->top_k < n) n = s->top_k;
+  if (s->top_k > 0 && s->top_k < vocab) {
+    n = s->top_k;
+    top_k_sorted(logits, vocab, s->temperature, n, pairs);
+  } else {
+    for (int i = 0; i < vocab; i++) pairs[i] = (vi_pair){logits[i] / s->temperature, i};
+    qsort(pairs, (size_t)vocab, sizeof *pairs, cmp_desc);
+  }
   double mx = pairs[0].v, z = 0;
   for (int i = 0; i < n; i++) z += (p[i] = exp((double)pairs[i].v - mx));
   for (int i = 0; i < n; i++) p[i] /= z;

@@ -1,0 +1,94 @@
+/* Sampling (common/sampling.c) against a plain reference written here: every candidate sorted by
+ * (value descending, index ascending), the first top_k kept, top-p, the inverse CDF walked in
+ * token-id order. The library selects top-k with a heap instead of sorting the vocabulary; the
+ * picks and the distributions must be the same bit for bit, on logits full of ties (values on a
+ * coarse grid), for every top-k from 1 past the vocabulary, several top-p and temperatures. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/sampling.h"
+#include "model/philox.h"
+#include "tests/harness.h"
+
+typedef struct { float v; int i; } cand;
+
+static int by_value(const void *a, const void *b) {
+  const cand *x = a, *y = b;
+  if (x->v != y->v) return x->v > y->v ? -1 : 1;
+  return x->i - y->i;
+}
+static int by_index(const void *a, const void *b) { return ((const cand *)a)->i - ((const cand *)b)->i; }
+
+/* The reference: kept candidates c[0..n) in token-id order with their probabilities p[c[j].i]. */
+static int ref_kept(const float *l, int V, const vsampling *s, cand *c, double *p) {
+  for (int i = 0; i < V; i++) c[i] = (cand){l[i] / s->temperature, i};
+  qsort(c, (size_t)V, sizeof *c, by_value);
+  int n = s->top_k > 0 && s->top_k < V ? s->top_k : V;
+  double mx = c[0].v, z = 0, q[4096];
+  for (int j = 0; j < n; j++) z += (q[j] = exp((double)c[j].v - mx));
+  for (int j = 0; j < n; j++) q[j] /= z;
+  if (s->top_p > 0 && s->top_p < 1) {
+    double cum = 0;
+    int keep = n;
+    for (int j = 0; j < n; j++)
+      if ((cum += q[j]) >= s->top_p) { keep = j + 1; break; }
+    n = keep;
+    z = 0;
+    for (int j = 0; j < n; j++) z += q[j];
+    for (int j = 0; j < n; j++) q[j] /= z;
+  }
+  for (int i = 0; i < V; i++) p[i] = 0;
+  for (int j = 0; j < n; j++) p[c[j].i] = q[j];
+  qsort(c, (size_t)n, sizeof *c, by_index);
+  return n;
+}
+
+static int ref_pick(const cand *c, int n, const double *p, double u) {
+  double cum = 0;
+  for (int j = 0; j < n; j++)
+    if (u < (cum += p[c[j].i])) return c[j].i;
+  return c[n - 1].i;
+}
+
+int main(void) {
+  enum { VMAX = 4096 };
+  static float l[VMAX];
+  static cand c[VMAX];
+  static double p[VMAX], d[VMAX];
+  void *work = malloc(VSAMPLE_WORK_BYTES(VMAX));
+  const int vocabs[] = {1, 2, 7, 100, 4096};
+  const float temps[] = {1.0f, 0.7f, 3.0f};
+  const float tops_p[] = {1.0f, 0.95f, 0.5f, 0.01f};
+  long cases = 0, picks = 0, wrong_picks = 0, wrong_dist = 0;
+  const uint64_t key = philox_key(7, "test_sampling");
+  for (size_t vi = 0; vi < sizeof vocabs / sizeof *vocabs; vi++) {
+    const int V = vocabs[vi];
+    /* logits on a grid of 1/8 in [-4, 4): many exact ties, so the index tie-break decides */
+    for (int i = 0; i < V; i++) l[i] = (float)((int)(philox_unit(key, (uint64_t)(vi * VMAX + i)) * 64) - 32) / 8.0f;
+    const int ks[] = {0, 1, 2, 3, 40, V - 1, V, V + 5};
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+      for (size_t ti = 0; ti < sizeof temps / sizeof *temps; ti++)
+        for (size_t pi = 0; pi < sizeof tops_p / sizeof *tops_p; pi++) {
+          const vsampling s = {.temperature = temps[ti], .top_k = ks[ki], .top_p = tops_p[pi], .seed = 3};
+          const int n = ref_kept(l, V, &s, c, p);
+          vsample_distribution(l, V, &s, d);
+          wrong_dist += memcmp(p, d, (size_t)V * sizeof *p) != 0;
+          for (int k = 0; k < 64; k++, picks++) {
+            const double u = k < 2 ? (double)k * 0.999999 : philox_unit(key ^ 0x5eed, (uint64_t)(cases * 64 + k));
+            wrong_picks += vsample_with_u(l, V, &s, u, work) != ref_pick(c, n, p, u);
+          }
+          cases++;
+        }
+  }
+  CHECK(wrong_dist == 0, "vsample_distribution equals the full-sort reference bit for bit: %ld of %ld cases differ",
+        wrong_dist, cases);
+  CHECK(wrong_picks == 0, "vsample_with_u picks the reference's token: %ld of %ld picks differ", wrong_picks, picks);
+  /* the heap's answer is the sort's even when the vocabulary is all one value */
+  for (int i = 0; i < 100; i++) l[i] = 1.5f;
+  const vsampling s = {.temperature = 1.0f, .top_k = 5, .top_p = 1.0f};
+  CHECK(vsample_with_u(l, 100, &s, 0.99, work) == 4 && vsample_with_u(l, 100, &s, 0.0, work) == 0,
+        "all-tied logits: top-5 keeps tokens 0..4");
+  free(work);
+  return test_finish();
+}
