@@ -1,8 +1,9 @@
 /* Sampling (common/sampling.c) against a plain reference written here: every candidate sorted by
  * (value descending, index ascending), the first top_k kept, top-p, the inverse CDF walked in
- * token-id order. The library selects top-k with a heap instead of sorting the vocabulary; the
- * picks and the distributions must be the same bit for bit, on logits full of ties (values on a
- * coarse grid), for every top-k from 1 past the vocabulary, several top-p and temperatures. */
+ * token-id order. The library selects top-k with a heap and sorts the whole vocabulary with a
+ * radix sort instead of qsort; picks and distributions must be the same bit for bit, on logits
+ * full of ties (values on a coarse grid, -0 beside +0, subnormals), for every top-k from 0 past
+ * the vocabulary, several top-p and temperatures. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,8 @@ int main(void) {
     const int V = vocabs[vi];
     /* logits on a grid of 1/8 in [-4, 4): many exact ties, so the index tie-break decides */
     for (int i = 0; i < V; i++) l[i] = (float)((int)(philox_unit(key, (uint64_t)(vi * VMAX + i)) * 64) - 32) / 8.0f;
+    for (int i = 0; i < V; i += 5) if (l[i] == 0) l[i] = -0.0f; /* -0 ties +0 (and sorts as it) */
+    if (V > 50) l[V / 2] = 1e-40f, l[V / 3] = -1e-40f;   /* subnormals */
     const int ks[] = {0, 1, 2, 3, 40, V - 1, V, V + 5};
     for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
       for (size_t ti = 0; ti < sizeof temps / sizeof *temps; ti++)
@@ -89,6 +92,17 @@ int main(void) {
   const vsampling s = {.temperature = 1.0f, .top_k = 5, .top_p = 1.0f};
   CHECK(vsample_with_u(l, 100, &s, 0.99, work) == 4 && vsample_with_u(l, 100, &s, 0.0, work) == 0,
         "all-tied logits: top-5 keeps tokens 0..4");
+  /* -0 and +0 tie, in the heap (top-k) and in the full sort (top-p 0.045 of 100 equal tokens keeps 5):
+   * the kept set is tokens 0..4 by index, as the reference's */
+  for (int i = 0; i < 100; i++) l[i] = i % 2 ? -0.0f : 0.0f;
+  const vsampling sp = {.temperature = 1.0f, .top_k = 0, .top_p = 0.045f};
+  const int nk = ref_kept(l, 100, &s, c, p), np = ref_kept(l, 100, &sp, c, p);
+  vsample_distribution(l, 100, &sp, d);
+  CHECK(!memcmp(p, d, 100 * sizeof *p), "signed zeros tie: the top-p distribution is the reference's");
+  CHECK(nk == 5 && np == 5 && c[4].i == 4 && vsample_with_u(l, 100, &s, 0.99, work) == 4 &&
+            vsample_with_u(l, 100, &sp, 0.99, work) == 4,
+        "signed zeros tie: top-5 and top-p keep 0..4 (%d, %d)", vsample_with_u(l, 100, &s, 0.99, work),
+        vsample_with_u(l, 100, &sp, 0.99, work));
   free(work);
   return test_finish();
 }
