@@ -173,7 +173,6 @@ vstatus chain_run(const ds_model *m, const construct_layout *L, const chain_opts
   VTRY(chain_begin(m, L, o, r));
   for (int p = 0; p < o->n_paths; p++) {
     vstatus s = chain_run_path(m, L, o, r, p);
-    if (s == V_OK && o->path_done) s = o->path_done(o->ctx, p);
     if (s != V_OK) { chain_result_free(r); return s; }
   }
   return V_OK;

@@ -207,7 +207,6 @@ vstatus mrcr_run(const ds_model *m, const construct_layout *L, const mrcr_opts *
   VTRY(mrcr_begin(m, L, o, r));
   for (int p = 0; p < o->n_paths; p++) {
     vstatus s = mrcr_run_path(m, L, o, r, p);
-    if (s == V_OK && o->path_done) s = o->path_done(o->ctx, p);
     if (s != V_OK) { mrcr_result_free(r); return s; }
   }
   return V_OK;

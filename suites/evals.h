@@ -36,11 +36,6 @@ typedef struct {
   int chunk;                /* prefill tokens per sequence per step */
   uint64_t seed;            /* prompt seed */
   int n_threads;            /* CPU threads for host paths */
-  /* Called when path p has finished (pr[p] and pr[0] are final), before the next path opens: the
-   * driver stores that path's records there. An error it returns ends the run with that error.
-   * NULL: not called. */
-  vstatus (*path_done)(void *ctx, int p);
-  void *ctx;                /* path_done's first argument */
 } mrcr_opts;
 
 typedef struct {
@@ -78,7 +73,7 @@ vstatus mrcr_begin(const ds_model *m, const construct_layout *L, const mrcr_opts
  * it). A path that cannot run is marked in r->pr[p] (not supported, or errored); an error is returned only
  * when path 0, the reference, fails. */
 vstatus mrcr_run_path(const ds_model *m, const construct_layout *L, const mrcr_opts *o, mrcr_result *r, int p);
-/* mrcr_begin, then every path in order (path_done after each); r is freed on error. */
+/* mrcr_begin, then every path in order; r is freed on error. */
 vstatus mrcr_run(const ds_model *m, const construct_layout *L, const mrcr_opts *o, mrcr_result *r);
 void mrcr_result_free(mrcr_result *r);
 
@@ -93,11 +88,6 @@ typedef struct {
   vsampling sampling;       /* temperature 0: greedy */
   uint64_t seed;            /* permutation seed */
   int n_threads;
-  /* Called when path p has finished (pr[p] and pr[0] are final), before the next path opens: the
-   * driver stores that path's records there. An error it returns ends the run with that error.
-   * NULL: not called. */
-  vstatus (*path_done)(void *ctx, int p);
-  void *ctx;                /* path_done's first argument */
 } chain_opts;
 
 typedef struct {
@@ -117,7 +107,7 @@ vstatus chain_begin(const ds_model *m, const construct_layout *L, const chain_op
 /* Runs every chain on path p into r (from chain_begin; path 0 first). A path that cannot run is marked in
  * r->pr[p]; an error is returned only when path 0, the reference, fails. */
 vstatus chain_run_path(const ds_model *m, const construct_layout *L, const chain_opts *o, chain_result *r, int p);
-/* chain_begin, then every path in order (path_done after each); r is freed on error. */
+/* chain_begin, then every path in order; r is freed on error. */
 vstatus chain_run(const ds_model *m, const construct_layout *L, const chain_opts *o, chain_result *r);
 void chain_result_free(chain_result *r);
 
