@@ -120,7 +120,7 @@ out:
   return st;
 }
 
-vstatus chain_run(const ds_model *m, const construct_layout *L, const chain_opts *o, chain_result *r) {
+vstatus chain_begin(const ds_model *m, const construct_layout *L, const chain_opts *o, chain_result *r) {
   memset(r, 0, sizeof *r);
   if (o->n_paths < 1 || o->n_hops < 1) return VERR("chain: options 'paths' and 'hops' need at least one value each");
   if (o->samples < 1 || o->batch < 1) return VERR("chain: options 'samples' and 'batch' must be >= 1");
@@ -128,8 +128,8 @@ vstatus chain_run(const ds_model *m, const construct_layout *L, const chain_opts
     if (o->hops[i] < 1 || (i > 0 && o->hops[i] <= o->hops[i - 1]))
       return VERR("chain: option 'hops': values must be >= 1 and ascending");
   if (L->vocab != m->cfg.vocab_size) return VERR("chain: model vocab %d does not match the layout's %d", m->cfg.vocab_size, L->vocab);
-  const long H = o->hops[o->n_hops - 1], need = L->o.n_keys + 2 + H;
-  if (need > m->cfg.max_position_embeddings)
+  const long H = o->hops[o->n_hops - 1];
+  if (L->o.n_keys + 2 + H > m->cfg.max_position_embeddings)
     return VERR("chain: option 'hops': prompt %d + %ld hops exceeds max_position_embeddings %d", L->o.n_keys + 2, H,
                 m->cfg.max_position_embeddings);
   r->samples = o->samples;
@@ -146,26 +146,34 @@ vstatus chain_run(const ds_model *m, const construct_layout *L, const chain_opts
     pr->margin = calloc((size_t)o->samples * o->n_hops, sizeof(float));
     r->first_wrong[p] = calloc((size_t)o->samples, sizeof(int));
     if (!pr->correct || !pr->margin || !r->first_wrong[p]) { chain_result_free(r); return VERR("chain: out of memory"); }
-    vpath path;
-    vpath_opts po = {.max_seq = o->batch, .max_ctx = (int)need, .n_threads = o->n_threads};
-    vstatus s = vpath_open(&path, o->paths[p], m, &po);
-    if (s == V_OK) {
-      s = run_path(&path, L, o, r, p);
-      vpath_close(&path);
-    }
-    if (s == V_UNSUPPORTED || (s != V_OK && p > 0)) {
-      pr->supported = false;
-      pr->errored = s != V_UNSUPPORTED;
-      snprintf(pr->reason, sizeof pr->reason, "%s", verr_msg());
-    } else if (s != V_OK) {
-      verr_prefix("chain: path %s", o->paths[p]);
-      chain_result_free(r);
-      return s;
-    }
-    if (o->path_done && (s = o->path_done(o->ctx, p)) != V_OK) {
-      chain_result_free(r);
-      return s;
-    }
+  }
+  return V_OK;
+}
+
+vstatus chain_run_path(const ds_model *m, const construct_layout *L, const chain_opts *o, chain_result *r, int p) {
+  eval_path_result *pr = &r->pr[p];
+  vpath path;
+  vpath_opts po = {.max_seq = o->batch, .max_ctx = L->o.n_keys + 2 + (int)o->hops[o->n_hops - 1], .n_threads = o->n_threads};
+  vstatus s = vpath_open(&path, o->paths[p], m, &po);
+  if (s == V_OK) {
+    s = run_path(&path, L, o, r, p);
+    vpath_close(&path);
+  }
+  if (s == V_UNSUPPORTED || (s != V_OK && p > 0)) {
+    pr->supported = false;
+    pr->errored = s != V_UNSUPPORTED;
+    snprintf(pr->reason, sizeof pr->reason, "%s", verr_msg());
+    return V_OK;
+  }
+  if (s != V_OK) verr_prefix("chain: path %s", o->paths[p]);
+  return s;
+}
+
+vstatus chain_run(const ds_model *m, const construct_layout *L, const chain_opts *o, chain_result *r) {
+  VTRY(chain_begin(m, L, o, r));
+  for (int p = 0; p < o->n_paths; p++) {
+    vstatus s = chain_run_path(m, L, o, r, p);
+    if (s != V_OK) { chain_result_free(r); return s; }
   }
   return V_OK;
 }

@@ -152,24 +152,22 @@ out:
   return st;
 }
 
-vstatus mrcr_run(const ds_model *m, const construct_layout *L, const mrcr_opts *o, mrcr_result *r) {
+vstatus mrcr_begin(const ds_model *m, const construct_layout *L, const mrcr_opts *o, mrcr_result *r) {
   memset(r, 0, sizeof *r);
   if (o->n_paths < 1 || o->n_bins < 1 || o->n_needles < 1)
     return VERR("mrcr: options 'paths', 'bins' and 'needles' need at least one value each");
   if (o->samples < 1 || o->batch < 1 || o->chunk < 1)
     return VERR("mrcr: options 'samples', 'batch' and 'chunk' must be >= 1");
   if (L->vocab != m->cfg.vocab_size) return VERR("mrcr: model vocab %d does not match the layout's %d", m->cfg.vocab_size, L->vocab);
-  long maxbin = 0, maxn = 0;
+  long maxbin = 0;
   for (int i = 0; i < o->n_bins; i++) if (o->bins[i] > maxbin) maxbin = o->bins[i];
   for (int i = 0; i < o->n_needles; i++) {
     if (o->needles[i] < 1 || o->needles[i] > L->o.family)
       return VERR("mrcr: option 'needles': %ld outside [1, %d] (the model's family size)", o->needles[i], L->o.family);
-    if (o->needles[i] > maxn) maxn = o->needles[i];
     r->n_queries += (int)(o->needles[i] * o->samples * o->n_bins);
   }
   if (maxbin > m->cfg.max_position_embeddings)
     return VERR("mrcr: option 'bins': %ld exceeds max_position_embeddings %d", maxbin, m->cfg.max_position_embeddings);
-  (void)maxn;
   r->n_paths = o->n_paths;
   r->q = calloc((size_t)r->n_queries, sizeof *r->q);
   r->pr = calloc((size_t)o->n_paths, sizeof *r->pr);
@@ -181,25 +179,35 @@ vstatus mrcr_run(const ds_model *m, const construct_layout *L, const mrcr_opts *
     pr->correct = calloc((size_t)r->n_queries, 1);
     pr->margin = calloc((size_t)r->n_queries, sizeof(float));
     if (!pr->correct || !pr->margin) { mrcr_result_free(r); return VERR("mrcr: out of memory"); }
-    vpath path;
-    vpath_opts po = {.max_seq = o->batch, .max_ctx = (int)maxbin, .n_threads = o->n_threads};
-    vstatus s = vpath_open(&path, o->paths[p], m, &po);
-    if (s == V_OK) {
-      s = run_path(&path, L, o, r, pr);
-      vpath_close(&path);
-    }
-    if (s == V_UNSUPPORTED || (s != V_OK && p > 0)) {
-      path_unsupported(pr, verr_msg());
-      pr->errored = s != V_UNSUPPORTED;
-    } else if (s != V_OK) {
-      verr_prefix("mrcr: path %s", o->paths[p]);
-      mrcr_result_free(r);
-      return s;
-    }
-    if (o->path_done && (s = o->path_done(o->ctx, p)) != V_OK) {
-      mrcr_result_free(r);
-      return s;
-    }
+  }
+  return V_OK;
+}
+
+vstatus mrcr_run_path(const ds_model *m, const construct_layout *L, const mrcr_opts *o, mrcr_result *r, int p) {
+  long maxbin = 0;
+  for (int i = 0; i < o->n_bins; i++) if (o->bins[i] > maxbin) maxbin = o->bins[i];
+  eval_path_result *pr = &r->pr[p];
+  vpath path;
+  vpath_opts po = {.max_seq = o->batch, .max_ctx = (int)maxbin, .n_threads = o->n_threads};
+  vstatus s = vpath_open(&path, o->paths[p], m, &po);
+  if (s == V_OK) {
+    s = run_path(&path, L, o, r, pr);
+    vpath_close(&path);
+  }
+  if (s == V_UNSUPPORTED || (s != V_OK && p > 0)) {
+    path_unsupported(pr, verr_msg());
+    pr->errored = s != V_UNSUPPORTED;
+    return V_OK;
+  }
+  if (s != V_OK) verr_prefix("mrcr: path %s", o->paths[p]);
+  return s;
+}
+
+vstatus mrcr_run(const ds_model *m, const construct_layout *L, const mrcr_opts *o, mrcr_result *r) {
+  VTRY(mrcr_begin(m, L, o, r));
+  for (int p = 0; p < o->n_paths; p++) {
+    vstatus s = mrcr_run_path(m, L, o, r, p);
+    if (s != V_OK) { mrcr_result_free(r); return s; }
   }
   return V_OK;
 }

@@ -36,11 +36,6 @@ typedef struct {
   int chunk;                /* prefill tokens per sequence per step */
   uint64_t seed;            /* prompt seed */
   int n_threads;            /* CPU threads for host paths */
-  /* Called when path p has finished (pr[p] and pr[0] are final), before the next path opens: the
-   * driver stores that path's records there. An error it returns ends the run with that error.
-   * NULL: not called. */
-  vstatus (*path_done)(void *ctx, int p);
-  void *ctx;                /* path_done's first argument */
 } mrcr_opts;
 
 typedef struct {
@@ -71,6 +66,14 @@ typedef struct {
  * answer and depth ([needles] each), in the order the queries are asked. */
 vstatus mrcr_prompt(const construct_layout *L, int bin, int needles, int sample, uint64_t seed, int32_t *tokens,
                     int32_t *queries, int32_t *answers, double *depths);
+/* Checks o against the model and allocates r for o's paths (every path supported until it runs); runs
+ * nothing. Error names the option. */
+vstatus mrcr_begin(const ds_model *m, const construct_layout *L, const mrcr_opts *o, mrcr_result *r);
+/* Runs every prompt on path p into r->pr[p] (r from mrcr_begin; path 0 first: the others are compared with
+ * it). A path that cannot run is marked in r->pr[p] (not supported, or errored); an error is returned only
+ * when path 0, the reference, fails. */
+vstatus mrcr_run_path(const ds_model *m, const construct_layout *L, const mrcr_opts *o, mrcr_result *r, int p);
+/* mrcr_begin, then every path in order; r is freed on error. */
 vstatus mrcr_run(const ds_model *m, const construct_layout *L, const mrcr_opts *o, mrcr_result *r);
 void mrcr_result_free(mrcr_result *r);
 
@@ -85,11 +88,6 @@ typedef struct {
   vsampling sampling;       /* temperature 0: greedy */
   uint64_t seed;            /* permutation seed */
   int n_threads;
-  /* Called when path p has finished (pr[p] and pr[0] are final), before the next path opens: the
-   * driver stores that path's records there. An error it returns ends the run with that error.
-   * NULL: not called. */
-  vstatus (*path_done)(void *ctx, int p);
-  void *ctx;                /* path_done's first argument */
 } chain_opts;
 
 typedef struct {
@@ -104,6 +102,12 @@ typedef struct {
  * truth[max_hop + 1] (truth[h] = token expected after h hops; truth[0] = query(k0)). */
 vstatus chain_prompt(const construct_layout *L, int sample, uint64_t seed, int max_hop, int32_t *tokens,
                      int32_t *truth);
+/* Checks o against the model and allocates r for o's paths; runs nothing. Error names the option. */
+vstatus chain_begin(const ds_model *m, const construct_layout *L, const chain_opts *o, chain_result *r);
+/* Runs every chain on path p into r (from chain_begin; path 0 first). A path that cannot run is marked in
+ * r->pr[p]; an error is returned only when path 0, the reference, fails. */
+vstatus chain_run_path(const ds_model *m, const construct_layout *L, const chain_opts *o, chain_result *r, int p);
+/* chain_begin, then every path in order; r is freed on error. */
 vstatus chain_run(const ds_model *m, const construct_layout *L, const chain_opts *o, chain_result *r);
 void chain_result_free(chain_result *r);
 

@@ -1,0 +1,102 @@
+/* A suite on the one driver (issue 20; the shape of nccl-tests' testEngine/testColl): a struct of
+ * data and functions per suite, plugged into one driver, vsuite_main (runner/suite_driver.c).
+ *
+ * The suite provides its name and usage, parses its own options into its own typed state, and
+ * says what its cases are, how to run one, the records of a finished case and its report. The
+ * driver owns what every suite repeats: --help, --model, --paths, --path-lib, --seed, --threads,
+ * --json (and, for a suite of constructed checkpoints, --model-seed, --cos, --gap,
+ * --answer-logit), checking the paths, opening the model (with a host copy when a path reads
+ * host weights), running the cases in order with each case's records stored in the run before
+ * the next case starts (veng, eng_flush), the verdict and the exit code.
+ *
+ * vsuite_main(s, argc, argv) (argv[0]: the suite's last command word):
+ *   init; option for each argument that is not the driver's; --paths split and checked;
+ *   options_done; the model opens; check; prepare; for each case c: run(c), record(c), flush;
+ *   print; "verdict: pass|FAIL"; every record to --json FILE; free.
+ * Exit codes (runner/cli.h): EXIT_USAGE for a bad option (found up to options_done, or by check);
+ * EXIT_CHECK_FAILED when the model does not open, prepare, run or record fails, a record of the
+ * invocation has status fail or error (the verdict), or --json cannot be written; else EXIT_OK.
+ * A resumed run (`vouch run --resume`) runs the cases again; eng_flush does not store a record the
+ * run already holds (skipping a stored case before it runs, rec_stored, is for suites whose cases
+ * do not feed each other: the evals compare every path with the first).
+ * Adding a suite: one file defining its `const vsuite`, one table line (runner/cmd_eval.c for an
+ * eval). */
+#ifndef VOUCH_RUNNER_SUITE_H
+#define VOUCH_RUNNER_SUITE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/vstatus.h"
+#include "model/construct.h"
+#include "model/model.h"
+#include "runner/engine.h"
+
+/* What the driver hands the suite's functions from check on: the shared options and the model. */
+typedef struct {
+  const char *const *paths;       /* [n_paths] --paths (or the suite's default), each a registered path */
+  int n_paths;
+  bool paths_given;               /* --paths was on the command line */
+  uint64_t seed;                  /* --seed (default 1): the suite's prompts and draws */
+  int n_threads;                  /* --threads (default 0: the path's own choice): CPU threads of host paths */
+  const ds_model *model;          /* --model, open */
+  const construct_layout *layout; /* the constructed model's layout (vsuite.constructed), else NULL */
+  double wall_s;                  /* seconds from the first case's start to the last one's end (for print) */
+} vsuite_ctx;
+
+typedef struct {
+  const char *name;          /* the command words after `vouch` ("eval mrcr"): usage, errors */
+  const char *usage;         /* --help text (stdout) */
+  const char *default_model; /* --model when not given */
+  const char *default_paths; /* --paths when not given */
+  bool constructed;          /* reads a constructed checkpoint (model/construct.h): the driver takes
+                                --model-seed (default 0) and --cos/--gap/--answer-logit, and opens the
+                                model with its layout (vsuite_ctx.layout) */
+  size_t state_size;         /* bytes of the suite's state, its typed options and results (zeroed) */
+  /* Sets the option defaults in st. */
+  void (*init)(void *st);
+  /* If argv[*i] is one of the suite's options (cli_opt), stores it in st, advances *i past its
+   * value and returns true; a bad value goes to *err (it names the option). */
+  bool (*option)(void *st, int argc, char **argv, int *i, vstatus *err);
+  /* After every option: parses what waited for the last value (lists). Error names the option. */
+  vstatus (*options_done)(void *st);
+  /* Checks the options against the open model (a usage error); NULL: nothing to check. */
+  vstatus (*check)(void *st, const vsuite_ctx *x);
+  /* Before the first case: what the run needs (the results' storage). *done = true: the work is
+   * done without cases (exit 0, no report). */
+  vstatus (*prepare)(void *st, const vsuite_ctx *x, bool *done);
+  /* How many cases prepare set up. */
+  int (*n_cases)(const void *st, const vsuite_ctx *x);
+  /* Runs case c (0-based, in order) into st. An error ends the invocation; a case that cannot
+   * run on its path is a result (a record of status not_supported or error), not an error. */
+  vstatus (*run)(void *st, const vsuite_ctx *x, int c);
+  /* Makes case c's records in recs (eng_new, finalized); the driver stores them. */
+  vstatus (*record)(void *st, const vsuite_ctx *x, int c, veng *recs);
+  /* The report, after the last case (before the verdict line). */
+  void (*print)(const void *st, const vsuite_ctx *x);
+  /* Frees what st holds (st itself is the driver's); called on every exit after init. */
+  void (*free)(void *st);
+} vsuite;
+
+/* Runs suite s as a command: argv[0] is its last command word. Returns the exit code. */
+int vsuite_main(const vsuite *s, int argc, char **argv);
+
+/* ---- the driver's steps, for commands not yet on it (diverge, features, sweep) ---- */
+
+/* Splits "a,b,c" into names (pointers into a malloc'ed copy held in *buf; *out malloc'ed). Error
+ * names option `opt` when the list is empty. */
+vstatus vsuite_split_names(const char *opt, const char *s, char **buf, const char ***out, int *n);
+/* Error (naming --paths and the known paths) unless every name is a registered path. */
+vstatus vsuite_check_paths(const char *const *names, int n);
+/* True when one of the paths reads host weights (vpath_caps.host_weights). */
+bool vsuite_any_host(const char *const *paths, int n);
+/* Opens synth:recall-* through the constructor (knobs NULL, or a cos < 0, gap <= 0, answer_logit
+ * <= 0: the preset's value) with its layout in *L (NULL: not kept), anything else through ds_model_open (a host copy when `host`), then
+ * with `need_layout` reads its layout into *L. `layers` > 0 keeps that many layers. */
+vstatus vsuite_open_model(ds_model *m, const char *spec, uint64_t seed, int layers, bool host, const construct_opts *knobs,
+                          construct_layout *L, bool need_layout);
+/* The end of a suite: records not yet stored go to the run, every record to --json `file` (NULL: none). */
+vstatus vsuite_emit_records(const char *file, veng *recs);
+
+#endif

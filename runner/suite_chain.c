@@ -1,0 +1,235 @@
+/* vouch eval chain: pointer chasing (suites/evals.h) as a suite on the driver (runner/suite.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "runner/cli.h"
+#include "runner/record.h"
+#include "runner/suite_evals.h"
+
+static const char CHAIN_USAGE[] =
+    "usage: vouch eval chain [--model DIR|synth:recall-chain] [--paths P1,P2..] [--hops 64,256] [--samples N]\n"
+    "                        [--batch B] [--temperature T] [--top-k K] [--top-p P] [--sample-seed S] [--seed S]\n"
+    "                        [--threads N] [--min-score F] [--alpha A] [--cos C --gap G --answer-logit L]\n"
+    "                        [--export-prompts FILE] [--path-lib FILE] [--json FILE]\n"
+    "  Pointer chasing on a constructed checkpoint: the prompt lists a random cyclic permutation\n"
+    "  of the keys as pairs, then a start key; each emitted token is the next query. One run to\n"
+    "  the largest hop count; the token after each listed hop count is checked (exact match,\n"
+    "  pass@1 = mean over --samples chains, each with its own permutation and sampling seed\n"
+    "  stream), plus the first hop where the run left the true chain. Greedy by default;\n"
+    "  --temperature > 0 samples through common/sampling.h with --sample-seed.\n"
+    "  A (path, hops) case passes when pass@1 >= --min-score (default 0.99) and it is not\n"
+    "  significantly worse than the first path (McNemar p < --alpha).\n"
+    "  defaults: --model synth:recall-chain --paths cpu-ref --hops 64,256 --samples 8 --batch 1\n";
+
+/* The suite's state: its options, and the results of the paths (one case per path). */
+typedef struct {
+  eval_opts e;               /* --samples, --batch, --min-score, --alpha, --export-prompts */
+  const char *hops_s;        /* --hops as given */
+  double temperature, top_p; /* --temperature (0: greedy), --top-p: for the ids and parameters too */
+  long top_k;                /* --top-k (0: off) */
+  uint64_t sample_seed;      /* --sample-seed */
+  long *hops;                /* [n_hops] hop counts scored (options_done) */
+  int n_hops;
+  chain_opts o;              /* what chain_run_path reads (prepare) */
+  chain_result r;            /* every path's chains, filled path by path (run) */
+  unsigned char *ok;         /* [n_paths][n_hops]: the hop count passed (record) */
+} chain_state;
+
+static void chain_init(void *st) {
+  chain_state *s = st;
+  s->e = (eval_opts){.samples = 8, .batch = 1, .min_score = 0.99, .alpha = 0.05};
+  s->hops_s = "64,256";
+  s->top_p = 1;
+}
+
+static bool chain_option(void *st, int argc, char **argv, int *i, vstatus *err) {
+  chain_state *s = st;
+  const char *v;
+  if (eval_option(&s->e, argc, argv, i, err)) return true;
+  if (cli_opt(argc, argv, i, "--hops", &v, err)) { if (v) s->hops_s = v; }
+  else if (cli_opt(argc, argv, i, "--temperature", &v, err)) { if (v) *err = cli_double("--temperature", v, &s->temperature); }
+  else if (cli_opt(argc, argv, i, "--top-p", &v, err)) { if (v) *err = cli_double("--top-p", v, &s->top_p); }
+  else if (cli_opt(argc, argv, i, "--top-k", &v, err)) { if (v) *err = cli_int("--top-k", v, 0, 1 << 30, &s->top_k); }
+  else if (cli_opt(argc, argv, i, "--sample-seed", &v, err)) { if (v) *err = cli_u64("--sample-seed", v, &s->sample_seed); }
+  else return false;
+  /* as soon as an option makes the sampling invalid */
+  if (!*err && (s->temperature < 0 || s->top_p <= 0 || s->top_p > 1))
+    *err = VERR("--temperature must be >= 0 and --top-p in (0, 1]");
+  return true;
+}
+
+static vstatus chain_options_done(void *st) {
+  chain_state *s = st;
+  return cli_size_list("--hops", s->hops_s, &s->hops, &s->n_hops);
+}
+
+/* --export-prompts: every chain's prompt and its greedy answers at the hop counts. */
+static vstatus chain_export(const chain_state *s, const vsuite_ctx *x) {
+  const construct_layout *L = x->layout;
+  const int nh = s->n_hops;
+  cJSON *root = eval_export_root("chain", x);
+  cJSON *hj = cJSON_AddArrayToObject(root, "hops");
+  for (int i = 0; i < nh; i++) cJSON_AddItemToArray(hj, cJSON_CreateNumber((double)s->hops[i]));
+  cJSON *cases = cJSON_AddArrayToObject(root, "cases");
+  const int H = (int)s->hops[nh - 1], plen = L->o.n_keys + 2;
+  int32_t *tok = malloc((size_t)plen * sizeof *tok), *truth = malloc((size_t)(H + 1) * sizeof *truth);
+  vstatus st = tok && truth ? V_OK : VERR("out of memory");
+  for (int sm = 0; sm < s->e.samples && !st; sm++) {
+    st = chain_prompt(L, sm, x->seed, H, tok, truth);
+    if (st) break;
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "sample", sm);
+    cJSON_AddItemToObject(c, "prompt", eval_ints_json(tok, plen));
+    cJSON *ans = cJSON_AddArrayToObject(c, "answers");
+    for (int i = 0; i < nh; i++) cJSON_AddItemToArray(ans, cJSON_CreateNumber(truth[s->hops[i]]));
+    cJSON_AddItemToArray(cases, c);
+  }
+  free(tok);
+  free(truth);
+  if (!st) st = eval_export_write(s->e.export_f, root);
+  cJSON_Delete(root);
+  VTRY(st);
+  printf("wrote %s: %ld chains, hops up to %ld (greedy answers)\n", s->e.export_f, s->e.samples, s->hops[nh - 1]);
+  return V_OK;
+}
+
+static vstatus chain_prepare(void *st, const vsuite_ctx *x, bool *done) {
+  chain_state *s = st;
+  if (s->e.export_f) {
+    VTRY(chain_export(s, x));
+    if (!x->paths_given) { *done = true; return V_OK; }
+  }
+  s->ok = calloc((size_t)x->n_paths * s->n_hops, 1);
+  if (!s->ok) return VERR("eval chain: out of memory");
+  s->o = (chain_opts){.paths = x->paths, .n_paths = x->n_paths, .hops = s->hops, .n_hops = s->n_hops,
+                      .samples = (int)s->e.samples, .batch = (int)s->e.batch,
+                      .sampling = {.temperature = (float)s->temperature, .top_k = (int)s->top_k,
+                                   .top_p = (float)s->top_p, .seed = s->sample_seed},
+                      .seed = x->seed, .n_threads = x->n_threads};
+  return chain_begin(x->model, x->layout, &s->o, &s->r);
+}
+
+static int chain_n_cases(const void *st, const vsuite_ctx *x) { return x->n_paths; }
+
+static vstatus chain_run_case(void *st, const vsuite_ctx *x, int p) {
+  chain_state *s = st;
+  return chain_run_path(x->model, x->layout, &s->o, &s->r, p);
+}
+
+/* Path p's records: one per hop count, and its first-wrong hops as raw samples. */
+static vstatus chain_record(void *st, const vsuite_ctx *x, int p, veng *recs) {
+  chain_state *s = st;
+  const chain_result *r = &s->r;
+  const eval_path_result *pr = &r->pr[p];
+  const int nh = s->n_hops, n = (int)s->e.samples * nh;
+  unsigned char *mask = calloc((size_t)n, 1);
+  if (!mask) return VERR("eval chain: out of memory");
+  for (int hi = 0; hi < nh; hi++) {
+    for (int i = 0; i < n; i++) mask[i] = i % nh == hi;
+    char id[64];
+    snprintf(id, sizeof id, "chain_hops%ld_t%g", s->hops[hi], s->temperature);
+    cJSON *params = cJSON_CreateObject();
+    cJSON_AddStringToObject(params, "model", x->model->source);
+    cJSON_AddNumberToObject(params, "hops", (double)s->hops[hi]);
+    cJSON_AddNumberToObject(params, "samples", (double)s->e.samples);
+    cJSON_AddNumberToObject(params, "temperature", s->temperature);
+    cJSON_AddNumberToObject(params, "top_k", (double)s->top_k);
+    cJSON_AddNumberToObject(params, "top_p", s->top_p);
+    cJSON_AddNumberToObject(params, "sample_seed", (double)s->sample_seed);
+    cJSON_AddNumberToObject(params, "seed", (double)x->seed);
+    cJSON_AddStringToObject(params, "reference", r->pr[0].path);
+    s->ok[(size_t)p * nh + hi] =
+        eval_record(recs, "evals", id, &r->pr[0], pr, p == 0, mask, n, s->e.min_score, s->e.alpha, params);
+    cJSON_Delete(params);
+  }
+  free(mask);
+  if (!pr->supported) return V_OK;
+  char fid[48]; /* per temperature: a plan runs the greedy and the sampled chain side by side */
+  snprintf(fid, sizeof fid, "chain_first_wrong_t%g", s->temperature);
+  vrecord *rec = eng_new(recs, "evals", fid, pr->path);
+  if (rec) {
+    double *fw = malloc((size_t)s->e.samples * sizeof *fw);
+    for (int i = 0; fw && i < s->e.samples; i++) fw[i] = r->first_wrong[p][i];
+    rec_metric_samples(rec, "first_wrong_hop", "hop", RD_MEDIAN, RB_NONE, fw, (int)s->e.samples, 0);
+    free(fw);
+    rec_param_num(rec, "temperature", s->temperature);
+    rec_finalize(rec);
+  }
+  return V_OK;
+}
+
+static void chain_print(const void *st, const vsuite_ctx *x) {
+  const chain_state *s = st;
+  const chain_result *r = &s->r;
+  const construct_layout *L = x->layout;
+  const long samples = s->e.samples;
+  const int nh = s->n_hops, n = (int)samples * nh;
+  printf("eval chain: model %s\n  difficulty: %d keys in families of %d at cosine %.3f, score gap %.2f nats, nominal "
+         "answer logit %.1f; %s; %ld chains, seed %llu; wall %.1f s\n",
+         x->model->source, L->o.n_keys, L->o.family, L->o.cos, L->o.gap, L->o.answer_logit,
+         s->temperature > 0 ? "sampled" : "greedy", samples, (unsigned long long)x->seed, x->wall_s);
+  if (s->temperature > 0)
+    printf("  sampling: temperature %.3g top-k %ld top-p %.3g sample-seed %llu\n", s->temperature, s->top_k, s->top_p,
+           (unsigned long long)s->sample_seed);
+  unsigned char *mask = calloc((size_t)n, 1);
+  for (int p = 0; p < x->n_paths && mask; p++) {
+    const eval_path_result *pr = &r->pr[p];
+    if (!pr->supported) {
+      printf("\npath %s: %s: %s\n", pr->path, pr->errored ? "error" : "not supported", pr->reason);
+    } else {
+      int left = 0, first = 0;
+      for (int i = 0; i < samples; i++)
+        if (r->first_wrong[p][i]) { left++; if (!first || r->first_wrong[p][i] < first) first = r->first_wrong[p][i]; }
+      printf("\npath %s: %d of %ld chains left the true chain%s", pr->path, left, samples, left ? " (earliest at hop " : "");
+      if (left) printf("%d)", first);
+      printf(", forward time %.2f s\n  first hop off the chain per sample:", pr->wall_s);
+      for (int i = 0; i < samples && i < 32; i++) printf(" %d", r->first_wrong[p][i]);
+      printf("%s\n", samples > 32 ? " ..." : "");
+    }
+    for (int hi = 0; hi < nh; hi++) {
+      for (int i = 0; i < n; i++) mask[i] = i % nh == hi;
+      if (pr->supported) {
+        double mn = INFINITY;
+        for (int i = 0; i < samples; i++) if (pr->margin[(size_t)i * nh + hi] < mn) mn = pr->margin[(size_t)i * nh + hi];
+        printf("  hops %-8ld pass@1 %.4f   smallest true-next margin while on chain %.2f\n", s->hops[hi],
+               eval_score(pr, mask, n, NULL), mn);
+        if (p > 0) {
+          char lab[48];
+          snprintf(lab, sizeof lab, "hops %ld vs first", s->hops[hi]);
+          eval_print_pairwise(lab, &r->pr[0], pr, mask, n, s->e.alpha);
+        }
+      }
+      if (!s->ok[(size_t)p * nh + hi] && pr->supported)
+        printf("  FAIL %s: hops %ld: pass@1 %.4f < %.2f or significantly worse than %s\n", pr->path, s->hops[hi],
+               eval_score(pr, mask, n, NULL), s->e.min_score, r->pr[0].path);
+    }
+  }
+  free(mask);
+}
+
+static void chain_free(void *st) {
+  chain_state *s = st;
+  chain_result_free(&s->r);
+  free(s->hops);
+  free(s->ok);
+}
+
+const vsuite vsuite_chain = {
+    .name = "eval chain",
+    .usage = CHAIN_USAGE,
+    .default_model = "synth:recall-chain",
+    .default_paths = "cpu-ref",
+    .constructed = true,
+    .state_size = sizeof(chain_state),
+    .init = chain_init,
+    .option = chain_option,
+    .options_done = chain_options_done,
+    .check = NULL,
+    .prepare = chain_prepare,
+    .n_cases = chain_n_cases,
+    .run = chain_run_case,
+    .record = chain_record,
+    .print = chain_print,
+    .free = chain_free,
+};
