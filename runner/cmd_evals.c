@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/interrupt.h"
 #include "model/model.h"
 #include "runner/cli.h"
 #include "runner/engine.h"
@@ -133,8 +134,13 @@ int cmd_diverge(int argc, char **argv) {
   veng recs = {0};
   int rc = EXIT_OK;
   diverge_result *res = calloc((size_t)np, sizeof *res);
-  for (int bi = 0; bi < nb && res; bi++)
+  bool stopped = false; /* SIGINT / SIGTERM under `vouch run`: stop after the point in flight */
+  for (int bi = 0; bi < nb && res && !stopped; bi++)
     for (int ci = 0; ci < nc; ci++) {
+      if ((stopped = vinterrupted())) {
+        fprintf(stderr, "diverge: interrupted after %d of %d points: the rest not run\n", bi * nc + ci, nb * nc);
+        break;
+      }
       diverge_opts o = {.paths = paths, .n_paths = np, .batch = (int)batches[bi], .context = (int)ctxs[ci],
                         .tokens = (int)tokens, .seed = seed, .n_threads = (int)threads, .ragged = ragged,
                         .spec_k = (int)spec_k, .routing = &routing, .alternate_natural = alternate};
@@ -273,7 +279,8 @@ int cmd_diverge(int argc, char **argv) {
       /* this point is finished: its records are in the run before the next point starts */
       if (eng_flush(&recs)) { cli_print_error("diverge"); rc = EXIT_CHECK_FAILED; }
     }
-  if (emit_records(json, &recs)) { cli_print_error("diverge"); rc = EXIT_CHECK_FAILED; }
+  if (stopped) rc = EXIT_INTERRUPTED; /* the finished points are stored; no --json: it would pass for the whole */
+  else if (emit_records(json, &recs)) { cli_print_error("diverge"); rc = EXIT_CHECK_FAILED; }
   eng_free(&recs);
   free(res);
   sweep_routing_free(&routing);

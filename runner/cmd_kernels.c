@@ -148,6 +148,11 @@ int cmd_kernels(int argc, char **argv) {
   printf("\nkernels: %d cases run, %d passed, %d FAILED, %d not supported; %d left out by --quick; %.1f s\n",
          res.run, res.passed, res.failed, res.unsupported, res.skipped_budget, res.wall_s);
   if (res.skipped_kept) printf("kernels: %d cases kept from the interrupted run (not run again)\n", res.skipped_kept);
+  if (res.interrupted) { /* the cases that finished are stored; no --json: it would pass for the whole */
+    fprintf(stderr, "kernels: interrupted after %d cases: the rest not run\n", res.n);
+    kernels_result_free(&res);
+    return EXIT_INTERRUPTED;
+  }
   int rc = res.failed ? EXIT_CHECK_FAILED : EXIT_OK;
   if (json && kernels_write_json(&res, json) != V_OK) { cli_print_error("kernels"); rc = EXIT_CHECK_FAILED; }
   kernels_result_free(&res);

@@ -607,7 +607,11 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "\n");
     const int bad_before = rec_dir_count_bad(rd);
     const int rc = vcommand_find(suite)->fn(sargc, sargv); /* check_plan: a plan step of this build */
-    if (rc != EXIT_OK) {
+    if (rc == EXIT_INTERRUPTED && vinterrupted()) {
+      /* stopped after its case in flight (SIGINT / SIGTERM): what finished is stored, the step is not
+       * marked done, so --resume runs the rest of it; not a failure of the step */
+      fprintf(stderr, "vouch run: step %d (%s) interrupted\n", step_i, suite);
+    } else if (rc != EXIT_OK) {
       fprintf(stderr, "vouch run: step %d (%s) exited %d\n", step_i, suite, rc);
       /* A step that failed without recording why (bad arguments, an unreadable model, a store
        * error after some cases were kept) still leaves an error record, so the verdict cannot stay

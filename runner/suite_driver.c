@@ -1,11 +1,14 @@
 /* The one suite driver (runner/suite.h). */
 #include "runner/suite.h"
 
+#include "common/interrupt.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/interrupt.h"
 #include "runner/cli.h"
 #include "runner/record.h"
 #include "suites/paths.h"
@@ -148,12 +151,18 @@ int vsuite_main(const vsuite *s, int argc, char **argv) {
   if (done) goto out;
   /* each case's records are in the run before the next case starts */
   t0 = vclock_now();
-  for (int c = 0, n = s->n_cases(st, &x); c < n; c++)
+  for (int c = 0, n = s->n_cases(st, &x); c < n; c++) {
+    if (vinterrupted()) { /* SIGINT / SIGTERM under `vouch run`: the finished cases are stored; no report */
+      fprintf(stderr, "%s: interrupted after %d of %d cases: the rest not run\n", s->name, c, n);
+      rc = EXIT_INTERRUPTED;
+      goto out;
+    }
     if (s->run(st, &x, c) || s->record(st, &x, c, &recs) || eng_flush(&recs)) {
       cli_print_error(s->name);
       rc = EXIT_CHECK_FAILED;
       goto out;
     }
+  }
   x.wall_s = vclock_now() - t0;
   s->print(st, &x);
   if (!records_pass(&recs)) rc = EXIT_CHECK_FAILED;

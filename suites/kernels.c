@@ -1,6 +1,7 @@
 /* The kernel numerics suite: case generation, running variants with poison, guards and
  * a second run, checking against the float64 oracle, the table and the JSON records. */
 #include "common/clock.h"
+#include "common/interrupt.h"
 #include "suites/kernels.h"
 
 #include <cjson/cJSON.h>
@@ -771,7 +772,7 @@ vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
                     .tp = o->tp};
   if (o->table) print_header(o->table);
   double t0 = vclock_now();
-  for (int oi = 0; oi < vopreg_n_ops(); oi++) {
+  for (int oi = 0; oi < vopreg_n_ops() && !res->interrupted; oi++) {
     const vop *op = vopreg_op(oi);
     if (o->op && strcmp(op->name, o->op) != 0) continue;
     if (o->tp > 0 && (!op->dim_names[0] || strcmp(op->dim_names[0], "ranks") != 0)) continue; /* --tp: comm ops */
@@ -782,12 +783,14 @@ vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
       if (v->op == op && variant_selected(v, o)) vars[nv++] = v;
     }
     if (!nv) continue;
-    for (int pi = 0; pi < n_presets; pi++) {
+    for (int pi = 0; pi < n_presets && !res->interrupted; pi++) {
       vop_case_list cl = {0};
       g_last_skipped = 0;
       VTRY(kernels_gen_cases(op, presets[pi], &g, &cl));
       res->skipped_budget += g_last_skipped;
-      for (int ci = 0; ci < cl.n; ci++) {
+      for (int ci = 0; ci < cl.n && !res->interrupted; ci++) {
+        /* SIGINT / SIGTERM under `vouch run` (common/interrupt.h): stop after the case in flight */
+        if (vinterrupted()) { res->interrupted = true; break; }
         const vop_case *c = &cl.c[ci];
         vop_layout l;
         void *host[VOP_MAX_BUFS] = {0};

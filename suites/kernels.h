@@ -65,6 +65,7 @@ typedef struct {
   int run, passed, failed, unsupported; /* counts of records by status (run = passed + failed) */
   int skipped_budget;    /* cases left out by the --quick size budget */
   int skipped_kept;      /* cases left out because opts.skip said so (kept from a resumed run) */
+  bool interrupted;      /* stopped after a case by SIGINT/SIGTERM (common/interrupt.h): later cases not run */
   double wall_s;
 } kernels_result;
 

@@ -2,7 +2,8 @@
 # kill -9 of a plan step mid-suite, then `vouch run --resume`: every kernels case that printed its
 # table row is in the run's SQLite (stored before the row is printed), the unfinished steps are
 # not_run in the bundle, and the resumed run ends with the same records as an uninterrupted run
-# without running the kept cases again; a run given --path-lib resumes with its library loaded.
+# without running the kept cases again; SIGTERM stops a suite after the case in flight and resumes
+# the same way; a run given --path-lib resumes with its library loaded.
 # Bad --resume input is a one-line error.
 . "$VOUCH_SRC/tests/cli/counters.sh"
 export VOUCH_HISTORY_DB="$t/history.sqlite"
@@ -73,6 +74,28 @@ assert res["verdict"] == "pass" and res["complete"]
 print(f"resumed: {again} kernels cases run again, {kept} kept; {len(b)} records as uninterrupted")
 PY
 "$VOUCH" verify killed.vouch.tar.gz >/dev/null 2>verify.err && ok || bad "resumed bundle does not verify: $(cat verify.err)"
+
+# SIGTERM (as `timeout` sends) mid-suite: the suite stops after the case in flight, not at the end
+# of its step; the run exits 130, incomplete; --resume ends with the uninterrupted run's records
+"$VOUCH" run --plan plan.json --out termed --no-bundle --set seed=1 >termed.out 2>termed.err &
+pid=$!
+for _ in $(seq 1 1200); do
+  [ "$(rows termed.out)" -ge 3 ] && break
+  sleep 0.05
+done
+kill -TERM $pid
+wait $pid; rc=$?
+printed=$(rows termed.out)
+[ $rc -eq 130 ] && ok || bad "SIGTERMed run exit $rc (want 130): $(tail -3 termed.err)"
+grep -q "^kernels: interrupted after [0-9]* cases" termed.err && [ "$printed" -lt "$total" ] && ok ||
+  bad "SIGTERM did not stop the kernels step after its case in flight: $printed of $total rows; $(tail -3 termed.err)"
+"$VOUCH" run --resume termed >termed2.out 2>termed2.err && ok || bad "resume after SIGTERM: $(tail -3 termed2.err)"
+python3 - full termed <<'PY' && ok || bad "records after SIGTERM and resume differ from the uninterrupted run's"
+import json, sys
+key = lambda r: (r["suite"], r["case_id"], r["path"], r["status"])
+a, b = (sorted(map(key, json.load(open(d + "/results.json"))["records"])) for d in sys.argv[1:3])
+assert a == b, (set(a) ^ set(b))
+PY
 
 # a run given --path-lib: --resume loads the library again, so the plan's plugin path is known
 lib="${VOUCH_PLUGINS:-}/slow_path_pct0.so"
