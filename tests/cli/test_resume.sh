@@ -23,14 +23,13 @@ EOF
 # rows of the kernels table printed so far (the lines after its header)
 rows() { awk '/^op +path +variant/ {on = 1; next} on && NF == 0 {on = 0} on' "$1" | wc -l; }
 total=$(rows full.out)
+# waits (up to 60 s) until the run writing $1 has printed 3 kernels rows
+wait_rows() { for _ in $(seq 1 1200); do [ "$(rows "$1")" -ge 3 ] && return; sleep 0.05; done; }
 [ "$total" -ge 20 ] && ok || bad "the kernels step prints only $total rows: too few to kill it mid-suite"
 
 "$VOUCH" run --plan plan.json --out killed --no-bundle --set seed=1 >killed.out 2>killed.err &
 pid=$!
-for _ in $(seq 1 1200); do
-  [ "$(rows killed.out)" -ge 3 ] && break
-  sleep 0.05
-done
+wait_rows killed.out
 kill -9 $pid
 wait $pid 2>/dev/null
 printed=$(rows killed.out)
@@ -79,10 +78,7 @@ PY
 # of its step; the run exits 130, incomplete; --resume ends with the uninterrupted run's records
 "$VOUCH" run --plan plan.json --out termed --no-bundle --set seed=1 >termed.out 2>termed.err &
 pid=$!
-for _ in $(seq 1 1200); do
-  [ "$(rows termed.out)" -ge 3 ] && break
-  sleep 0.05
-done
+wait_rows termed.out
 kill -TERM $pid
 wait $pid; rc=$?
 printed=$(rows termed.out)
