@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # kill -9 of a plan step mid-suite, then `vouch run --resume`: every kernels case that printed its
-# table row is in the run's SQLite (stored before the row is printed), the unfinished steps are
+# table row is in the run's SQLite (stored before the row is printed; committed to its WAL), the unfinished steps are
 # not_run in the bundle, and the resumed run ends with the same records as an uninterrupted run
 # without running the kept cases again; a run given --path-lib resumes with its library loaded.
 # Bad --resume input is a one-line error.
@@ -18,6 +18,11 @@ cat >plan.json <<'EOF'
 EOF
 "$VOUCH" run --plan plan.json --out full --no-bundle --set seed=1 >full.out 2>full.err; rc=$?
 [ $rc -eq 0 ] && ok || bad "uninterrupted run exit $rc: $(tail -5 full.err)"
+# the run writes in WAL mode; a finished store is one file again (rollback journal), which opens
+# read-only anywhere
+mode=$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("PRAGMA journal_mode").fetchone()[0])' \
+  full/results.sqlite)
+[ "$mode" = delete ] && [ ! -e full/results.sqlite-wal ] && ok || bad "finished store: journal_mode '$mode', or a -wal left"
 
 # rows of the kernels table printed so far (the lines after its header)
 rows() { awk '/^op +path +variant/ {on = 1; next} on && NF == 0 {on = 0} on' "$1" | wc -l; }
@@ -35,9 +40,12 @@ wait $pid 2>/dev/null
 printed=$(rows killed.out)
 [ "$printed" -ge 3 ] && [ "$printed" -lt "$total" ] && ok ||
   bad "kill -9 did not land mid-suite: $printed of $total kernels rows printed"
+# the kept records were committed to the WAL only (no fsync per case): the bundle below must find them
+[ -s killed/results.sqlite-wal ] && ok || bad "killed run left no results.sqlite-wal: the store did not run in WAL mode"
 
 # the bundle of the killed run: repaired, incomplete, with what printed and the rest not_run
 "$VOUCH" bundle killed >/dev/null 2>bundle.err && ok || bad "bundle of the killed run: $(cat bundle.err)"
+[ ! -e killed/results.sqlite-wal ] && ok || bad "bundle left the killed run's WAL beside results.sqlite (not folded in)"
 python3 - killed "$printed" <<'PY' && ok || bad "killed run: kept records or not_run steps wrong"
 import json, sys
 d, printed = sys.argv[1], int(sys.argv[2])
