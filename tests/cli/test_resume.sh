@@ -2,7 +2,8 @@
 # kill -9 of a plan step mid-suite, then `vouch run --resume`: every kernels case that printed its
 # table row is in the run's SQLite (stored before the row is printed; committed to its WAL), the unfinished steps are
 # not_run in the bundle, and the resumed run ends with the same records as an uninterrupted run
-# without running the kept cases again; a run given --path-lib resumes with its library loaded.
+# without running the kept cases again; the same for a features step killed between two checks; a
+# run given --path-lib resumes with its library loaded.
 # Bad --resume input is a one-line error.
 . "$VOUCH_SRC/tests/cli/counters.sh"
 export VOUCH_HISTORY_DB="$t/history.sqlite"
@@ -29,14 +30,21 @@ rows() { awk '/^op +path +variant/ {on = 1; next} on && NF == 0 {on = 0} on' "$1
 total=$(rows full.out)
 [ "$total" -ge 20 ] && ok || bad "the kernels step prints only $total rows: too few to kill it mid-suite"
 
-"$VOUCH" run --plan plan.json --out killed --no-bundle --set seed=1 >killed.out 2>killed.err &
-pid=$!
-for _ in $(seq 1 1200); do
-  [ "$(rows killed.out)" -ge 3 ] && break
-  sleep 0.05
-done
-kill -9 $pid
-wait $pid 2>/dev/null
+# kill_when PLAN DIR COUNT N [ARGS...]: `vouch run --plan PLAN --out DIR ARGS` in the background
+# (stdout in DIR.out), killed with -9 as soon as `COUNT DIR.out` reaches N
+kill_when() {
+  local plan=$1 dir=$2 count=$3 n=$4 pid
+  shift 4
+  "$VOUCH" run --plan "$plan" --out "$dir" --no-bundle "$@" >"$dir.out" 2>"$dir.err" &
+  pid=$!
+  for _ in $(seq 1 1200); do
+    [ "$($count "$dir.out")" -ge "$n" ] && break
+    sleep 0.02
+  done
+  kill -9 $pid
+  wait $pid 2>/dev/null
+}
+kill_when plan.json killed rows 3 --set seed=1
 printed=$(rows killed.out)
 [ "$printed" -ge 3 ] && [ "$printed" -lt "$total" ] && ok ||
   bad "kill -9 did not land mid-suite: $printed of $total kernels rows printed"
@@ -81,6 +89,33 @@ assert res["verdict"] == "pass" and res["complete"]
 print(f"resumed: {again} kernels cases run again, {kept} kept; {len(b)} records as uninterrupted")
 PY
 "$VOUCH" verify killed.vouch.tar.gz >/dev/null 2>verify.err && ok || bad "resumed bundle does not verify: $(cat verify.err)"
+
+# features stores each check as it finishes: kill -9 after its first check printed, then --resume
+# keeps the printed checks (not run again) and ends with the uninterrupted run's records, figures
+# included (full_context kept: the sampling rows that give the margin epsilon are decoded again)
+cat >fplan.json <<'EOF'
+{"name": "features", "steps": [
+  {"suite": "features", "args": ["--path", "cpu-ref:tp2", "--ref", "cpu-ref", "--full-ctx", "256", "--seed", "0"]}
+]}
+EOF
+checks() { grep -cE '^  (full_context|sampling|structured|speculative|stop_tokens) ' "$1"; }
+"$VOUCH" run --plan fplan.json --out ffull --no-bundle >ffull.out 2>ffull.err && [ "$(checks ffull.out)" -eq 5 ] && ok ||
+  bad "uninterrupted features run: $(tail -n 5 ffull.err ffull.out)"
+kill_when fplan.json fkilled checks 1
+fprinted=$(checks fkilled.out)
+[ "$fprinted" -ge 1 ] && [ "$fprinted" -lt 5 ] && ok || bad "kill -9 did not land inside the features step: $fprinted of 5 checks printed"
+"$VOUCH" run --resume fkilled --no-bundle >fresumed.out 2>fresumed.err; rc=$?
+[ $rc -eq 0 ] && ok || bad "resumed features run exit $rc: $(tail -n 5 fresumed.err)"
+frun=$(checks fresumed.out)
+grep -q "^features: $((5 - frun)) checks kept from the interrupted run" fresumed.out && [ "$frun" -le $((5 - fprinted)) ] && ok ||
+  bad "resumed features ran $frun checks again after $fprinted printed: $(cat fresumed.out)"
+python3 - ffull fkilled <<'PY' && ok || bad "resumed features records differ from the uninterrupted run's"
+import json, sys
+key = lambda r: (r["suite"], r["case_id"], r["path"], r["status"], r["params"].get("detail"))
+a, b = (sorted(map(key, json.load(open(d + "/results.json"))["records"])) for d in sys.argv[1:])
+assert a == b, (set(a) ^ set(b))
+assert sum(1 for k in b if k[0] == "features") == 5, b
+PY
 
 # a run given --path-lib: --resume loads the library again, so the plan's plugin path is known
 lib="${VOUCH_PLUGINS:-}/slow_path_pct0.so"
