@@ -1,6 +1,8 @@
 /* config.json of the DeepSeek-V3 family: parse (cJSON), validate, write. */
 #include "model/config.h"
 
+#include "common/atomic_file.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -291,16 +293,9 @@ char *ds_config_to_json(const ds_config *c) {
 vstatus ds_config_write(const ds_config *c, const char *path) {
   char *txt = ds_config_to_json(c);
   if (!txt) return VERR("%s: cannot serialize config", path);
-  char tmp[1100];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) { free(txt); return VERR("%s: cannot create: %s", tmp, strerror(errno)); }
-  size_t n = strlen(txt);
-  bool ok = fwrite(txt, 1, n, f) == n && fputc('\n', f) != EOF;
-  ok = (fclose(f) == 0) && ok;
+  vstatus s = vfile_write_text(path, txt, true, 0644);
   free(txt);
-  if (!ok || rename(tmp, path) != 0) { remove(tmp); return VERR("%s: write failed", path); }
-  return V_OK;
+  return s;
 }
 
 /* ---- RoPE / YaRN, as HF's _compute_yarn_parameters and DeepseekV3Attention ---- */

@@ -26,6 +26,7 @@
  *   logs/                 build-base.log, build-head.log, base-1.log, head-1.log, ...
  *   work/                 worktrees and build trees (deleted at the end unless --keep-work) */
 #define _GNU_SOURCE
+#include "common/atomic_file.h"
 #include "common/clock.h"
 #include "runner/cmd_ab.h"
 
@@ -394,28 +395,17 @@ static cJSON *side_json(const side *s) {
   return j;
 }
 
+/* dir/name, whole or not at all (common/atomic_file.h) */
 static vstatus write_text(const char *dir, const char *name, const char *text) {
   char path[PATH_MAX + 64];
   snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "wb");
-  if (!f) return VERR("%s: cannot write: %s", path, strerror(errno));
-  bool bad = fputs(text, f) < 0;
-  bad |= fclose(f) != 0;
-  return bad ? VERR("%s: write failed", path) : V_OK;
+  return vfile_write_atomic(path, text, strlen(text), 0644);
 }
 
 static vstatus write_json(const char *dir, const char *name, const cJSON *j) {
-  char *t = cJSON_Print(j);
-  if (!t) return VERR("%s/%s: out of memory", dir, name);
-  vstatus s = write_text(dir, name, t);
-  if (s == V_OK) {
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "ab");
-    if (f) { fputc('\n', f); fclose(f); }
-  }
-  free(t);
-  return s;
+  char path[PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return vfile_write_json(path, j, true);
 }
 
 static vstatus write_md(const ab_opts *o, const side *b, const side *h, const cJSON *cmp, const char *hw) {

@@ -307,6 +307,44 @@ static const char FEATURES_USAGE[] =
     "  margin exceeds it) apply.\n"
     "  defaults: --model synth:tiny --ref cpu-ref --kld-tol 0.01 --margin-eps 0.001\n";
 
+/* What feature_done needs to make a check's record. */
+typedef struct {
+  veng *recs;          /* the records made so far */
+  const char *model;   /* the model's source, a parameter of every record */
+  const feat_opts *o;  /* the run's options: path, reference, floor, seed */
+  bool failed;         /* a check failed */
+} feat_ctx;
+
+/* feat_opts.on_check: the check's record, in the run's store before the next check starts, then
+ * its line of the table (a printed check is stored, as with kernels). */
+static vstatus feature_done(void *ctx, const feat_check *c) {
+  feat_ctx *f = ctx;
+  vrecord *rec = eng_new(f->recs, "features", c->name, f->o->path);
+  if (!rec) return V_ERR;
+  rec_param_str(rec, "model", f->model);
+  rec_param_str(rec, "reference", f->o->ref);
+  rec_param_str(rec, "detail", c->detail);
+  if (f->o->floor) rec_param_str(rec, "floor", f->o->floor);
+  if (c->bound_source[0]) rec_param_str(rec, "bound_source", c->bound_source);
+  if (isfinite(c->bound)) rec_param_num(rec, "bound", c->bound);
+  rec_param_int(rec, "seed", (int64_t)f->o->seed);
+  if (c->status == FEAT_NOT_SUPPORTED) rec_set_status(rec, REC_NOT_SUPPORTED, c->detail);
+  else {
+    if (isfinite(c->value)) rec_metric_value(rec, "value", "", RB_NONE, c->value);
+    rec_check_add(rec, "feature_ok", c->status == FEAT_PASS);
+  }
+  VTRY(eng_flush(f->recs));
+  printf("  %-13s %-13s %s\n", c->name, feat_status_name(c->status), c->detail);
+  f->failed |= c->status == FEAT_FAIL;
+  return V_OK;
+}
+
+/* feat_opts.skip: a resumed run holds this check's record already. */
+static bool feature_kept(void *ctx, const char *name) {
+  const feat_ctx *f = ctx;
+  return rec_stored("features", name, f->o->path);
+}
+
 int cmd_features(int argc, char **argv) {
   const char *model = "synth:tiny", *path = NULL, *ref = "cpu-ref", *floor_p = NULL, *json = NULL, *v;
   long layers = 0, threads = 0, full = 0;
@@ -345,36 +383,29 @@ int cmd_features(int argc, char **argv) {
     cli_print_error("features");
     return EXIT_CHECK_FAILED;
   }
+  veng recs = {0};
   feat_opts o = {.path = path, .ref = ref, .floor = floor_p, .full_ctx = (int)full, .kld_tol = tol, .margin_eps = eps,
-                 .seed = seed, .n_threads = (int)threads};
+                 .seed = seed, .n_threads = (int)threads, .on_check = feature_done, .skip = feature_kept};
+  feat_ctx fc = {.recs = &recs, .model = m.source, .o = &o};
+  o.ctx = &fc;
   feat_check ch[FEAT_N_CHECKS];
+  printf("features: path %s vs %s on %s\n", path, ref, m.source);
+  /* each check is stored as it finishes (feature_done): an error keeps the ones before it */
   int rc = EXIT_OK;
   if (features_run(&m, &o, ch)) {
     cli_print_error("features");
-    ds_model_close(&m);
-    return EXIT_CHECK_FAILED;
-  }
-  printf("features: path %s vs %s on %s\n", path, ref, m.source);
-  veng recs = {0};
-  for (int i = 0; i < FEAT_N_CHECKS; i++) {
-    printf("  %-13s %-13s %s\n", ch[i].name, feat_status_name(ch[i].status), ch[i].detail);
-    if (ch[i].status == FEAT_FAIL) rc = EXIT_CHECK_FAILED;
-    vrecord *rec = eng_new(&recs, "features", ch[i].name, path);
-    if (!rec) continue;
-    rec_param_str(rec, "model", m.source);
-    rec_param_str(rec, "reference", ref);
-    rec_param_str(rec, "detail", ch[i].detail);
-    if (floor_p) rec_param_str(rec, "floor", floor_p);
-    if (ch[i].bound_source[0]) rec_param_str(rec, "bound_source", ch[i].bound_source);
-    if (isfinite(ch[i].bound)) rec_param_num(rec, "bound", ch[i].bound);
-    rec_param_int(rec, "seed", (int64_t)seed);
-    if (ch[i].status == FEAT_NOT_SUPPORTED) rec_set_status(rec, REC_NOT_SUPPORTED, ch[i].detail);
-    else {
-      if (isfinite(ch[i].value)) rec_metric_value(rec, "value", "", RB_NONE, ch[i].value);
-      rec_check_add(rec, "feature_ok", ch[i].status == FEAT_PASS);
+    rc = EXIT_CHECK_FAILED;
+  } else {
+    int n_kept = 0;
+    for (int i = 0; i < FEAT_N_CHECKS; i++) n_kept += ch[i].kept;
+    if (n_kept) {
+      printf("features: %d checks kept from the interrupted run (not run again):", n_kept);
+      for (int i = 0; i < FEAT_N_CHECKS; i++)
+        if (ch[i].kept) printf(" %s", ch[i].name);
+      printf("\n");
     }
-    rec_finalize(rec);
   }
+  if (fc.failed) rc = EXIT_CHECK_FAILED;
   if (emit_records(json, &recs)) { cli_print_error("features"); rc = EXIT_CHECK_FAILED; }
   eng_free(&recs);
   ds_model_close(&m);

@@ -9,6 +9,7 @@
 
 #include <sqlite3.h>
 
+#include "common/atomic_file.h"
 #include "runner/bundle.h"
 #include "runner/cli.h"
 #include "runner/compare.h"
@@ -172,12 +173,7 @@ int cmd_compare(int argc, char **argv) {
 static const char *REPORT_USAGE = "vouch report FILE|DIR [--html OUT] [--md OUT] [--bundle-url URL] [--report-url URL]";
 
 static int write_text(const char *path, const char *text) {
-  FILE *f = fopen(path, "wb");
-  if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
-    VERR("%s: cannot write", path);
-    return 1;
-  }
-  return 0;
+  return vfile_write_atomic(path, text, strlen(text), 0644) != V_OK;
 }
 
 int cmd_report(int argc, char **argv) {

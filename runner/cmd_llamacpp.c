@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/atomic_file.h"
 #include "common/clock.h"
 #include "model/gguf.h"
 #include "model/model.h"
@@ -202,12 +203,8 @@ static vstatus peer_diverge(const char *model, const char *prefix, const char *j
     s = rec_finalize(rec);
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "records");
     cJSON_AddItemToArray(arr, rec_to_json(rec));
-    char *txt = cJSON_Print(root);
+    if (!s) s = vfile_write_json(json, root, true);
     cJSON_Delete(root);
-    FILE *f = fopen(json, "w");
-    if (!s && (!f || !txt || fputs(txt, f) < 0)) s = VERR("%s: cannot write records", json);
-    if (f && fclose(f) != 0 && !s) s = VERR("%s: cannot write records", json);
-    free(txt);
     rec_free(rec);
   }
   diverge_result_free(&r);

@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/atomic_file.h"
 #include "common/clock.h"
 #include "model/model.h"
 #include "runner/cli.h"
@@ -590,14 +591,8 @@ static vstatus write_json(const char *file, vrecord **recs, int n, const sweep_o
   if (ag) cJSON_AddItemToObject(root, "agreement", agreement_json(recs, ag, repeat));
   cJSON *arr = cJSON_AddArrayToObject(root, "records");
   for (int i = 0; i < n; i++) cJSON_AddItemToArray(arr, rec_to_json(recs[i]));
-  char *txt = cJSON_Print(root);
+  vstatus s = vfile_write_json(file, root, true);
   cJSON_Delete(root);
-  if (!txt) return VERR("%s: cannot serialize the records", file);
-  FILE *f = fopen(file, "w");
-  vstatus s = V_OK;
-  if (!f || fputs(txt, f) < 0 || fputc('\n', f) < 0) s = VERR("%s: cannot write", file);
-  if (f && fclose(f) != 0 && s == V_OK) s = VERR("%s: cannot write", file);
-  free(txt);
   return s;
 }
 

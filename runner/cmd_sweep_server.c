@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/atomic_file.h"
 #include "common/clock.h"
 #include "common/interrupt.h"
 #include "runner/cli.h"
@@ -448,12 +449,8 @@ int cmd_sweep_server(int argc, char **argv) {
     cJSON_AddStringToObject(root, "model", model);
     cJSON *arr = cJSON_AddArrayToObject(root, "records");
     for (int i = 0; i < n_recs; i++) cJSON_AddItemToArray(arr, rec_to_json(recs[i]));
-    char *txt = cJSON_Print(root);
+    s = vfile_write_json(json_file, root, true);
     cJSON_Delete(root);
-    FILE *f = txt ? fopen(json_file, "w") : NULL;
-    if (!f || fputs(txt, f) < 0 || fputc('\n', f) < 0) s = VERR("%s: cannot write", json_file);
-    if (f && fclose(f) != 0 && s == V_OK) s = VERR("%s: cannot write", json_file);
-    free(txt);
   }
   if (s != V_OK) { cli_print_error("sweep"); rc = EXIT_CHECK_FAILED; }
   if (vinterrupted() && rc == EXIT_OK) rc = EXIT_INTERRUPTED;

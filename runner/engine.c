@@ -2,8 +2,11 @@
 #include "runner/engine.h"
 
 #include <assert.h>
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "common/atomic_file.h"
 
 vstatus eng_add(veng *e, vrecord *r) {
   assert(e && r);
@@ -39,13 +42,8 @@ vstatus eng_write_json(const veng *e, const char *file) {
   if (!file) return V_OK;
   cJSON *root = cJSON_CreateObject(), *arr = root ? cJSON_AddArrayToObject(root, "records") : NULL;
   for (int i = 0; arr && i < e->n; i++) cJSON_AddItemToArray(arr, rec_to_json(e->v[i]));
-  char *txt = arr ? cJSON_Print(root) : NULL;
+  vstatus s = arr ? vfile_write_json(file, root, true) : VERR("%s: out of memory building the records", file);
   cJSON_Delete(root);
-  FILE *f = txt ? fopen(file, "w") : NULL;
-  vstatus s = V_OK;
-  if (!f || fputs(txt, f) < 0) s = VERR("%s: cannot write records", file);
-  if (f && fclose(f) != 0 && !s) s = VERR("%s: cannot write records", file);
-  free(txt);
   return s;
 }
 

@@ -28,7 +28,8 @@ vstatus eng_add(veng *e, vrecord *r);
 /* Finalizes and stores v[stored..n) in the current run, in order. On a store error the records
  * before the failing one are stored, the rest stay unflushed; the error names the record. */
 vstatus eng_flush(veng *e);
-/* Writes {"records": [...]} of every record to `file` (NULL: nothing). Error names the file. */
+/* Writes {"records": [...]} of every record to `file` (NULL: nothing), whole or not at all
+ * (common/atomic_file.h). Error names the file. */
 vstatus eng_write_json(const veng *e, const char *file);
 void eng_free(veng *e);
 

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/atomic_file.h"
 #include "common/redact.h"
 #include "runner/history.h"
 #include "runner/manifest.h"
@@ -40,36 +41,23 @@ static vstatus mkdir_p(const char *path) {
   return V_OK;
 }
 
-/* Writes text to dir/name through a temporary file and rename (never half-written), with
- * anything that looks like a credential redacted (common/redact.h). */
-static vstatus write_file(const char *dir, const char *name, const char *raw, mode_t mode) {
-  char path[PATH_MAX + 64], tmp[PATH_MAX + 80];
+/* Writes text (and a final newline when `newline`) to dir/name whole or not at all
+ * (common/atomic_file.h), with anything that looks like a credential redacted (common/redact.h). */
+static vstatus write_file(const char *dir, const char *name, const char *raw, bool newline, mode_t mode) {
+  char path[PATH_MAX + 64];
   char *text = redact_dup(raw);
   if (!text) return VERR("%s/%s: out of memory", dir, name);
   snprintf(path, sizeof path, "%s/%s", dir, name);
-  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f) { free(text); return VERR("%s: cannot write: %s", tmp, strerror(errno)); }
-  size_t n = strlen(text);
-  int bad = fwrite(text, 1, n, f) != n;
-  bad |= fclose(f) != 0;
+  vstatus s = vfile_write_text(path, text, newline, mode);
   free(text);
-  if (bad) { unlink(tmp); return VERR("%s: write failed", tmp); }
-  chmod(tmp, mode);
-  if (rename(tmp, path) != 0) { unlink(tmp); return VERR("%s: cannot rename into place: %s", path, strerror(errno)); }
-  return V_OK;
+  return s;
 }
 
 static vstatus write_json(const char *dir, const char *name, const cJSON *j) {
   char *txt = cJSON_Print(j);
   if (!txt) return VERR("%s/%s: out of memory serializing", dir, name);
-  size_t n = strlen(txt);
-  char *t2 = realloc(txt, n + 2);
-  if (!t2) { free(txt); return VERR("%s/%s: out of memory", dir, name); }
-  t2[n] = '\n';
-  t2[n + 1] = 0;
-  vstatus s = write_file(dir, name, t2, 0644);
-  free(t2);
+  vstatus s = write_file(dir, name, txt, true, 0644);
+  free(txt);
   return s;
 }
 
@@ -155,7 +143,7 @@ static vstatus write_replay(vrundir *rd, const manifest_opts *o) {
       "\"$VOUCH\" compare \"$here\" \"$out\"\n",
       VOUCH_GIT_COMMIT, opts_q, o->replay_args ? " " : "", o->replay_args ? o->replay_args : "");
   if (n >= (int)sizeof text) return VERR("%s/replay.sh: command line too long", rd->dir);
-  return write_file(rd->dir, "replay.sh", text, 0755);
+  return write_file(rd->dir, "replay.sh", text, false, 0755);
 }
 
 vstatus rec_open_dir(vrundir **out, const char *dir, const struct manifest_opts *mo) {
@@ -179,7 +167,7 @@ vstatus rec_open_dir(vrundir **out, const char *dir, const struct manifest_opts 
   if ((s = store_meta_set(&rd->st, "schema_version", "1")) || (s = store_meta_set(&rd->st, "state", "running")))
     goto fail;
   if ((s = save_manifest(rd))) goto fail;
-  if ((s = write_file(rd->dir, "plan.json", mo->plan_text ? mo->plan_text : "", 0644))) goto fail;
+  if ((s = write_file(rd->dir, "plan.json", mo->plan_text ? mo->plan_text : "", false, 0644))) goto fail;
   if ((s = write_replay(rd, mo))) goto fail;
   char verdict[16];
   if ((s = write_results(rd->dir, &rd->st, false, verdict, NULL))) goto fail;
@@ -354,7 +342,7 @@ vstatus rec_attach_trace(vrundir *rd, vrecord *r, const char *json_text) {
   cJSON_Delete(j);
   char name[64];
   snprintf(name, sizeof name, "traces/%04d.json", rd->next_trace++);
-  VTRY(write_file(rd->dir, name, json_text, 0644));
+  VTRY(write_file(rd->dir, name, json_text, false, 0644));
   snprintf(r->trace_ref, sizeof r->trace_ref, "%s", name);
   return V_OK;
 }

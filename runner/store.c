@@ -38,6 +38,45 @@ const char store_ddl[] =
 
 #define SQLERR(s, what) VERR("%s: sqlite: %s: %s", (s)->path, what, sqlite3_errmsg((s)->db))
 
+/* Puts a writer's connection in WAL mode with synchronous=NORMAL (store.h says why it is safe for
+ * resume). A file system without the shared memory WAL needs (a network mount) keeps the rollback
+ * journal and synchronous=FULL: an fsync per commit, slower, as safe. */
+static vstatus use_wal(vstore *s) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &st, NULL) != SQLITE_OK) return SQLERR(s, "journal_mode");
+  const int rc = sqlite3_step(st);
+  const char *mode = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+  s->wal = mode && !sqlite3_stricmp(mode, "wal");
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW) return SQLERR(s, "journal_mode");
+  if (s->wal && sqlite3_exec(s->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL) != SQLITE_OK)
+    return SQLERR(s, "synchronous");
+  return V_OK;
+}
+
+/* Ends the transaction a BEGIN IMMEDIATE opened: COMMIT when e is V_OK, else ROLLBACK. A COMMIT
+ * that fails (disk full, an I/O error) is an error naming `what`: the caller must not report the
+ * row stored. */
+static vstatus end_txn(vstore *s, vstatus e, const char *what) {
+  if (e == V_OK && sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+    e = VERR("%s: sqlite: %s: commit: %s", s->path, what, sqlite3_errmsg(s->db));
+  if (e != V_OK && !sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  return e;
+}
+
+/* *slot, prepared from sql on first use and kept until store_close (a prepare per record was a
+ * parse of the SQL per case), reset with its bindings cleared; NULL on a prepare error (the caller
+ * names it with SQLERR). Callers reset it after use, so no finished SELECT holds a read lock. */
+static sqlite3_stmt *cached(vstore *s, sqlite3_stmt **slot, const char *sql) {
+  if (!*slot && sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, NULL) != SQLITE_OK) {
+    *slot = NULL;
+    return NULL;
+  }
+  sqlite3_reset(*slot);
+  sqlite3_clear_bindings(*slot);
+  return *slot;
+}
+
 vstatus store_create(vstore *s, const char *path) {
   memset(s, 0, sizeof *s);
   snprintf(s->path, sizeof s->path, "%s", path);
@@ -56,16 +95,24 @@ vstatus store_create(vstore *s, const char *path) {
     store_close(s);
     return e;
   }
-  return V_OK;
+  vstatus e = use_wal(s);
+  if (e) store_close(s);
+  return e;
 }
 
-/* A process killed inside a commit leaves a hot journal, which only a writer can roll back: a
- * read-only open then fails with SQLITE_READONLY_ROLLBACK. Opens `path` read-write once so the
- * journal is rolled back (the half-written record disappears); false when that fails too. */
-static bool roll_back_hot_journal(const char *path) {
+/* What a killed writer leaves beside the file, made whole by one read-write open of `path`:
+ * - a hot rollback journal (killed inside a commit without WAL), which only a writer can roll back:
+ *   a read-only open fails with SQLITE_READONLY_ROLLBACK; the half-written record disappears;
+ * - results.sqlite-wal (killed in WAL mode), holding committed records a bundle would lose (it
+ *   packs no -wal file): the open recovers it and journal_mode=DELETE checkpoints it into the file
+ *   and removes it.
+ * No busy timeout: a live writer keeps its WAL, and the caller reads through it. False when the
+ * open fails (a read-only directory, a live writer). */
+static bool settle(const char *path) {
   sqlite3 *db = NULL;
   bool ok = access(path, W_OK) == 0 && sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
-            sqlite3_exec(db, "SELECT count(*) FROM records", NULL, NULL, NULL) == SQLITE_OK;
+            sqlite3_exec(db, "SELECT count(*) FROM records", NULL, NULL, NULL) == SQLITE_OK &&
+            sqlite3_exec(db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL) == SQLITE_OK;
   sqlite3_close(db);
   return ok;
 }
@@ -74,6 +121,9 @@ vstatus store_open(vstore *s, const char *path, bool readonly) {
   memset(s, 0, sizeof *s);
   snprintf(s->path, sizeof s->path, "%s", path);
   if (access(path, R_OK) != 0) return VERR("%s: cannot read: no such file", path);
+  char wal[sizeof s->path + 8];
+  snprintf(wal, sizeof wal, "%s-wal", path);
+  if (readonly && access(wal, F_OK) == 0) (void)settle(path); /* when it cannot, the WAL is read as it is */
   int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
   if (sqlite3_open_v2(path, &s->db, flags, NULL) != SQLITE_OK) {
     vstatus e = VERR("%s: cannot open: %s", path, s->db ? sqlite3_errmsg(s->db) : "out of memory");
@@ -84,7 +134,7 @@ vstatus store_open(vstore *s, const char *path, bool readonly) {
   sqlite3_stmt *st = NULL;
   int rc = sqlite3_prepare_v2(s->db, "SELECT count(*) FROM records", -1, &st, NULL);
   if (rc != SQLITE_OK && readonly && sqlite3_extended_errcode(s->db) == SQLITE_READONLY_ROLLBACK &&
-      roll_back_hot_journal(path)) {
+      settle(path)) {
     sqlite3_close(s->db);
     if (sqlite3_open_v2(path, &s->db, flags, NULL) == SQLITE_OK)
       rc = sqlite3_prepare_v2(s->db, "SELECT count(*) FROM records", -1, &st, NULL);
@@ -95,12 +145,22 @@ vstatus store_open(vstore *s, const char *path, bool readonly) {
     return e;
   }
   sqlite3_finalize(st);
-  return V_OK;
+  vstatus e = readonly ? V_OK : use_wal(s);
+  if (e) store_close(s);
+  return e;
 }
 
 void store_close(vstore *s) {
+  sqlite3_finalize(s->ins_record);
+  sqlite3_finalize(s->ins_metric);
+  sqlite3_finalize(s->find_record);
+  s->ins_record = s->ins_metric = s->find_record = NULL;
+  /* the WAL back into the file; when this fails (another connection is open), the last connection to
+   * close checkpoints it, and store_open settles what is left */
+  if (s->db && s->wal) sqlite3_exec(s->db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
   if (s->db) sqlite3_close(s->db);
   s->db = NULL;
+  s->wal = false;
 }
 
 vstatus store_meta_set(vstore *s, const char *key, const char *value) {
@@ -138,11 +198,13 @@ vstatus store_add_record(vstore *s, const vrecord *r) {
   cJSON_Delete(j);
   if (!txt) return VERR("%s: record %s/%s: out of memory serializing", s->path, r->suite, r->case_id);
   vstatus e = V_OK;
-  sqlite3_stmt *st = NULL;
+  sqlite3_stmt *st = NULL, *mt = NULL;
   sqlite3_int64 id = 0;
   if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) { free(txt); return SQLERR(s, "begin"); }
-  if (sqlite3_prepare_v2(s->db, "INSERT INTO records(suite, case_id, path, status, reason, json) VALUES (?,?,?,?,?,?)",
-                         -1, &st, NULL) != SQLITE_OK) { e = SQLERR(s, "insert record"); goto out; }
+  if (!(st = cached(s, &s->ins_record, "INSERT INTO records(suite, case_id, path, status, reason, json) VALUES (?,?,?,?,?,?)"))) {
+    e = SQLERR(s, "insert record");
+    goto out;
+  }
   sqlite3_bind_text(st, 1, r->suite, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, r->case_id, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 3, r->path, -1, SQLITE_STATIC);
@@ -154,46 +216,48 @@ vstatus store_add_record(vstore *s, const vrecord *r) {
     goto out;
   }
   id = sqlite3_last_insert_rowid(s->db);
-  sqlite3_finalize(st);
-  st = NULL;
-  if (sqlite3_prepare_v2(s->db, "INSERT INTO metrics(record_id, name, unit, value, derive, better, n_samples) "
-                         "VALUES (?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK) { e = SQLERR(s, "insert metric"); goto out; }
+  if (r->n_metrics && !(mt = cached(s, &s->ins_metric, "INSERT INTO metrics(record_id, name, unit, value, derive, better, "
+                                                         "n_samples) VALUES (?,?,?,?,?,?,?)"))) {
+    e = SQLERR(s, "insert metric");
+    goto out;
+  }
   for (int i = 0; i < r->n_metrics; i++) {
     const rec_metric *m = &r->metrics[i];
-    sqlite3_reset(st);
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_text(st, 2, m->name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, m->unit, -1, SQLITE_STATIC);
-    if (isfinite(m->value)) sqlite3_bind_double(st, 4, m->value);
-    else sqlite3_bind_null(st, 4);
-    sqlite3_bind_text(st, 5, rec_derive_name(m->derive), -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 6, rec_better_name(m->better), -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 7, m->n_samples);
-    if (sqlite3_step(st) != SQLITE_DONE) {
+    sqlite3_reset(mt);
+    sqlite3_bind_int64(mt, 1, id);
+    sqlite3_bind_text(mt, 2, m->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(mt, 3, m->unit, -1, SQLITE_STATIC);
+    if (isfinite(m->value)) sqlite3_bind_double(mt, 4, m->value);
+    else sqlite3_bind_null(mt, 4);
+    sqlite3_bind_text(mt, 5, rec_derive_name(m->derive), -1, SQLITE_STATIC);
+    sqlite3_bind_text(mt, 6, rec_better_name(m->better), -1, SQLITE_STATIC);
+    sqlite3_bind_int(mt, 7, m->n_samples);
+    if (sqlite3_step(mt) != SQLITE_DONE) {
       e = VERR("%s: record %s/%s metric '%s': %s", s->path, r->suite, r->case_id, m->name, sqlite3_errmsg(s->db));
       goto out;
     }
   }
 out:
-  sqlite3_finalize(st);
-  sqlite3_exec(s->db, e == V_OK ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
+  if (st) sqlite3_reset(st);
+  if (mt) sqlite3_reset(mt);
   free(txt);
-  return e;
+  char what[sizeof r->suite + sizeof r->case_id + sizeof r->path + 16];
+  snprintf(what, sizeof what, "record %s/%s/%s", r->suite, r->case_id, r->path);
+  return end_txn(s, e, what);
 }
 
 vstatus store_find_record(vstore *s, const char *suite, const char *case_id, const char *path, char status[16]) {
   status[0] = 0;
-  sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(s->db, "SELECT status FROM records WHERE suite = ? AND case_id = ? AND path = ?", -1, &st,
-                         NULL) != SQLITE_OK)
-    return SQLERR(s, "find record");
+  sqlite3_stmt *st = cached(s, &s->find_record, "SELECT status FROM records WHERE suite = ? AND case_id = ? AND path = ?");
+  if (!st) return SQLERR(s, "find record");
   sqlite3_bind_text(st, 1, suite, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, case_id, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
   const int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) snprintf(status, 16, "%s", (const char *)sqlite3_column_text(st, 0));
-  sqlite3_finalize(st);
-  return rc == SQLITE_ROW || rc == SQLITE_DONE ? V_OK : SQLERR(s, "find record");
+  vstatus e = rc == SQLITE_ROW || rc == SQLITE_DONE ? V_OK : SQLERR(s, "find record");
+  sqlite3_reset(st);
+  return e;
 }
 
 vstatus store_delete_record(vstore *s, const char *suite, const char *case_id, const char *path) {
@@ -211,8 +275,7 @@ vstatus store_delete_record(vstore *s, const char *suite, const char *case_id, c
     if (sqlite3_step(st) != SQLITE_DONE) e = SQLERR(s, "delete record");
     sqlite3_finalize(st);
   }
-  sqlite3_exec(s->db, e == V_OK ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
-  return e;
+  return end_txn(s, e, "delete record");
 }
 
 vstatus store_count(vstore *s, int *n, int *n_bad) {

@@ -1,6 +1,14 @@
 /* results.sqlite: the durable copy of a run's records (SQLite). Each record is committed
  * as its case finishes; results.json is regenerated from here. DDL: results-schema/store.sql
- * (identical to store_ddl, checked by a test). */
+ * (identical to store_ddl, checked by a test).
+ *
+ * Durability: a writer (store_create, store_open read-write) runs in WAL mode with
+ * synchronous=NORMAL. A commit then appends to results.sqlite-wal without an fsync: a committed
+ * record survives the process being killed (kill -9, a crash, Ctrl-C), because the bytes are in the
+ * OS's page cache and the next open recovers them from the WAL; only an OS crash or power loss can
+ * take back the last commits (never corrupt the file). One fsync per case was most of what storing a
+ * kernels case cost. store_close folds the WAL back into the file (journal_mode=DELETE), so a file
+ * at rest, as bundled and verified, is one self-contained database that opens read-only anywhere. */
 #ifndef VOUCH_RUNNER_STORE_H
 #define VOUCH_RUNNER_STORE_H
 
@@ -15,14 +23,22 @@
 extern const char store_ddl[];
 
 typedef struct {
-  sqlite3 *db;        /* open connection */
-  char path[1024];    /* file name, for messages */
+  sqlite3 *db;                 /* open connection */
+  char path[1024];             /* file name, for messages */
+  bool wal;                    /* this connection put the file in WAL mode; store_close takes it out */
+  sqlite3_stmt *ins_record;    /* INSERT INTO records, prepared on first use and reused (NULL before) */
+  sqlite3_stmt *ins_metric;    /* INSERT INTO metrics, likewise */
+  sqlite3_stmt *find_record;   /* SELECT status of one (suite, case_id, path), likewise */
 } vstore;
 
 /* Creates a new store file (fails if it exists) and runs the DDL. */
 vstatus store_create(vstore *s, const char *path);
-/* Opens an existing store; readonly selects SQLITE_OPEN_READONLY. */
+/* Opens an existing store; readonly selects SQLITE_OPEN_READONLY. What a killed writer left
+ * beside the file (a hot rollback journal, a WAL) is folded into it first when the directory is
+ * writable, so a reader sees every committed record and the file is whole for a bundle. */
 vstatus store_open(vstore *s, const char *path, bool readonly);
+/* Closes the connection; a writer's WAL is folded into the file first (best effort: when another
+ * connection holds the file, SQLite folds it when the last one closes and store_open settles it). */
 void store_close(vstore *s);
 vstatus store_meta_set(vstore *s, const char *key, const char *value);
 /* *out: malloc'd copy, or NULL when the key is absent. */

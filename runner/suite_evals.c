@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/atomic_file.h"
 #include "runner/cli.h"
 #include "runner/record.h"
 #include "suites/stats_tests.h"
@@ -117,12 +118,4 @@ cJSON *eval_ints_json(const int32_t *v, int n) {
   return a;
 }
 
-vstatus eval_export_write(const char *file, const cJSON *root) {
-  char *txt = cJSON_PrintUnformatted(root);
-  FILE *f = fopen(file, "w");
-  vstatus s = V_OK;
-  if (!f || !txt || fputs(txt, f) < 0) s = VERR("%s: cannot write", file);
-  if (f && fclose(f) != 0 && !s) s = VERR("%s: cannot write", file);
-  free(txt);
-  return s;
-}
+vstatus eval_export_write(const char *file, const cJSON *root) { return vfile_write_json(file, root, false); }

@@ -44,7 +44,7 @@ void eval_print_pairwise(const char *label, const eval_path_result *ref, const e
 cJSON *eval_export_root(const char *kind, const vsuite_ctx *x);
 /* [n] ints as a JSON array. */
 cJSON *eval_ints_json(const int32_t *v, int n);
-/* Writes root (unformatted) to file. Error names the file. */
+/* Writes root (unformatted) to file, whole or not at all (common/atomic_file.h). Error names the file. */
 vstatus eval_export_write(const char *file, const cJSON *root);
 
 #endif

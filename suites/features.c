@@ -21,12 +21,15 @@ const char *feat_status_name(feat_status s) {
 
 typedef struct {
   vpath ref, test, flr; /* reference, path under test, floor (flr.ops NULL: no floor) */
+  const ds_model *m;    /* the model all three run */
   int V;
   float *lr, *lt, *lf;  /* [ROWS * V] logits of each */
   double *scratch;      /* [2V] */
   const feat_opts *o;
+  vstatus rows_st;      /* the test path's status on the sampling rows (rows 0..7, sampling_rows) */
+  double fd_rows;       /* the floor's largest top-2 error on the sampling rows (0 without a floor) */
   double eps_rows;      /* margin epsilon from the sampling rows' floor (full_context reuses it) */
-  char eps_src[120];
+  char eps_src[120];    /* where eps_rows comes from, for the bound sources */
 } pair;
 
 /* Bounds of one check, derived from the floor's figures on the same rows (or the options). */
@@ -115,33 +118,36 @@ static vstatus reset_all(pair *P, int seq) {
 
 static void max_into(double *m, double v) { if (!(v <= *m)) *m = v; }
 
-static void check_full(pair *P, const ds_model *m, const feat_opts *o, feat_check *c) {
+/* Decodes into row 8 of the scratch: rows 0..7 hold the sampling rows, which the sampling check
+ * after it reads. */
+static vstatus check_full(pair *P, const feat_opts *o, feat_check *c) {
   const int V = P->V, T = 4;
-  int ctx = (o->full_ctx > 0 ? o->full_ctx : m->cfg.max_position_embeddings) - T;
+  int ctx = (o->full_ctx > 0 ? o->full_ctx : P->m->cfg.max_position_embeddings) - T;
+  float *lr = P->lr + (size_t)8 * V, *lt = P->lt + (size_t)8 * V;
   char src[200];
   snprintf(src, sizeof src, "KLD: --kld-tol (no floor reaches this context); margin rule: %s", P->eps_src);
   if (!P->ref.ops->fill_cache || !P->test.ops->fill_cache) {
     set(c, "full_context", FEAT_NOT_SUPPORTED, NAN, o->kld_tol, src, "fill_cache missing in %s",
         !P->test.ops->fill_cache ? P->test.ops->name : P->ref.ops->name);
-    return;
+    return V_OK;
   }
   vstatus s = P->ref.ops->fill_cache(P->ref.state, 0, ctx, o->seed);
-  if (s) { set(c, "full_context", FEAT_FAIL, NAN, o->kld_tol, src, "reference fill_cache: %s", verr_msg()); return; }
-  if ((s = P->test.ops->fill_cache(P->test.state, 0, ctx, o->seed))) { path_failed(c, "full_context", s); return; }
+  if (s) { set(c, "full_context", FEAT_FAIL, NAN, o->kld_tol, src, "reference fill_cache: %s", verr_msg()); return V_OK; }
+  if ((s = P->test.ops->fill_cache(P->test.state, 0, ctx, o->seed))) { path_failed(c, "full_context", s); return V_OK; }
   uint64_t key = philox_key(o->seed, "features.full");
   double mk = 0;
   int same = 0, decided = 0;
   for (int t = 0; t < T; t++) {
     int32_t tok = rnd_tok(key, (uint64_t)t, V);
-    if ((s = step(&P->ref, 0, ctx + t, &tok, 1, false, P->lr))) {
+    if ((s = step(&P->ref, 0, ctx + t, &tok, 1, false, lr))) {
       set(c, "full_context", FEAT_FAIL, NAN, o->kld_tol, src, "reference at position %d: %s", ctx + t, verr_msg());
-      return;
+      return V_OK;
     }
-    if ((s = step(&P->test, 0, ctx + t, &tok, 1, false, P->lt))) { path_failed(c, "full_context", s); return; }
-    max_into(&mk, stat_kld(P->lr, P->lt, V, P->scratch));
-    if (stat_top2_margin(P->lr, V, NULL, NULL) > P->eps_rows) {
+    if ((s = step(&P->test, 0, ctx + t, &tok, 1, false, lt))) { path_failed(c, "full_context", s); return V_OK; }
+    max_into(&mk, stat_kld(lr, lt, V, P->scratch));
+    if (stat_top2_margin(lr, V, NULL, NULL) > P->eps_rows) {
       decided++;
-      same += vsample_argmax(P->lr, V) == vsample_argmax(P->lt, V);
+      same += vsample_argmax(lr, V) == vsample_argmax(lt, V);
     }
   }
   bool ok = mk <= o->kld_tol && same == decided;
@@ -149,6 +155,7 @@ static void check_full(pair *P, const ds_model *m, const feat_opts *o, feat_chec
       "positions %d..%d after fill_cache: max KLD %.3g nats (bound %.3g), same top token %d/%d rows whose reference "
       "margin > eps %.3g (%d rows near a tie)",
       ctx, ctx + T - 1, mk, o->kld_tol, same, decided, P->eps_rows, T - decided);
+  return V_OK;
 }
 
 /* Decodes 8 rows (random tokens, slot 1) on every path into rows 0..7. */
@@ -164,18 +171,27 @@ static vstatus rows8(pair *P, uint64_t seed, vstatus *test_st) {
   return V_OK;
 }
 
-static vstatus check_sampling(pair *P, const feat_opts *o, feat_check *c) {
+/* The sampling rows (rows8) on every path, and from the floor's top-2 error on them the margin
+ * rule's epsilon for the checks that have no floor of their own (full_context). Run before
+ * full_context and sampling whenever either runs. */
+static vstatus sampling_rows(pair *P, const feat_opts *o) {
   const int V = P->V;
-  vstatus ts;
-  VTRY(rows8(P, o->seed, &ts));
-  /* the margin rule's epsilon for the checks that have no floor of their own */
+  VTRY(rows8(P, o->seed, &P->rows_st));
   double fd = 0;
   for (int r = 0; r < 8 && has_floor(P); r++) max_into(&fd, stat_top2_error(P->lr + (size_t)r * V, P->lf + (size_t)r * V, V));
   const bounds b0 = derive(P, 0, 0, fd);
+  P->fd_rows = fd;
   P->eps_rows = b0.eps;
   snprintf(P->eps_src, sizeof P->eps_src, "eps %.3g from %s", b0.eps,
            has_floor(P) ? "the floor's top-2 error on the sampling rows" : "--margin-eps");
-  if (ts) { path_failed(c, "sampling", ts); return V_OK; }
+  return V_OK;
+}
+
+/* Reads the sampling rows (rows 0..7, sampling_rows). */
+static vstatus check_sampling(pair *P, const feat_opts *o, feat_check *c) {
+  const int V = P->V;
+  const double fd = P->fd_rows;
+  if (P->rows_st) { path_failed(c, "sampling", P->rows_st); return V_OK; }
   vsampling sp = {.temperature = 1.0f, .top_k = 40, .top_p = 0.95f, .seed = o->seed};
   void *work = malloc(VSAMPLE_WORK_BYTES(V) + 64);
   double *pa = malloc((size_t)V * sizeof *pa), *pb = malloc((size_t)V * sizeof *pb);
@@ -371,9 +387,20 @@ static vstatus check_stop(pair *P, const feat_opts *o, feat_check *c) {
   return V_OK;
 }
 
+/* The checks in the order they run, print and are stored (out[] order). */
+static const struct {
+  const char *name;
+  vstatus (*run)(pair *P, const feat_opts *o, feat_check *c); /* V_ERR: the reference or floor broke */
+} CHECKS[FEAT_N_CHECKS] = {{"full_context", check_full}, {"sampling", check_sampling}, {"structured", check_structured},
+                           {"speculative", check_spec}, {"stop_tokens", check_stop}};
+
+/* A finished check to on_check (vouch features stores it before the next check starts). */
+static vstatus check_done(const feat_opts *o, const feat_check *c) { return o->on_check ? o->on_check(o->ctx, c) : V_OK; }
+
 vstatus features_run(const ds_model *m, const feat_opts *o, feat_check *out) {
   pair P;
   memset(&P, 0, sizeof P);
+  P.m = m;
   P.V = m->cfg.vocab_size;
   P.o = o;
   int full = o->full_ctx > 0 ? o->full_ctx : m->cfg.max_position_embeddings;
@@ -382,6 +409,14 @@ vstatus features_run(const ds_model *m, const feat_opts *o, feat_check *out) {
                 m->cfg.max_position_embeddings);
   if (o->floor && !strcmp(o->floor, o->ref))
     return VERR("features: option 'floor' must be another computation than the reference '%s'", o->ref);
+  memset(out, 0, sizeof *out * FEAT_N_CHECKS);
+  int n_run = 0;
+  for (int i = 0; i < FEAT_N_CHECKS; i++) {
+    snprintf(out[i].name, sizeof out[i].name, "%s", CHECKS[i].name);
+    out[i].kept = o->skip && o->skip(o->ctx, CHECKS[i].name);
+    n_run += !out[i].kept;
+  }
+  if (!n_run) return V_OK; /* a resumed run holds every check: no path is opened */
   vpath_opts po = {.max_seq = 2, .max_ctx = full, .n_threads = o->n_threads};
   VTRY(vpath_open(&P.ref, o->ref, m, &po));
   if (o->floor) {
@@ -389,26 +424,31 @@ vstatus features_run(const ds_model *m, const feat_opts *o, feat_check *out) {
     vstatus fs = vpath_open(&P.flr, o->floor, m, &fo);
     if (fs) { verr_prefix("features: floor path"); vpath_close(&P.ref); return fs; }
   }
-  memset(out, 0, sizeof *out * FEAT_N_CHECKS);
   vstatus s = vpath_open(&P.test, o->path, m, &po);
   if (s) {
-    const char *names[FEAT_N_CHECKS] = {"full_context", "sampling", "structured", "speculative", "stop_tokens"};
-    for (int i = 0; i < FEAT_N_CHECKS; i++) path_failed(&out[i], names[i], s);
+    const vstatus open_st = s;
+    s = V_OK;
+    for (int i = 0; i < FEAT_N_CHECKS && !s; i++) {
+      if (out[i].kept) continue;
+      path_failed(&out[i], CHECKS[i].name, open_st);
+      s = check_done(o, &out[i]);
+    }
     if (P.flr.ops) vpath_close(&P.flr);
     vpath_close(&P.ref);
-    return V_OK;
+    return s;
   }
   P.lr = malloc((size_t)ROWS * P.V * sizeof(float));
   P.lt = malloc((size_t)ROWS * P.V * sizeof(float));
   P.lf = malloc((size_t)ROWS * P.V * sizeof(float));
   P.scratch = malloc((size_t)2 * P.V * sizeof(double));
   if (!P.lr || !P.lt || !P.lf || !P.scratch) s = VERR("features: out of memory");
-  /* sampling first: its rows give the margin epsilon full_context uses */
-  if (!s) s = check_sampling(&P, o, &out[1]);
-  if (!s) check_full(&P, m, o, &out[0]);
-  if (!s) s = check_structured(&P, o, &out[2]);
-  if (!s) s = check_spec(&P, o, &out[3]);
-  if (!s) s = check_stop(&P, o, &out[4]);
+  /* the sampling rows first: full_context takes its margin epsilon from them */
+  if (!s && (!out[0].kept || !out[1].kept)) s = sampling_rows(&P, o);
+  for (int i = 0; i < FEAT_N_CHECKS && !s; i++) {
+    if (out[i].kept) continue;
+    s = CHECKS[i].run(&P, o, &out[i]);
+    if (!s) s = check_done(o, &out[i]);
+  }
   free(P.lr);
   free(P.lt);
   free(P.lf);

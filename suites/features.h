@@ -32,6 +32,7 @@
 #ifndef VOUCH_SUITES_FEATURES_H
 #define VOUCH_SUITES_FEATURES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/vstatus.h"
@@ -50,6 +51,7 @@ typedef struct {
   double value;           /* the check's main figure (see detail) */
   double bound;           /* its threshold */
   char bound_source[160]; /* where the bound comes from */
+  bool kept;              /* not run: feat_opts.skip said a resumed run holds its record (name set, rest empty) */
 } feat_check;
 
 typedef struct {
@@ -61,10 +63,20 @@ typedef struct {
   double margin_eps;      /* margin rule's epsilon (logits) where no floor applies */
   uint64_t seed;
   int n_threads;
+  /* Called as each check finishes, before the next one starts (vouch features stores the check's
+   * record there, so a crash later keeps it); an error stops the suite and features_run returns
+   * it. NULL: none. */
+  vstatus (*on_check)(void *ctx, const feat_check *c);
+  /* True when check `name` need not run (a resumed run holds its record): it is left out, with
+   * out[].kept set. NULL: every check runs. */
+  bool (*skip)(void *ctx, const char *name);
+  void *ctx;              /* first argument of on_check and skip */
 } feat_opts;
 
 #define FEAT_N_CHECKS 5
-/* Runs every check; out[FEAT_N_CHECKS]. An error only when the reference or the floor cannot run. */
+/* Runs every check not skipped, in out[] order (full_context, sampling, structured, speculative,
+ * stop_tokens); out[FEAT_N_CHECKS]. An error only when the reference or the floor cannot run, or
+ * on_check fails: the checks handed to on_check before it stay handed. */
 vstatus features_run(const ds_model *m, const feat_opts *o, feat_check *out);
 const char *feat_status_name(feat_status s);
 

@@ -1,5 +1,6 @@
 /* The kernel numerics suite: case generation, running variants with poison, guards and
  * a second run, checking against the float64 oracle, the table and the JSON records. */
+#include "common/atomic_file.h"
 #include "common/clock.h"
 #include "common/interrupt.h"
 #include "suites/kernels.h"
@@ -933,14 +934,7 @@ vstatus kernels_write_json(const kernels_result *res, const char *path) {
     cJSON *tr = r->trace_json ? cJSON_Parse(r->trace_json) : NULL;
     cJSON_AddItemToObject(o, "trace", tr ? tr : cJSON_CreateArray());
   }
-  char *txt = cJSON_Print(arr);
+  vstatus s = vfile_write_json(path, arr, true);
   cJSON_Delete(arr);
-  if (!txt) return VERR("%s: out of memory printing JSON", path);
-  FILE *f = fopen(path, "w");
-  if (!f) { free(txt); return VERR("%s: cannot open for writing", path); }
-  bool ok = fputs(txt, f) >= 0 && fputc('\n', f) != EOF;
-  ok = (fclose(f) == 0) && ok;
-  free(txt);
-  if (!ok) return VERR("%s: write failed (disk full?)", path);
-  return V_OK;
+  return s;
 }

@@ -10,6 +10,19 @@ if ! "$VOUCH" eval --help >/dev/null 2>&1; then echo "vouch eval is not wired in
 grep -q "mean KLD" "$t/out" && [ "$(grep -c ' pass$' "$t/out")" -eq 4 ] && ok || bad "diverge table: $(cat "$t/out")"
 python3 -c "import json,sys; r=json.load(open('$t/d.json'))['records']; assert len(r)==4 and all(x['status']=='pass' for x in r)" \
   && ok || bad "diverge --json records"
+# --json is written whole or not at all (common/atomic_file.h): a write that fails part-way (over the
+# file size limit, SIGXFSZ ignored so write() says EFBIG) leaves no file under the name, nor a
+# temporary one beside it, and an existing file stays as it was; a directory in the way is an error
+small=(diverge --paths cpu-ref,cpu-ref --tokens 4 --threads 2)
+cp "$t/d.json" "$t/d0.json"
+for f in big.json d.json; do
+  (trap '' XFSZ; ulimit -f 1; exec "$VOUCH" "${small[@]}" --json "$t/$f") >/dev/null 2>"$t/err"; rc=$?
+  [ $rc -eq 1 ] && grep -q "$f: cannot write: File too large" "$t/err" && ok || bad "--json $f over the size limit: exit $rc: $(cat "$t/err")"
+done
+[ ! -e "$t/big.json" ] && cmp -s "$t/d.json" "$t/d0.json" && ok || bad "a failed --json write left a part of a file under its name"
+mkdir "$t/dir.json"
+expect_error 1 "dir.json: cannot rename into place" "$VOUCH" "${small[@]}" --json "$t/dir.json"
+[ -z "$(find "$t" -name '*.tmp*')" ] && ok || bad "failed --json writes left temporary files: $(find "$t" -name '*.tmp*')"
 # a baseline (the floor) between the reference and the path, ragged K+1-token steps, skewed routing:
 # every bound says where it came from
 "$VOUCH" diverge --paths cpu-ref,cpu-ref:tp2,cpu-ref:tp4 --baseline cpu-ref:tp2 --batch 3 --context 48 --ragged --spec 2 \

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # kill -9 of a plan step mid-suite, then `vouch run --resume`: every kernels case that printed its
-# table row is in the run's SQLite (stored before the row is printed), the unfinished steps are
+# table row is in the run's SQLite (stored before the row is printed; committed to its WAL), the unfinished steps are
 # not_run in the bundle, and the resumed run ends with the same records as an uninterrupted run
-# without running the kept cases again; SIGTERM stops a suite after the case in flight and resumes
-# the same way; a run given --path-lib resumes with its library loaded.
+# without running the kept cases again; the same for a features step killed between two checks;
+# SIGTERM stops a suite after the case in flight and resumes the same way; a run given --path-lib
+# resumes with its library loaded.
 # Bad --resume input is a one-line error.
 . "$VOUCH_SRC/tests/cli/counters.sh"
 export VOUCH_HISTORY_DB="$t/history.sqlite"
@@ -19,25 +20,42 @@ cat >plan.json <<'EOF'
 EOF
 "$VOUCH" run --plan plan.json --out full --no-bundle --set seed=1 >full.out 2>full.err; rc=$?
 [ $rc -eq 0 ] && ok || bad "uninterrupted run exit $rc: $(tail -5 full.err)"
+# the run writes in WAL mode; a finished store is one file again (rollback journal), which opens
+# read-only anywhere
+mode=$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("PRAGMA journal_mode").fetchone()[0])' \
+  full/results.sqlite)
+[ "$mode" = delete ] && [ ! -e full/results.sqlite-wal ] && ok || bad "finished store: journal_mode '$mode', or a -wal left"
 
 # rows of the kernels table printed so far (the lines after its header)
 rows() { awk '/^op +path +variant/ {on = 1; next} on && NF == 0 {on = 0} on' "$1" | wc -l; }
 total=$(rows full.out)
-# waits (up to 60 s) until the run writing $1 has printed 3 kernels rows
-wait_rows() { for _ in $(seq 1 1200); do [ "$(rows "$1")" -ge 3 ] && return; sleep 0.05; done; }
 [ "$total" -ge 20 ] && ok || bad "the kernels step prints only $total rows: too few to kill it mid-suite"
 
-"$VOUCH" run --plan plan.json --out killed --no-bundle --set seed=1 >killed.out 2>killed.err &
-pid=$!
-wait_rows killed.out
-kill -9 $pid
-wait $pid 2>/dev/null
+# signal_when SIG PLAN DIR COUNT N [ARGS...]: `vouch run --plan PLAN --out DIR ARGS` in the background
+# (stdout in DIR.out), sent signal SIG as soon as `COUNT DIR.out` reaches N; $rc: its exit code
+signal_when() {
+  local sig=$1 plan=$2 dir=$3 count=$4 n=$5 pid
+  shift 5
+  "$VOUCH" run --plan "$plan" --out "$dir" --no-bundle "$@" >"$dir.out" 2>"$dir.err" &
+  pid=$!
+  for _ in $(seq 1 1200); do
+    [ "$($count "$dir.out")" -ge "$n" ] && break
+    sleep 0.02
+  done
+  kill "$sig" $pid
+  wait $pid 2>/dev/null
+  rc=$?
+}
+signal_when -9 plan.json killed rows 3 --set seed=1
 printed=$(rows killed.out)
 [ "$printed" -ge 3 ] && [ "$printed" -lt "$total" ] && ok ||
   bad "kill -9 did not land mid-suite: $printed of $total kernels rows printed"
+# the kept records were committed to the WAL only (no fsync per case): the bundle below must find them
+[ -s killed/results.sqlite-wal ] && ok || bad "killed run left no results.sqlite-wal: the store did not run in WAL mode"
 
 # the bundle of the killed run: repaired, incomplete, with what printed and the rest not_run
 "$VOUCH" bundle killed >/dev/null 2>bundle.err && ok || bad "bundle of the killed run: $(cat bundle.err)"
+[ ! -e killed/results.sqlite-wal ] && ok || bad "bundle left the killed run's WAL beside results.sqlite (not folded in)"
 python3 - killed "$printed" <<'PY' && ok || bad "killed run: kept records or not_run steps wrong"
 import json, sys
 d, printed = sys.argv[1], int(sys.argv[2])
@@ -76,11 +94,7 @@ PY
 
 # SIGTERM (as `timeout` sends) mid-suite: the suite stops after the case in flight, not at the end
 # of its step; the run exits 130, incomplete; --resume ends with the uninterrupted run's records
-"$VOUCH" run --plan plan.json --out termed --no-bundle --set seed=1 >termed.out 2>termed.err &
-pid=$!
-wait_rows termed.out
-kill -TERM $pid
-wait $pid; rc=$?
+signal_when -TERM plan.json termed rows 3 --set seed=1
 printed=$(rows termed.out)
 [ $rc -eq 130 ] && ok || bad "SIGTERMed run exit $rc (want 130): $(tail -3 termed.err)"
 grep -q "^kernels: interrupted after [0-9]* cases" termed.err && [ "$printed" -lt "$total" ] && ok ||
@@ -91,6 +105,33 @@ import json, sys
 key = lambda r: (r["suite"], r["case_id"], r["path"], r["status"])
 a, b = (sorted(map(key, json.load(open(d + "/results.json"))["records"])) for d in sys.argv[1:3])
 assert a == b, (set(a) ^ set(b))
+PY
+
+# features stores each check as it finishes: kill -9 after its first check printed, then --resume
+# keeps the printed checks (not run again) and ends with the uninterrupted run's records, figures
+# included (full_context kept: the sampling rows that give the margin epsilon are decoded again)
+cat >fplan.json <<'EOF'
+{"name": "features", "steps": [
+  {"suite": "features", "args": ["--path", "cpu-ref:tp2", "--ref", "cpu-ref", "--full-ctx", "256", "--seed", "0"]}
+]}
+EOF
+checks() { grep -cE '^  (full_context|sampling|structured|speculative|stop_tokens) ' "$1"; }
+"$VOUCH" run --plan fplan.json --out ffull --no-bundle >ffull.out 2>ffull.err && [ "$(checks ffull.out)" -eq 5 ] && ok ||
+  bad "uninterrupted features run: $(tail -n 5 ffull.err ffull.out)"
+signal_when -9 fplan.json fkilled checks 1
+fprinted=$(checks fkilled.out)
+[ "$fprinted" -ge 1 ] && [ "$fprinted" -lt 5 ] && ok || bad "kill -9 did not land inside the features step: $fprinted of 5 checks printed"
+"$VOUCH" run --resume fkilled --no-bundle >fresumed.out 2>fresumed.err; rc=$?
+[ $rc -eq 0 ] && ok || bad "resumed features run exit $rc: $(tail -n 5 fresumed.err)"
+frun=$(checks fresumed.out)
+grep -q "^features: $((5 - frun)) checks kept from the interrupted run" fresumed.out && [ "$frun" -le $((5 - fprinted)) ] && ok ||
+  bad "resumed features ran $frun checks again after $fprinted printed: $(cat fresumed.out)"
+python3 - ffull fkilled <<'PY' && ok || bad "resumed features records differ from the uninterrupted run's"
+import json, sys
+key = lambda r: (r["suite"], r["case_id"], r["path"], r["status"], r["params"].get("detail"))
+a, b = (sorted(map(key, json.load(open(d + "/results.json"))["records"])) for d in sys.argv[1:])
+assert a == b, (set(a) ^ set(b))
+assert sum(1 for k in b if k[0] == "features") == 5, b
 PY
 
 # a run given --path-lib: --resume loads the library again, so the plan's plugin path is known
