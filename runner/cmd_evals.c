@@ -406,7 +406,12 @@ int cmd_features(int argc, char **argv) {
     }
   }
   if (fc.failed) rc = EXIT_CHECK_FAILED;
-  if (emit_records(json, &recs)) { cli_print_error("features"); rc = EXIT_CHECK_FAILED; }
+  int n_stopped = 0;
+  for (int i = 0; vinterrupted() && i < FEAT_N_CHECKS; i++) n_stopped += ch[i].interrupted;
+  if (n_stopped) { /* the finished checks are stored; no --json: it would pass for the whole */
+    fprintf(stderr, "features: interrupted: %d checks not run\n", n_stopped);
+    if (rc == EXIT_OK) rc = EXIT_INTERRUPTED;
+  } else if (emit_records(json, &recs)) { cli_print_error("features"); rc = EXIT_CHECK_FAILED; }
   eng_free(&recs);
   ds_model_close(&m);
   return rc;

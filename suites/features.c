@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/interrupt.h"
 #include "common/sampling.h"
 #include "model/philox.h"
 #include "suites/paths.h"
@@ -446,6 +447,10 @@ vstatus features_run(const ds_model *m, const feat_opts *o, feat_check *out) {
   if (!s && (!out[0].kept || !out[1].kept)) s = sampling_rows(&P, o);
   for (int i = 0; i < FEAT_N_CHECKS && !s; i++) {
     if (out[i].kept) continue;
+    if (vinterrupted()) { /* under `vouch run`: stop after the check in flight */
+      for (int k = i; k < FEAT_N_CHECKS; k++) out[k].interrupted = !out[k].kept;
+      break;
+    }
     s = CHECKS[i].run(&P, o, &out[i]);
     if (!s) s = check_done(o, &out[i]);
   }

@@ -52,6 +52,7 @@ typedef struct {
   double bound;           /* its threshold */
   char bound_source[160]; /* where the bound comes from */
   bool kept;              /* not run: feat_opts.skip said a resumed run holds its record (name set, rest empty) */
+  bool interrupted;       /* not run: SIGINT/SIGTERM (common/interrupt.h) stopped the suite before it */
 } feat_check;
 
 typedef struct {
