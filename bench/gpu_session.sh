@@ -81,7 +81,7 @@ for phase in "$@"; do
       rp=${RUN_PLAN:-h200}; rs=${RUN_SEED:-0}; rn=run-$rp-s$rs; s0=$(date +%s)
       if [ -f "gpu-carry/$rn.tgz" ]; then
         rm -rf "/tmp/$rn" && tar -xzf "gpu-carry/$rn.tgz" -C /tmp
-        ra=(--resume "/tmp/$rn")
+        ra=(--resume "/tmp/$rn" --no-bundle)
       else
         rm -rf "/tmp/$rn"; ra=(--plan "$rp" --set seed="$rs" --out "/tmp/$rn" --no-bundle)
       fi

@@ -4,6 +4,8 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,17 +27,37 @@ static bool write_all(int fd, const char *data, size_t n) {
   return true;
 }
 
+/* A target that is not a regular file (a terminal, /dev/stdout, a pipe) is a stream: written through
+ * in place, since a rename would replace the device node or FIFO with a file. */
+static vstatus write_stream(const char *path, const void *a, size_t na, const void *b, size_t nb) {
+  const int fd = open(path, O_WRONLY);
+  if (fd < 0) return VERR("%s: cannot open: %s", path, strerror(errno));
+  bool ok = write_all(fd, a, na) && write_all(fd, b, nb);
+  int err = errno;
+  if (close(fd) != 0 && ok) ok = false, err = errno;
+  return ok ? V_OK : VERR("%s: cannot write: %s", path, strerror(err));
+}
+
 /* vfile_write_atomic of the bytes a[0..na) followed by b[0..nb). */
-static vstatus write_parts(const char *path, const void *a, size_t na, const void *b, size_t nb, mode_t mode) {
+static vstatus write_parts(const char *path_in, const void *a, size_t na, const void *b, size_t nb, mode_t mode) {
+  struct stat sb;
+  if (stat(path_in, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) return write_stream(path_in, a, na, b, nb);
+  /* through a symbolic link: the file it names is replaced (beside it), the link stays */
+  char *real = lstat(path_in, &sb) == 0 && S_ISLNK(sb.st_mode) ? realpath(path_in, NULL) : NULL;
+  const char *path = real ? real : path_in;
+  const mode_t um = umask(0); /* the permissions a plain open(2) would give: mode less the umask */
+  umask(um);
+  mode &= ~um;
   const size_t len = strlen(path);
   char *tmp = malloc(len + 16);
-  if (!tmp) return VERR("%s: out of memory", path);
+  if (!tmp) { free(real); return VERR("%s: out of memory", path_in); }
   /* mkstemp: a name no other writer (another process, an earlier crash's leftover) holds */
   snprintf(tmp, len + 16, "%s.tmpXXXXXX", path);
   const int fd = mkstemp(tmp);
   if (fd < 0) {
-    vstatus s = VERR("%s: cannot create a temporary file beside it: %s", path, strerror(errno));
+    vstatus s = VERR("%s: cannot create a temporary file beside it: %s", path_in, strerror(errno));
     free(tmp);
+    free(real);
     return s;
   }
   const char *what = "cannot write";
@@ -54,9 +76,10 @@ static vstatus write_parts(const char *path, const void *a, size_t na, const voi
     what = "cannot rename into place";
     err = errno;
   }
-  vstatus s = ok ? V_OK : VERR("%s: %s: %s", path, what, strerror(err));
+  vstatus s = ok ? V_OK : VERR("%s: %s: %s", path_in, what, strerror(err));
   if (!ok) unlink(tmp);
   free(tmp);
+  free(real);
   return s;
 }
 

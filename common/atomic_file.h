@@ -18,8 +18,11 @@
 
 struct cJSON;
 
-/* Writes n bytes of data to path as above, with permissions `mode` (0644, 0755). Errors name
- * path and say why; on an error path is as it was before and no temporary file is left. */
+/* Writes n bytes of data to path as above, with permissions `mode` (0644, 0755) less the umask.
+ * Through a symbolic link the file it names is replaced and the link kept (a dangling link is
+ * replaced by the file); a target that is not a regular file (/dev/stdout, a FIFO) is written
+ * through in place, as a stream. Errors name path and say why; on an error a regular file at path
+ * is as it was before and no temporary file is left. */
 vstatus vfile_write_atomic(const char *path, const void *data, size_t n, mode_t mode);
 /* The NUL-terminated text and, when newline, a final '\n', as vfile_write_atomic writes. */
 vstatus vfile_write_text(const char *path, const char *text, bool newline, mode_t mode);

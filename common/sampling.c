@@ -49,7 +49,8 @@ static void sift_down(vi_pair *h, int n, int i) {
 
 /* pairs[0..k) = the first k of all vocab candidates in cmp_desc order, sorted: a heap of k
  * (O(vocab log k)) instead of sorting the whole vocabulary per draw (16 ms at vocab 163840).
- * cmp_desc is a total order on (value, index), so these are exactly the full sort's first k. */
+ * cmp_desc is a total order on (value, index) for NaN-free values, so these are exactly the full
+ * sort's first k (with a NaN, qsort's order was unspecified already; so is this one). */
 static void top_k_sorted(const float *logits, int vocab, float temperature, int k, vi_pair *pairs) {
   for (int i = 0; i < k; i++) pairs[i] = (vi_pair){logits[i] / temperature, i};
   for (int i = k / 2 - 1; i >= 0; i--) sift_down(pairs, k, i);

@@ -333,6 +333,7 @@ static vstatus feature_done(void *ctx, const feat_check *c) {
     if (isfinite(c->value)) rec_metric_value(rec, "value", "", RB_NONE, c->value);
     rec_check_add(rec, "feature_ok", c->status == FEAT_PASS);
   }
+  rec_finalize(rec); /* its status from its checks: inside vouch run and in --json alike */
   VTRY(eng_flush(f->recs));
   printf("  %-13s %-13s %s\n", c->name, feat_status_name(c->status), c->detail);
   f->failed |= c->status == FEAT_FAIL;
@@ -388,7 +389,7 @@ int cmd_features(int argc, char **argv) {
                  .seed = seed, .n_threads = (int)threads, .on_check = feature_done, .skip = feature_kept};
   feat_ctx fc = {.recs = &recs, .model = m.source, .o = &o};
   o.ctx = &fc;
-  feat_check ch[FEAT_N_CHECKS];
+  feat_check ch[FEAT_N_CHECKS] = {0}; /* read below even when features_run stops at an option error */
   printf("features: path %s vs %s on %s\n", path, ref, m.source);
   /* each check is stored as it finishes (feature_done): an error keeps the ones before it */
   int rc = EXIT_OK;
@@ -410,7 +411,7 @@ int cmd_features(int argc, char **argv) {
   for (int i = 0; vinterrupted() && i < FEAT_N_CHECKS; i++) n_stopped += ch[i].interrupted;
   if (n_stopped) { /* the finished checks are stored; no --json: it would pass for the whole */
     fprintf(stderr, "features: interrupted: %d checks not run\n", n_stopped);
-    if (rc == EXIT_OK) rc = EXIT_INTERRUPTED;
+    rc = EXIT_INTERRUPTED;
   } else if (emit_records(json, &recs)) { cli_print_error("features"); rc = EXIT_CHECK_FAILED; }
   eng_free(&recs);
   ds_model_close(&m);

@@ -149,7 +149,7 @@ int cmd_kernels(int argc, char **argv) {
          res.run, res.passed, res.failed, res.unsupported, res.skipped_budget, res.wall_s);
   if (res.skipped_kept) printf("kernels: %d cases kept from the interrupted run (not run again)\n", res.skipped_kept);
   if (res.interrupted) { /* the cases that finished are stored; no --json: it would pass for the whole */
-    fprintf(stderr, "kernels: interrupted after %d cases: the rest not run\n", res.n);
+    fprintf(stderr, "kernels: interrupted after %d records (case x variant): the rest not run\n", res.n);
     kernels_result_free(&res);
     return EXIT_INTERRUPTED;
   }

@@ -61,7 +61,12 @@ static bool chain_option(void *st, int argc, char **argv, int *i, vstatus *err) 
 
 static vstatus chain_options_done(void *st) {
   chain_state *s = st;
-  return cli_size_list("--hops", s->hops_s, &s->hops, &s->n_hops);
+  VTRY(cli_size_list("--hops", s->hops_s, &s->hops, &s->n_hops));
+  /* before --export-prompts reads truth[hops[i]] of a chain as long as the last value */
+  for (int i = 0; i < s->n_hops; i++)
+    if (s->hops[i] < 1 || (i && s->hops[i] <= s->hops[i - 1]))
+      return VERR("chain: option 'hops': values must be >= 1 and ascending");
+  return V_OK;
 }
 
 /* --export-prompts: every chain's prompt and its greedy answers at the hop counts. */

@@ -60,6 +60,20 @@ python3 -c "import json; r=json.load(open('$t/m.json'))['records']; assert len(r
 "$VOUCH" features --path cpu-ref --full-ctx 1k --threads 2 >"$t/out" && [ "$(grep -c ' pass ' "$t/out")" -eq 5 ] \
   && ok || bad "features: $(cat "$t/out")"
 
+# standalone --json holds each check's status: TP2 against TP1 (KLD ~1e-13 from the summation order)
+# under --kld-tol 1e-300 fails full_context (exit 1), and its record says fail, as the printed table
+# does (the records were once left at rec_new's "pass")
+"$VOUCH" features --path cpu-ref:tp2 --full-ctx 256 --threads 2 --kld-tol 1e-300 --json "$t/feat.json" >"$t/out"; rc=$?
+[ "$rc" -eq 1 ] && python3 - "$t/feat.json" "$t/out" <<'PY' && ok || bad "features --json statuses (rc $rc): $(cat "$t/out")"
+import json, re, sys
+recs = {r["case_id"]: r["status"] for r in json.load(open(sys.argv[1]))["records"]}
+table = dict(re.findall(r"^  (\w+) +(pass|fail|not_supported) ", open(sys.argv[2]).read(), re.M))
+assert recs["full_context"] == "fail" and len(recs) == 5, recs
+assert recs == table, (recs, table)
+PY
+"$VOUCH" eval chain --hops 8,4 --export-prompts "$t/x.json" >"$t/out" 2>"$t/err"; rc=$?
+[ "$rc" -eq 2 ] && [ ! -e "$t/x.json" ] && grep -q "ascending" "$t/err" && ok || bad "chain --export-prompts with descending hops (rc $rc): $(cat "$t/err")"
+
 # bad input: one-line errors, exit 2
 for args in "eval mrcr --needles 9" "eval mrcr --bins x" "eval chain --hops 5,3" "diverge --paths cpu-ref" \
             "diverge --paths cpu-ref,nope" "eval nope" "features --path nope"; do

@@ -97,7 +97,7 @@ PY
 signal_when -TERM plan.json termed rows 3 --set seed=1
 printed=$(rows termed.out)
 [ $rc -eq 130 ] && ok || bad "SIGTERMed run exit $rc (want 130): $(tail -3 termed.err)"
-grep -q "^kernels: interrupted after [0-9]* cases" termed.err && [ "$printed" -lt "$total" ] && ok ||
+grep -q "^kernels: interrupted after [0-9]* records" termed.err && [ "$printed" -lt "$total" ] && ok ||
   bad "SIGTERM did not stop the kernels step after its case in flight: $printed of $total rows; $(tail -3 termed.err)"
 "$VOUCH" run --resume termed >termed2.out 2>termed2.err && ok || bad "resume after SIGTERM: $(tail -3 termed2.err)"
 python3 - full termed <<'PY' && ok || bad "records after SIGTERM and resume differ from the uninterrupted run's"
