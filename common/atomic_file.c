@@ -38,6 +38,19 @@ static vstatus write_stream(const char *path, const void *a, size_t na, const vo
   return ok ? V_OK : VERR("%s: cannot write: %s", path, strerror(err));
 }
 
+/* The umask, read once: reading it means setting it, and another thread creating a file in
+ * between would get umask 0. */
+static mode_t process_umask(void) {
+  static mode_t um;
+  static bool read;
+  if (!read) {
+    um = umask(0);
+    umask(um);
+    read = true;
+  }
+  return um;
+}
+
 /* vfile_write_atomic of the bytes a[0..na) followed by b[0..nb). */
 static vstatus write_parts(const char *path_in, const void *a, size_t na, const void *b, size_t nb, mode_t mode) {
   struct stat sb;
@@ -45,9 +58,7 @@ static vstatus write_parts(const char *path_in, const void *a, size_t na, const 
   /* through a symbolic link: the file it names is replaced (beside it), the link stays */
   char *real = lstat(path_in, &sb) == 0 && S_ISLNK(sb.st_mode) ? realpath(path_in, NULL) : NULL;
   const char *path = real ? real : path_in;
-  const mode_t um = umask(0); /* the permissions a plain open(2) would give: mode less the umask */
-  umask(um);
-  mode &= ~um;
+  mode &= ~process_umask(); /* the permissions a plain open(2) would give */
   const size_t len = strlen(path);
   char *tmp = malloc(len + 16);
   if (!tmp) { free(real); return VERR("%s: out of memory", path_in); }

@@ -18,17 +18,6 @@
 #include "suites/paths.h"
 #include "suites/stats_tests.h"
 
-/* ---- shared helpers ---- */
-
-/* diverge and features parse their own options until they are suites on the driver: its steps
- * (runner/suite.h) under the names they call. */
-static vstatus (*const split_names)(const char *, const char *, char **, const char ***, int *) = vsuite_split_names;
-static vstatus (*const check_paths)(const char *const *, int) = vsuite_check_paths;
-static bool (*const any_host)(const char *const *, int) = vsuite_any_host;
-static vstatus (*const open_model)(ds_model *, const char *, uint64_t, int, bool, const construct_opts *,
-                                   construct_layout *, bool) = vsuite_open_model;
-static vstatus (*const emit_records)(const char *, veng *) = vsuite_emit_records;
-
 /* ---- vouch diverge ---- */
 
 static const char DIVERGE_USAGE[] =
@@ -97,7 +86,7 @@ int cmd_diverge(int argc, char **argv) {
   const char **paths = NULL;
   int np = 0, nb = 0, nc = 0;
   long *batches = NULL, *ctxs = NULL;
-  if (split_names("--paths", paths_s, &pbuf, &paths, &np) || check_paths(paths, np) ||
+  if (vsuite_split_names("--paths", paths_s, &pbuf, &paths, &np) || vsuite_check_paths(paths, np) ||
       cli_size_list("--batch", batch_s, &batches, &nb) || cli_size_list("--context", ctx_s, &ctxs, &nc)) {
     cli_print_error("diverge");
     free(pbuf); free(paths); free(batches); free(ctxs);
@@ -110,7 +99,7 @@ int cmd_diverge(int argc, char **argv) {
     return EXIT_USAGE;
   }
   ds_model m;
-  if (open_model(&m, model, seed, (int)layers, any_host(paths, np), NULL, NULL, false)) {
+  if (vsuite_open_model(&m, model, seed, (int)layers, vsuite_any_host(paths, np), NULL, NULL, false)) {
     cli_print_error("diverge");
     free(pbuf); free(paths); free(batches); free(ctxs);
     return EXIT_CHECK_FAILED;
@@ -280,7 +269,7 @@ int cmd_diverge(int argc, char **argv) {
       if (eng_flush(&recs)) { cli_print_error("diverge"); rc = EXIT_CHECK_FAILED; }
     }
   if (stopped) rc = EXIT_INTERRUPTED; /* the finished points are stored; no --json: it would pass for the whole */
-  else if (emit_records(json, &recs)) { cli_print_error("diverge"); rc = EXIT_CHECK_FAILED; }
+  else if (vsuite_emit_records(json, &recs)) { cli_print_error("diverge"); rc = EXIT_CHECK_FAILED; }
   eng_free(&recs);
   free(res);
   sweep_routing_free(&routing);
@@ -373,14 +362,14 @@ int cmd_features(int argc, char **argv) {
   if (!path) { fputs(FEATURES_USAGE, stderr); return EXIT_USAGE; }
   const char *all[3] = {ref, path, floor_p};
   const int n_all = floor_p ? 3 : 2;
-  if (check_paths(all, n_all)) { cli_print_error("features"); return EXIT_USAGE; }
+  if (vsuite_check_paths(all, n_all)) { cli_print_error("features"); return EXIT_USAGE; }
   if (!(tol > 0) || !(eps >= 0)) {
     VERR("--kld-tol must be > 0 and --margin-eps >= 0");
     cli_print_error("features");
     return EXIT_USAGE;
   }
   ds_model m;
-  if (open_model(&m, model, seed, (int)layers, any_host(all, n_all), NULL, NULL, false)) {
+  if (vsuite_open_model(&m, model, seed, (int)layers, vsuite_any_host(all, n_all), NULL, NULL, false)) {
     cli_print_error("features");
     return EXIT_CHECK_FAILED;
   }
@@ -412,7 +401,7 @@ int cmd_features(int argc, char **argv) {
   if (n_stopped) { /* the finished checks are stored; no --json: it would pass for the whole */
     fprintf(stderr, "features: interrupted: %d checks not run\n", n_stopped);
     rc = EXIT_INTERRUPTED;
-  } else if (emit_records(json, &recs)) { cli_print_error("features"); rc = EXIT_CHECK_FAILED; }
+  } else if (vsuite_emit_records(json, &recs)) { cli_print_error("features"); rc = EXIT_CHECK_FAILED; }
   eng_free(&recs);
   ds_model_close(&m);
   return rc;
