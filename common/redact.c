@@ -17,6 +17,7 @@ static bool is_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <
 static bool is_upper_digit(char c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
 static bool is_b64url(char c) { return is_alnum(c) || c == '_' || c == '-'; }
 static bool is_b64std(char c) { return is_alnum(c) || c == '+' || c == '/'; }
+static bool is_b64std_segment(char c) { return is_alnum(c) || c == '+'; }
 static bool islower_c(char c) { return c >= 'a' && c <= 'z'; }
 /* Characters that continue a name or a base64 run ('=' and ':' separate "key=value"). */
 static bool is_run_char(char c) { return is_alnum(c) || c == '+' || c == '/' || c == '_' || c == '-' || c == '.'; }
@@ -58,9 +59,10 @@ static size_t aws_key_id(const char *s) {
 /* A run of standard base64 characters (and its '=' padding) that looks random: upper case, lower case and digits
  * all present, a high Shannon entropy per character, and few adjacent lower-case pairs (words
  * in identifiers and paths have many: "KernelVariant"; random text about 1 in 6). Runs with
- * '_', '-' or '.' are identifiers or names, not judged here. */
-static size_t high_entropy(const char *s) {
-  size_t n = run_len(s, is_b64std, 0), pad = 0;
+ * '_', '-' or '.' are identifiers or names, not judged here. segment: s is one '/'-separated
+ * part of a path (path_run), judged without the '/' and what follows it. */
+static size_t high_entropy(const char *s, bool segment) {
+  size_t n = run_len(s, segment ? is_b64std_segment : is_b64std, 0), pad = 0;
   while (pad < 2 && s[n + pad] == '=') pad++;
   if (n < ENTROPY_MIN_LEN || is_word(s[n + pad]) || s[n + pad] == '-' || s[n + pad] == '.') return 0;
   bool up = false, lo = false, dg = false;
@@ -84,9 +86,21 @@ static size_t high_entropy(const char *s) {
   return h >= ENTROPY_MIN_BITS ? n + pad : 0;
 }
 
+/* The length of the base64 run at s when it is a path of '/'-separated parts, 0 when not. Random
+ * base64 holds one '/' in 64 characters, so a run of n characters with at least 3 + n/16 of them
+ * is a path (a record id "linear/latency/table/edge/129x1031/B17/heavy/s1000", a file path): for
+ * random text that happens with probability below 2e-4 at any n (a Poisson tail: n = 40, an AWS
+ * secret key's length, needs 6 where 0.6 are expected). A path's parts are judged one by one. */
+static size_t path_run(const char *s) {
+  size_t n = run_len(s, is_b64std, 0), slashes = 0;
+  for (size_t i = 0; i < n; i++) slashes += s[i] == '/';
+  return n >= ENTROPY_MIN_LEN && 16 * slashes >= 48 + n ? n : 0;
+}
+
 /* The credential starting at s: its length, 0 when none. word_start: s is not preceded by a
- * letter, digit or '_' (prefix patterns); run_start: nor by '+', '/', '-' or '.' (entropy). */
-static size_t credential_at(const char *s, bool word_start, bool run_start) {
+ * letter, digit or '_' (prefix patterns); run_start: nor by '+', '/', '-' or '.' (entropy), or s
+ * starts a part of a path (in_path: entropy judged up to the next '/'). */
+static size_t credential_at(const char *s, bool word_start, bool run_start, bool in_path) {
   if (!word_start) return 0;
   static const char *const gh[] = {"ghp_", "gho_", "ghs_", "ghu_", "ghr_"};
   size_t n;
@@ -100,7 +114,7 @@ static size_t credential_at(const char *s, bool word_start, bool run_start) {
     if ((n = prefixed(s, slack[i], is_dash_word, 10))) return n;
   if ((n = aws_key_id(s))) return n;
   if ((n = jwt(s))) return n;
-  return run_start ? high_entropy(s) : 0;
+  return run_start ? high_entropy(s, in_path) : 0;
 }
 
 /* At s = "://": the length of "user:password" that follows (before '@' and before any '/'),
@@ -118,8 +132,16 @@ int redact_text(char *s) {
   if (!s) return 0;
   int hits = 0;
   size_t r = 0, w = 0;
+  size_t path_end = 0; /* s[r] with r < path_end is in a path (path_run): its parts are judged alone */
   while (s[r]) {
-    size_t n = credential_at(s + r, r == 0 || !is_word(s[r - 1]), r == 0 || !is_run_char(s[r - 1]));
+    bool run_start = r == 0 || !is_run_char(s[r - 1]);
+    if (run_start && r >= path_end) {
+      size_t p = path_run(s + r);
+      if (p) path_end = r + p;
+    }
+    bool in_path = r < path_end;
+    if (in_path && r > 0 && s[r - 1] == '/') run_start = true;
+    size_t n = credential_at(s + r, r == 0 || !is_word(s[r - 1]), run_start, in_path);
     if (n > 0) {
       memcpy(s + w, REDACTED, 3);
       w += 3;
