@@ -28,10 +28,10 @@
                                           b1 x 32k (1.1 TFLOP, 26-35 s) and small b8 x 65530 (2.2 TFLOP,
                                           79-87 s) on the H200 host's 16 cores, seeds 0-4 */
 /* suites whose work is not a count of decode steps */
-#define COST_FEAT_GPU_S_PER_KPOS 0.73 /* s per 1024 positions of --full-ctx for a GPU path pair: features
-                                         small at 131072, cuda-ref + latency, 93 s. That run spent most of
-                                         it sorting the vocabulary per sampling draw, since replaced by a
-                                         top-k heap (aac8f0e): expect less; recalibrate on the GPU */
+#define COST_FEAT_GPU_S_PER_KPOS 0.027 /* s per 1024 positions of --full-ctx for a GPU path pair: pr's
+                                          features step (small at 131072, cuda-ref + latency, the cpu-ref
+                                          floor) took 9 s twice on the H200 (17f5952), ~5.6 s of it the
+                                          floor's; before the top-k heap (aac8f0e) it took 93-106 s */
 #define COST_FEAT_STEPS 160.0        /* features on the CPU: decode steps per path at the full context
                                         (smoke features, tiny at 2048, 5.9 s) */
 #define COST_SWEEP_MEMBW_S 3.0       /* sweep: the host bandwidth copy (2 x 1 GiB), once when a CPU path runs */
