@@ -420,7 +420,7 @@ static vstatus write_md(const ab_opts *o, const side *b, const side *h, const cJ
   const cJSON *e;
   cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cmp, "run_regression_notes")) fprintf(f, "- %s\n", e->valuestring);
   if (runs) fprintf(f, "\n");
-  compare_markdown(cmp, f);
+  compare_markdown(cmp, f, COMPARE_MD_LIMIT - 8000); /* room for the rounds table below */
   fprintf(f, "\n## vouch ab: `%s` (%.12s) vs base `%s` (%.12s)\n\n", h->rev, h->sha, b->rev, b->sha);
   fprintf(f, "Plan `%s`, %d round%s alternating base, head on one machine (%s); an interval resamples rounds, then "
           "steps within them.\n\n", o->plan, o->rounds, o->rounds == 1 ? "" : "s", hw);

@@ -160,7 +160,7 @@ int cmd_compare(int argc, char **argv) {
   else compare_print(cmp, stdout);
   if (md) {
     FILE *f = fopen(md, "wb");
-    if (f) compare_markdown(cmp, f);
+    if (f) compare_markdown(cmp, f, COMPARE_MD_LIMIT);
     if (!f || fclose(f) != 0) { VERR("--md %s: cannot write", md); cli_print_error("compare"); rc = EXIT_USAGE; }
   }
   cJSON_Delete(cmp);

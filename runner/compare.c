@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* open_memstream */
 #include "runner/compare.h"
 
 #include <math.h>
@@ -327,7 +328,12 @@ static void metric_line(const cJSON *e, FILE *out, const char *pre) {
           s(e, "verdict"), cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "regression")) ? "  REGRESSION" : "");
 }
 
-static void listing(const cJSON *cmp, FILE *out) {
+/* An "equal" figure: the same value on both sides (or nothing to compare). */
+static bool metric_equal(const cJSON *e) { return !strcmp(s(e, "verdict"), "same") || !strcmp(s(e, "verdict"), "n/a"); }
+
+/* Every status change, missing or added case and figure; with changed_only the equal figures are
+ * counted in the metrics header, not listed. */
+static void listing(const cJSON *cmp, FILE *out, bool changed_only) {
   const cJSON *e;
   const cJSON *corr = cJSON_GetObjectItemCaseSensitive(cmp, "correctness");
   fprintf(out, "== correctness changes (%d)\n", cJSON_GetArraySize(corr));
@@ -341,9 +347,13 @@ static void listing(const cJSON *cmp, FILE *out) {
     cJSON_ArrayForEach(e, add) fprintf(out, "  added      %s/%s [%s]\n", s(e, "suite"), s(e, "case_id"), s(e, "path"));
   }
   const cJSON *mets = cJSON_GetObjectItemCaseSensitive(cmp, "metrics");
+  int equal = 0;
+  if (changed_only) cJSON_ArrayForEach(e, mets) equal += metric_equal(e);
   fprintf(out, "== metrics (%d), ratio = candidate / base, 95%% bootstrap interval of that figure's ratio\n",
           cJSON_GetArraySize(mets));
-  cJSON_ArrayForEach(e, mets) metric_line(e, out, "  ");
+  if (equal) fprintf(out, "  (%d equal on both sides, not listed: `vouch compare` lists them)\n", equal);
+  cJSON_ArrayForEach(e, mets)
+    if (!changed_only || !metric_equal(e)) metric_line(e, out, "  ");
 }
 
 static void problems_and_notes(const cJSON *cmp, FILE *out, const char *bullet) {
@@ -355,30 +365,70 @@ static void problems_and_notes(const cJSON *cmp, FILE *out, const char *bullet) 
 void compare_print(const cJSON *cmp, FILE *out) {
   fprintf(out, "%s\n", s(cmp, "headline"));
   problems_and_notes(cmp, out, "  ");
-  listing(cmp, out);
+  listing(cmp, out, false);
   fprintf(out, "== %d correctness regression(s), %d performance regression(s) beyond %.1f%%, %d problem(s)\n",
           (int)d(cmp, "correctness_regressions"), (int)d(cmp, "perf_regressions"), 100 * d(cmp, "threshold"),
           cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cmp, "problems")));
 }
 
-void compare_markdown(const cJSON *cmp, FILE *out) {
-  fprintf(out, "**%s**\n\n", s(cmp, "headline"));
-  problems_and_notes(cmp, out, "- ");
+/* Writes text[0..n) to out, cut at the last line end within `budget` characters; returns the
+ * number of lines left out. */
+static int write_lines_within(const char *text, size_t n, size_t budget, FILE *out) {
+  size_t keep = n;
+  if (n > budget) {
+    keep = budget;
+    while (keep > 0 && text[keep - 1] != '\n') keep--;
+  }
+  fwrite(text, 1, keep, out);
+  int cut = 0;
+  for (size_t i = keep; i < n; i++) cut += text[i] == '\n';
+  return cut;
+}
+
+void compare_markdown(const cJSON *cmp, FILE *out, size_t limit) {
+  char *head = NULL, *body = NULL;
+  size_t nh = 0, nb = 0;
+  FILE *h = open_memstream(&head, &nh), *b = open_memstream(&body, &nb);
+  if (!h || !b) { /* out of memory: the headline alone still says the verdict */
+    if (h) fclose(h);
+    if (b) fclose(b);
+    free(head);
+    free(body);
+    fprintf(out, "**%s**\n", s(cmp, "headline"));
+    return;
+  }
+  fprintf(h, "**%s**\n\n", s(cmp, "headline"));
+  problems_and_notes(cmp, h, "- ");
   const cJSON *e;
   int shown = 0;
   cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cmp, "correctness"))
     if (!strcmp(s(e, "kind"), "regression") && shown++ < 50)
-      fprintf(out, "- correctness regression: `%s/%s` [%s]: %s -> %s: %s\n", s(e, "suite"), s(e, "case_id"), s(e, "path"),
+      fprintf(h, "- correctness regression: `%s/%s` [%s]: %s -> %s: %s\n", s(e, "suite"), s(e, "case_id"), s(e, "path"),
               s(e, "base"), s(e, "cand"), s(e, "reason"));
   cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cmp, "metrics"))
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "regression")) && shown++ < 100) {
-      fprintf(out, "- performance regression: ");
-      metric_line(e, out, "");
+      fprintf(h, "- performance regression: ");
+      metric_line(e, h, "");
     }
-  fprintf(out, "\n%d correctness regression(s), %d performance regression(s) beyond %.1f%%; %d figure(s) with too few "
-          "samples to test.\n\n<details><summary>full comparison (candidate / base)</summary>\n\n```text\n",
+  fprintf(h, "\n%d correctness regression(s), %d performance regression(s) beyond %.1f%%; %d figure(s) with too few "
+          "samples to test.\n\n<details><summary>what changed (candidate / base)</summary>\n\n```text\n",
           (int)d(cmp, "correctness_regressions"), (int)d(cmp, "perf_regressions"), 100 * d(cmp, "threshold"),
           (int)d(cmp, "not_enough_samples"));
-  listing(cmp, out);
-  fprintf(out, "```\n\n</details>\n");
+  listing(cmp, b, true);
+  fclose(h);
+  fclose(b);
+  static const char foot[] = "```\n\n</details>\n";
+  /* room for the footer and the line that says what was cut */
+  size_t reserve = sizeof foot + 200, budget = limit > reserve ? limit - reserve : 0;
+  if (!limit) budget = nh + nb;
+  int cut_head = write_lines_within(head, nh, budget, out);
+  if (cut_head) fprintf(out, "... %d more line(s) of regressions not shown\n\n<details><summary>what changed</summary>\n\n```text\n", cut_head);
+  size_t used = nh < budget ? nh : budget;
+  int cut = write_lines_within(body, nb, budget > used ? budget - used : 0, out);
+  if (cut)
+    fprintf(out, "... %d more line(s) not shown: a comment holds %zu characters; `vouch compare --json` lists every figure\n",
+            cut, limit);
+  fputs(foot, out);
+  free(head);
+  free(body);
 }

@@ -48,8 +48,12 @@ bool compare_failed(const cJSON *cmp);
 int compare_min_samples(rec_derive d);
 /* Human-readable rendering of compare_results' JSON; its first line is the headline. */
 void compare_print(const cJSON *cmp, FILE *out);
+/* A GitHub comment body holds at most 65536 characters. */
+#define COMPARE_MD_LIMIT 65000
 /* Markdown for a PR comment or a job summary: the headline as its first line (bold), the
- * problems, regressions and not-tested counts, and the full listing in <details>. */
-void compare_markdown(const cJSON *cmp, FILE *out);
+ * problems, regressions and not-tested counts, and in <details> what changed (status changes,
+ * missing and added cases, figures that are not equal on both sides; equal ones are counted).
+ * At most `limit` characters (0: no limit): lines past it are cut with a line that says how many. */
+void compare_markdown(const cJSON *cmp, FILE *out, size_t limit);
 
 #endif

@@ -70,6 +70,31 @@ expect_rc 1 "$VOUCH" compare "$T/base" "$T/cut" --md "$T/cut.md"
 head -1 "$T/out" | grep -q '^INCOMPLETE: candidate incomplete' && ok "incomplete: first line" || bad "incomplete headline: $(head -1 "$T/out")"
 grep -q 'candidate lacks 10 of the baseline.s 15 cases' "$T/out" && ok "missing cases named" || bad "missing: $(head -3 "$T/out")"
 head -1 "$T/cut.md" | grep -q '^\*\*INCOMPLETE' && ok "markdown first line says INCOMPLETE" || bad "md: $(head -1 "$T/cut.md")"
+# a comparison too long for a PR comment: cut at COMPARE_MD_LIMIT with a line that says so; equal
+# figures are counted, not listed
+for side in big-a big-b; do mkdir -p "$T/$side" && cp -r "$T/base/." "$T/$side/"; done
+python3 - "$T/big-a/results.json" "$T/big-b/results.json" <<'PY'
+import copy, json, sys
+for k, p in enumerate(sys.argv[1:]):
+    r = json.load(open(p)); recs = []
+    for i in range(3000):
+        for rec in r["records"][:2]:
+            c = copy.deepcopy(rec); c["case_id"] = "%s-%d" % (rec["case_id"], i)
+            for m in c.get("metrics", []):
+                if i % 2 == 1:  # half the figures differ between the two sides
+                    m["samples"] = [v * (1 + 0.001 * k) for v in m["samples"]]
+                    m["value"] = m["value"] * (1 + 0.001 * k)
+            recs.append(c)
+    r["records"] = recs
+    json.dump(r, open(p, "w"))
+PY
+"$VOUCH" compare "$T/big-a" "$T/big-b" --md "$T/big.md" > "$T/big.txt" 2>"$T/err"
+n=$(wc -c < "$T/big.md")
+[ "$n" -le 65000 ] && [ "$n" -gt 50000 ] && tail -1 "$T/big.md" | grep -q '^</details>' && ok "long comparison: $n characters of markdown, closed" \
+  || bad "long comparison markdown: $n characters, last line $(tail -1 "$T/big.md")"
+grep -q 'more line(s) not shown' "$T/big.md" && grep -q 'equal on both sides, not listed' "$T/big.md" && ok "cut and equal figures said" \
+  || bad "long comparison: no cut line or equal count"
+[ "$(wc -c < "$T/big.txt")" -gt 200000 ] && ok "the text listing keeps every figure" || bad "text listing cut"
 expect_rc 1 "$VOUCH" compare --json "$T/base" "$T/broken"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); c=d["correctness"]; assert c[0]["kind"]=="regression" and d["correctness_regressions"]==1' "$T/out" \
   && ok "correctness regression listed" || bad "compare --json correctness"
