@@ -1,6 +1,6 @@
 /* The "latency" variants of the numerics suite's ops: each one runs the latency path's own
  * launchers (kernels/latency_kernels.h) on the suite's device buffers, called the way
- * kernels/latency.cu calls them (same argument order, layouts, 32 MiB split-K scratch, SM
+ * kernels/latency_step.cu calls them (same argument order, layouts, 32 MiB split-K scratch, SM
  * count, per-bucket GEMM table), on the default stream.
  *
  * The suite's buffers hold float32 activations; the path keeps activations in bf16 (the
@@ -36,7 +36,7 @@
  *   swiglu       table: gate/up interleaved in blocks of 8 rows (as load_interleaved), lat_gemm
  *                with the SwiGLU epilogue -> bf16 act, down lat_gemm -> bf16 -> widened; variants
  *                from the path's table (dense_mlp's sequence).
- *                grouped: the MoE sequence of latency.cu's moe() with top-1 over 4 pseudo
+ *                grouped: the MoE sequence of latency_step.cu's moe() with top-1 over 4 pseudo
  *                experts: tokens alternate between experts 1 and 3 (both the op's weights);
  *                experts 0 and 2 point at NaN weights, so a wrong expert pointer shows as NaN;
  *                lat_moe_bucket, grouped gate/up (xmap = perm_tok, SwiGLU), grouped down
@@ -57,7 +57,7 @@
 #define PATH "latency"
 #include "reference/cuda/variant_kit.h"
 
-#define WS_BYTES ((size_t)32 << 20) /* split-K scratch, as latency.cu's */
+#define WS_BYTES ((size_t)32 << 20) /* split-K scratch, as latency_state.h's */
 #define MAX_B 64                    /* the path's envelope: token rows of one step */
 #define NORM_EPS 1e-6f              /* eps of the fused norms whose output no op checks */
 
@@ -362,7 +362,7 @@ static vstatus swiglu_supports(const vop_case *c) {
   return V_OK;
 }
 
-/* gu [2I, D]: blocks of 16 rows = 8 gate rows then the matching 8 up rows (latency.cu load_interleaved). */
+/* gu [2I, D]: blocks of 16 rows = 8 gate rows then the matching 8 up rows (latency_open.cu load_interleaved). */
 static vstatus interleave(arena *A, uint16_t **gu, const void *gate, const void *up, int I, int D) {
   VTRY(tmp_alloc(A, (void **)gu, (size_t)2 * I * D * 2, "gate_up_interleaved"));
   const size_t rb = (size_t)D * 2;
