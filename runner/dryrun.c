@@ -365,7 +365,7 @@ static vstatus est_kernels(int argc, char **argv, ctx_t *X) {
   const bool gpu = X->env->gpu && (!path || path_on_gpu(path));
   snprintf(X->out->paths, sizeof X->out->paths, "(op variants of %s)", path ? path : gpu ? "every path" : "cpu-ref");
   X->out->uses_gpu = gpu;
-  double t = gpu ? COST_KERNELS_GPU_S : COST_KERNELS_CPU_S;
+  double t = gpu ? (path && !strcmp(path, "cuda-ref") ? COST_KERNELS_CUDAREF_GPU_S : COST_KERNELS_GPU_S) : COST_KERNELS_CPU_S;
   if (has_flag(argc, argv, "--full")) t *= COST_KERNELS_FULL;
   if (preset && !strcmp(preset, "all")) t *= COST_KERNELS_ALL;
   else if (preset && !strcmp(preset, "tiny")) t = gpu ? COST_KERNELS_TINY_GPU_S : COST_KERNELS_TINY_CPU_S;

@@ -36,7 +36,10 @@
                                         (smoke features, tiny at 2048, 5.9 s) */
 #define COST_SWEEP_MEMBW_S 3.0       /* sweep: the host bandwidth copy (2 x 1 GiB), once when a CPU path runs */
 #define COST_SWEEP_GPU_MEMBW_S 0.5   /* sweep: the GPU bandwidth kernel, once when a GPU path runs */
-#define COST_KERNELS_GPU_S 74.0      /* kernels --quick --path latency, default presets, 1 seed: 74 s */
+#define COST_KERNELS_GPU_S 74.0      /* kernels --quick --path latency, default presets, 1 seed: 74 s (51-61 s
+                                        in the eighth and ninth sessions' pr runs) */
+#define COST_KERNELS_CUDAREF_GPU_S 29.0 /* kernels --path cuda-ref, default presets, 1 seed: 1249 cases in
+                                           28.6 s (h200 step 0 on the H200, ninth session) */
 #define COST_KERNELS_CPU_S 60.0      /* kernels --quick, default presets, on the CPU (4x the tiny preset) */
 #define COST_KERNELS_TINY_CPU_S 15.0 /* --quick --preset tiny on the CPU: the smoke plan's step 0, 15 s */
 #define COST_KERNELS_TINY_GPU_S 3.0  /* the same on the H200 (the whole GPU smoke plan took 8 s) */
