@@ -33,10 +33,7 @@ extern "C" {
  * batch 64), v1_split below (v2_gemm is 0.2x-1.0x at batch 1: cuBLAS's choice for one row). */
 #define GEMM_ATTN_MIN_ROWS 8
 /* v3_mma (kernels/latency_mla_mma.cu) replaces both wherever its dimensions are supported: the
- * key is read once per token row and head block, scores stay on chip. In the step functions
- * the attention choice travels as `ncap` (part of the graph key): ATTN_MMA selects it. */
-#define ATTN_MMA (-1)
-#define ATTN_MMA16 (-2) /* v3_mma with 16-head blocks (lat_mla_mma_heads) */
+ * key is read once per token row and head block, scores stay on chip. */
 /* ... except from GEMM_ATTN_MIN_ROWS rows at more than this many keys, where v2_gemm measured
  * faster (H200, k2-slice 2 layers: batch 8 at 128k 5.4 vs 8.7 ms, batch 64 23.7 vs 31.7 ms). */
 #define ATTN_MMA_MAX_KEYS_MANY_ROWS 65536
@@ -71,9 +68,28 @@ typedef struct {
   uint16_t *cache;                          /* latent cache [max_seq, lctx, kl + r] (DCP: this rank's positions) */
 } llayer;
 
+/* How a step's MLA attention runs (chosen per step by lt_run_core; part of the graph key). */
+typedef enum {
+  LT_ATTN_SPLIT, /* v1_split: split-KV partials over the latent cache, then an LSE combine */
+  LT_ATTN_GEMM,  /* v2_gemm: cuBLAS QK^T, softmax, PV over a bucket of lt_step_key.gemm_keys keys */
+  LT_ATTN_MMA,   /* v3_mma: a token's heads as the M side of mma.sync, 32-head blocks */
+  LT_ATTN_MMA16, /* v3_mma with 16-head blocks (lat_mla_mma_heads) */
+} lt_attn_kind;
+
+/* What one enqueued step's kernels depend on beyond the device buffers' contents: its CUDA-graph
+ * key. Two steps with equal keys replay one graph, so every choice made per step is in here. */
+typedef struct {
+  int T;              /* token rows */
+  int R;              /* logit rows (R <= T) */
+  int S_att;          /* KV splits of v1_split / v3_mma (1 for v2_gemm) */
+  bool forced;        /* routing from vstep.forced_experts (the router kernels differ) */
+  lt_attn_kind attn;  /* the attention kernel */
+  int gemm_keys;      /* LT_ATTN_GEMM: keys of its bucket (lat_mla_gemm_ncap), else 0 */
+} lt_step_key;
+
 /* One captured step shape. */
 typedef struct {
-  int T, R, S_att, forced, ncap;            /* the key (ncap > 0: v2_gemm attention over ncap keys) */
+  lt_step_key key;                          /* key.T < 0: a failed capture, never matched */
   cudaGraphExec_t exec;
   vtrace_event *ev;                         /* [n_ev] trace events recorded at capture, replayed */
   int n_ev, cap_ev;

@@ -197,7 +197,8 @@ static vstatus dcp_attention(lstate *S, llayer *d, int T, int S_att, bool mma, i
   return V_OK;
 }
 
-static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
+static vstatus attention(lstate *S, llayer *d, const lt_step_key *k) {
+  const int T = k->T, S_att = k->S_att;
   const int H = S->H, n = S->nope, r = S->rope, kl = S->kl, dk = S->dk;
   const int il = S->c.rope_interleave ? 1 : 0;
   const char *wa_name = S->ql > 0 ? "q_a_proj+kv_a_proj_with_mqa" : "q_proj+kv_a_proj_with_mqa";
@@ -228,8 +229,8 @@ static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
     q_ld = H * dk;
   }
   /* v3_mma rotates q's rope part as it loads it (one launch less per layer); the others read it rotated */
-  const bool mma = ncap == ATTN_MMA || ncap == ATTN_MMA16;
-  const int hb = ncap == ATTN_MMA16 ? 16 : 32;
+  const bool mma = k->attn == LT_ATTN_MMA || k->attn == LT_ATTN_MMA16;
+  const int hb = k->attn == LT_ATTN_MMA16 ? 16 : 32;
   const bool rope_on_load = mma && !S->dcp;
   const lat_qrope rq = {S->inv_freq, S->attn_factor, il};
   if (!rope_on_load) {
@@ -245,10 +246,11 @@ static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
   VTRY(gemm(S, &a, false, "mla_absorb_q W_UK"));
   if (S->dcp) {
     VTRY(dcp_attention(S, d, T, S_att, mma, hb, qsrc, q_ld));
-  } else if (ncap > 0) { /* ncap: > 0 v2_gemm over ncap keys, ATTN_MMA v3_mma, 0 v1_split */
+  } else if (k->attn == LT_ATTN_GEMM) {
     VTRY(lat_mla_attn_gemm(&S->ag, S->olat, S->qlat, qsrc, q_ld, dk, n, d->cache, S->d_slot, S->d_pos, T, H, kl, r,
-                           S->opt.max_ctx, ncap, S->scale, S->blas, S->st));
-    lt_trace(S, "mla_decode", "v2_gemm", "latent %d+%d H=%d keys<=%d rows=%d: cuBLAS QK^T, softmax, PV", kl, r, H, ncap, T);
+                           S->opt.max_ctx, k->gemm_keys, S->scale, S->blas, S->st));
+    lt_trace(S, "mla_decode", "v2_gemm", "latent %d+%d H=%d keys<=%d rows=%d: cuBLAS QK^T, softmax, PV", kl, r, H,
+             k->gemm_keys, T);
   } else if (mma) {
     VTRY(lat_mla_attn_mma(S->pm, S->pl, S->pacc, S->qlat, qsrc, q_ld, dk, n, d->cache, S->d_slot, S->d_pos, T, H, kl, r,
                           S->opt.max_ctx, S_att, hb, S->scale, &rq, S->st));
@@ -262,7 +264,7 @@ static vstatus attention(lstate *S, llayer *d, int T, int S_att, int ncap) {
     lt_trace(S, "mla_decode", "v1_split", "latent %d+%d H=%d head-group %d splits=%d rows=%d", kl, r, H,
        lat_mla_head_group(H), S_att, T);
   }
-  if (ncap <= 0 && !S->dcp) {
+  if (k->attn != LT_ATTN_GEMM && !S->dcp) {
     VTRY(lat_mla_combine(S->olat, S->pm, S->pl, S->pacc, T, H, kl, S_att, S->st));
     lt_trace(S, "mla_combine", "v1", "lse merge of %d splits H=%d rows=%d", S_att, H, T);
   }
@@ -380,7 +382,8 @@ static vstatus tp_logits(lstate *S, int R) {
 }
 
 /* Enqueues a whole step for T rows already in d_tok/d_slot/d_pos, logits for R rows d_rows. */
-static vstatus enqueue_step_body(lstate *S, int T, int R, int S_att, bool forced, int ncap) {
+static vstatus enqueue_step_body(lstate *S, const lt_step_key *k) {
+  const int T = k->T, R = k->R;
   const int nl = S->c.num_hidden_layers;
   if (S->prof) {
     CUDA_CHECK(cudaEventRecord(S->oev[0], S->st));
@@ -399,7 +402,7 @@ static vstatus enqueue_step_body(lstate *S, int T, int R, int S_att, bool forced
   for (int l = 0; l < nl; l++) {
     llayer *d = &S->L[l];
     const uint16_t *next_norm = l + 1 < nl ? S->L[l + 1].in_norm : S->final_norm;
-    VTRY(attention(S, d, T, S_att, ncap));
+    VTRY(attention(S, d, k));
     if (S->comm) {
       VTRY(tp_reduce(S, 0, d->post_norm, T, "attention o_proj"));
     } else {
@@ -422,7 +425,7 @@ static vstatus enqueue_step_body(lstate *S, int T, int R, int S_att, bool forced
            S->D, T);
       }
     } else {
-      VTRY(moe(S, d, T, forced, next_norm));
+      VTRY(moe(S, d, T, k->forced, next_norm));
     }
     VTRY(mark(S, l + 1 < nl ? LAT_PH_ATTN : LAT_PH_LMHEAD));
   }
@@ -438,9 +441,9 @@ static vstatus enqueue_step_body(lstate *S, int T, int R, int S_att, bool forced
 }
 
 /* enqueue_step_body with this thread's launches carrying PDL while it runs (when on). */
-static vstatus enqueue_step(lstate *S, int T, int R, int S_att, bool forced, int ncap) {
+static vstatus enqueue_step(lstate *S, const lt_step_key *k) {
   const bool was = pdl_set(S->pdl && S->pdl_hw);
-  const vstatus s = enqueue_step_body(S, T, R, S_att, forced, ncap);
+  const vstatus s = enqueue_step_body(S, k);
   pdl_set(was);
   return s;
 }
@@ -453,11 +456,18 @@ void lt_graph_free(gentry *g) {
   memset(g, 0, sizeof *g);
 }
 
-static vstatus graph_get(lstate *S, int T, int R, int S_att, bool forced, int ncap, gentry **out, bool *captured) {
+/* Equal keys replay one graph: every field decides which kernels, with which launch shapes, run. */
+static bool step_key_eq(const lt_step_key *a, const lt_step_key *b) {
+  return a->T == b->T && a->R == b->R && a->S_att == b->S_att && a->forced == b->forced && a->attn == b->attn &&
+         a->gemm_keys == b->gemm_keys;
+}
+
+static vstatus graph_get(lstate *S, const lt_step_key *k, gentry **out, bool *captured) {
+  const int T = k->T;
   *captured = false;
   for (int i = 0; i < S->n_graphs; i++) {
     gentry *g = &S->graphs[i];
-    if (g->T == T && g->R == R && g->S_att == S_att && g->forced == (int)forced && g->ncap == ncap) {
+    if (step_key_eq(&g->key, k)) {
       *out = g;
       return V_OK;
     }
@@ -471,10 +481,10 @@ static vstatus graph_get(lstate *S, int T, int R, int S_att, bool forced, int nc
     lt_graph_free(g);
   }
   memset(g, 0, sizeof *g);
-  g->T = T, g->R = R, g->S_att = S_att, g->forced = forced, g->ncap = ncap;
+  g->key = *k;
   CUDA_CHECK(cudaStreamBeginCapture(S->st, cudaStreamCaptureModeThreadLocal));
   S->rec = g;
-  vstatus s = enqueue_step(S, T, R, S_att, forced, ncap);
+  vstatus s = enqueue_step(S, k);
   S->rec = NULL;
   cudaGraph_t graph = NULL;
   cudaError_t e = cudaStreamEndCapture(S->st, &graph);
@@ -488,7 +498,7 @@ static vstatus graph_get(lstate *S, int T, int R, int S_att, bool forced, int nc
   if (s != V_OK) {
     (void)cudaGetLastError();
     lt_graph_free(g);
-    g->T = -1;
+    g->key.T = -1;
     return s;
   }
   *out = g;
@@ -514,23 +524,25 @@ vstatus lt_run_core(lstate *S, int T, int R, int max_keys, bool forced, bool gra
   const int hb = mma ? lat_mla_mma_heads(T, S->Ha, keys, S->sms) : 32;
   int S_att = mma ? lat_mla_mma_splits(T, S->Ha, keys, S->sms, hb) : lat_mla_splits(T, S->Ha, keys, S->sms);
   while (S_att > 1 && T * S_att > S->PR) S_att--;
-  /* > 0: v2_gemm attention over ncap keys, ATTN_MMA / ATTN_MMA16: v3_mma, 0: v1_split */
-  int ncap = !mma ? 0 : hb == 16 && S->Ha > 16 ? ATTN_MMA16 : ATTN_MMA;
+  lt_attn_kind attn = !mma ? LT_ATTN_SPLIT : hb == 16 && S->Ha > 16 ? LT_ATTN_MMA16 : LT_ATTN_MMA;
+  int gemm_keys = 0;
   if (!mma && !S->dcp && S->ag.rows >= T && S->attn_mode != 1 && (S->attn_mode == 2 || T >= GEMM_ATTN_MIN_ROWS)) {
-    ncap = lat_mla_gemm_ncap(max_keys, S->opt.max_ctx);
-    if ((size_t)T * 2 * S->H * ncap > S->ag.score_elems) ncap = 0;
+    gemm_keys = lat_mla_gemm_ncap(max_keys, S->opt.max_ctx);
+    if ((size_t)T * 2 * S->H * gemm_keys > S->ag.score_elems) gemm_keys = 0;
     /* v2_gemm computes every row over the longest row's keys; v1_split only over each row's own.
      * Measured per key-row, v1_split costs ~12x v2_gemm at batch 64: with lengths this uneven
      * (T x Ncap > 4 x the keys actually attended) the table keeps v1_split. */
     double keys = 0;
     for (int t = 0; t < T; t++) keys += S->h_pos[t] + 1.0;
-    if (S->attn_mode == 0 && (double)T * ncap > 4.0 * keys) ncap = 0;
+    if (S->attn_mode == 0 && (double)T * gemm_keys > 4.0 * keys) gemm_keys = 0;
+    if (gemm_keys > 0) attn = LT_ATTN_GEMM;
   }
-  if (ncap > 0) S_att = 1;
+  if (attn == LT_ATTN_GEMM) S_att = 1;
+  const lt_step_key key = {T, R, S_att, forced, attn, gemm_keys};
   if (graph) {
     gentry *g = NULL;
     bool captured = false;
-    VTRY(graph_get(S, T, R, S_att, forced, ncap, &g, &captured));
+    VTRY(graph_get(S, &key, &g, &captured));
     if (!captured && S->trace && S->trace->enabled)
       for (int i = 0; i < g->n_ev; i++) vtrace_ran(S->trace, PATH_NAME, g->ev[i].op, g->ev[i].variant, g->ev[i].detail);
     lt_trace(S, "cuda_graph", captured ? "capture+replay" : "replay", "rows=%d logit rows=%d splits=%d%s", T, R, S_att, forced ? " forced experts" : "");
@@ -539,7 +551,7 @@ vstatus lt_run_core(lstate *S, int T, int R, int max_keys, bool forced, bool gra
     CUDA_CHECK(cudaEventRecord(S->ev1, S->st));
   } else {
     CUDA_CHECK(cudaEventRecord(S->ev0, S->st));
-    VTRY(enqueue_step(S, T, R, S_att, forced, ncap));
+    VTRY(enqueue_step(S, &key));
     CUDA_CHECK(cudaEventRecord(S->ev1, S->st));
   }
   CUDA_CHECK(cudaEventSynchronize(S->ev1));
