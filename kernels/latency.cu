@@ -228,13 +228,14 @@ extern "C" vstatus latency_set_variant(void *state, const char *variant) {
   const bool g = S->use_graphs;
   vstatus r = lt_parse_variant(S, variant);
   S->use_graphs = g && !(variant && strstr(variant, "eager"));
-  if (r == V_OK && S->attn_mode != 1 && !S->ag.rows) lt_alloc_gemm_attention(S); /* opened with attn_split */
-  if (r == V_OK && S->attn_mode == 2 && !S->ag.rows) {
-    if (S->dcp) S->attn_mode = 0; /* the table (v3_mma / v1_split) stays */
+  if (r == V_OK && S->attn_mode != LT_ATTN_WANT_SPLIT && !S->ag.rows)
+    lt_alloc_gemm_attention(S); /* opened with attn_split */
+  if (r == V_OK && S->attn_mode == LT_ATTN_WANT_GEMM && !S->ag.rows) {
+    if (S->dcp) S->attn_mode = LT_ATTN_TABLE; /* the table (v3_mma / v1_split) stays */
     r = VUNSUPPORTED(PATH_NAME ": attn_gemm: %s", S->ag_why);
   }
-  if (r == V_OK && S->attn_mode == 3 && !S->mma_ok) {
-    S->attn_mode = 0;
+  if (r == V_OK && S->attn_mode == LT_ATTN_WANT_MMA && !S->mma_ok) {
+    S->attn_mode = LT_ATTN_TABLE;
     r = VUNSUPPORTED(PATH_NAME ": attn_mma: %d heads, latent %d + rope %d outside lat_mla_attn_mma", S->Ha, S->kl,
                      S->rope);
   }

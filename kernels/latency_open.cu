@@ -315,7 +315,7 @@ static vstatus alloc_workspace(lstate *S) {
  * v1_split for every context and says why in the trace note. */
 void lt_alloc_gemm_attention(lstate *S) {
   memset(&S->ag, 0, sizeof S->ag);
-  if (S->attn_mode == 1) {
+  if (S->attn_mode == LT_ATTN_WANT_SPLIT) {
     snprintf(S->ag_why, sizeof S->ag_why, "attn_split forced");
     return;
   }
@@ -402,10 +402,50 @@ static vstatus tp_in_alloc(lstate *S) {
  * router split by rows across the ranks and all-gathered) / "tp_replicated_in" (computed whole on every rank: the
  * default, measured faster at TP 2 on the H200 while the exchange is an NCCL all-gather, see
  * docs/tensor-parallel.md). Words not given return to the table. */
+/* The variant words that set one choice each (the GEMM words, COLUMN=GEMM, shared=GEMM and the
+ * tp_ reduce modes are parsed after them). */
+typedef enum {
+  W_TABLE, W_EAGER, W_ROUTER_GEMM, W_NO_PERSIST, W_SHARED_LATE, W_PDL, W_ATTN, W_TP_REPLICATED_IN
+} word_sets;
+static const struct {
+  const char *word;
+  word_sets sets; /* which choice */
+  int value;      /* its value (a bool, or an lt_attn_mode for W_ATTN) */
+} k_words[] = {
+    {"table", W_TABLE, 0},
+    {"eager", W_EAGER, 0},
+    {"router_gemm", W_ROUTER_GEMM, 1},
+    {"no_persist", W_NO_PERSIST, 1},
+    {"shared_late", W_SHARED_LATE, 1},
+    {"shared_early", W_SHARED_LATE, 0},
+    {"pdl", W_PDL, 1},
+    {"no_pdl", W_PDL, 0},
+    {"attn_split", W_ATTN, LT_ATTN_WANT_SPLIT},
+    {"attn_gemm", W_ATTN, LT_ATTN_WANT_GEMM},
+    {"attn_mma", W_ATTN, LT_ATTN_WANT_MMA},
+    {"tp_replicated_in", W_TP_REPLICATED_IN, 1},
+    {"tp_split_in", W_TP_REPLICATED_IN, 0},
+};
+
+/* Sets the choice of k_words[w]. */
+static void apply_word(lstate *S, size_t w) {
+  const int v = k_words[w].value;
+  switch (k_words[w].sets) {
+    case W_TABLE: break;
+    case W_EAGER: S->use_graphs = false; break;
+    case W_ROUTER_GEMM: S->router_gemm = v; break;
+    case W_NO_PERSIST: S->no_persist = v; break;
+    case W_SHARED_LATE: S->shared_late = v; break;
+    case W_PDL: S->pdl = v; break;
+    case W_ATTN: S->attn_mode = (lt_attn_mode)v; break;
+    case W_TP_REPLICATED_IN: S->tp_rep_in = v; break;
+  }
+}
+
 vstatus lt_parse_variant(lstate *S, const char *variant) {
   S->force_variant = 0;
   memset(S->force_kind, 0, sizeof S->force_kind);
-  S->attn_mode = 0;
+  S->attn_mode = LT_ATTN_TABLE;
   S->tp_mode = LAT_TP_AUTO;
   S->tp_rep_in = true;
   S->pdl = true;
@@ -419,38 +459,15 @@ vstatus lt_parse_variant(lstate *S, const char *variant) {
   snprintf(buf, sizeof buf, "%s", variant);
   char *save = NULL;
   for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    if (strcmp(tok, "eager") == 0) {
-      S->use_graphs = false;
-      continue;
-    }
-    if (strcmp(tok, "table") == 0) continue;
-    if (strcmp(tok, "router_gemm") == 0) {
-      S->router_gemm = true;
-      continue;
-    }
-    if (strcmp(tok, "no_persist") == 0) {
-      S->no_persist = true;
-      continue;
-    }
-    if (strcmp(tok, "shared_late") == 0 || strcmp(tok, "shared_early") == 0) {
-      S->shared_late = tok[7] == 'l';
+    size_t w = 0;
+    while (w < sizeof k_words / sizeof k_words[0] && strcmp(tok, k_words[w].word)) w++;
+    if (w < sizeof k_words / sizeof k_words[0]) {
+      apply_word(S, w);
       continue;
     }
     if (strncmp(tok, "shared=", 7) == 0) {
       S->shared_variant = lat_gemm_variant_from_name(tok + 7);
       if (!S->shared_variant) return VERR(PATH_NAME ": variant '%s': unknown GEMM variant for the shared expert", tok);
-      continue;
-    }
-    if (strcmp(tok, "pdl") == 0 || strcmp(tok, "no_pdl") == 0) {
-      S->pdl = tok[0] == 'p';
-      continue;
-    }
-    if (strcmp(tok, "attn_split") == 0 || strcmp(tok, "attn_gemm") == 0 || strcmp(tok, "attn_mma") == 0) {
-      S->attn_mode = tok[5] == 's' ? 1 : tok[6] == 'e' ? 2 : 3;
-      continue;
-    }
-    if (strcmp(tok, "tp_replicated_in") == 0 || strcmp(tok, "tp_split_in") == 0) {
-      S->tp_rep_in = tok[3] == 'r';
       continue;
     }
     if (strncmp(tok, "tp_", 3) == 0) {
@@ -477,12 +494,15 @@ vstatus lt_parse_variant(lstate *S, const char *variant) {
       continue;
     }
     const int v = lat_gemm_variant_from_name(tok);
-    if (!v)
-      return VERR(PATH_NAME
-                  ": variant '%s' unknown (eager, table, pdl, no_pdl, no_persist, router_gemm, v1_mma_n8, "
-                  "v2_mma_n16, v3_mma_n32, v4_mma_n64, "
-                  "v5_cublas, v6_cp_n8, v7_cp_n16, v8_cp_n32, v9_cp_n64, v10_cp_w8, v11_cp_m2)",
-                  tok);
+    if (!v) {
+      char known[512] = "";
+      size_t n = 0;
+      for (size_t i = 0; i < sizeof k_words / sizeof k_words[0] && n < sizeof known; i++)
+        n += (size_t)snprintf(known + n, sizeof known - n, "%s, ", k_words[i].word);
+      for (int g = LAT_V1_MMA_N8; g <= LAT_V11_CP_M2 && n < sizeof known; g++)
+        n += (size_t)snprintf(known + n, sizeof known - n, "%s, ", lat_gemm_variant_name(g));
+      return VERR(PATH_NAME ": variant '%s' unknown (%sCOLUMN=GEMM, shared=GEMM, tp_MODE)", tok, known);
+    }
     S->force_variant = v;
   }
   return V_OK;
@@ -552,7 +572,7 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
   S->lctx = (o->max_ctx + S->dcp_n - 1) / S->dcp_n;
   S->use_graphs = true;
   VTRY(lt_parse_variant(S, o->variant));
-  if (S->dcp && S->attn_mode == 2)
+  if (S->dcp && S->attn_mode == LT_ATTN_WANT_GEMM)
     return VUNSUPPORTED(PATH_NAME ": dcp: attn_gemm (v2_gemm) writes o_lat without split partials; the DCP combine "
                         "needs attn_mma or attn_split");
 
@@ -623,7 +643,8 @@ static vstatus open_impl(lstate *S, const ds_model *m, const vpath_opts *o) {
              "(%.1f without dcp); mla_decode %s over all %d heads, per layer allgather q + o|lse partials (fp32), "
              "lse combine of heads %d-%d",
              S->dcp_n, S->dcp_rank, S->comm->name, S->dcp_n, S->dcp_rank, S->lctx, S->opt.max_ctx,
-             row * S->lctx * mib, row * S->opt.max_ctx * mib, S->mma_ok && S->attn_mode != 1 ? "v3_mma" : "v1_split",
+             row * S->lctx * mib, row * S->opt.max_ctx * mib,
+             S->mma_ok && S->attn_mode != LT_ATTN_WANT_SPLIT ? "v3_mma" : "v1_split",
              S->Ha, S->dcp_rank * S->H, S->dcp_rank * S->H + S->H);
     vtrace_note(S->trace, PATH_NAME, note);
   } else if (S->trace) {

@@ -87,6 +87,15 @@ typedef struct {
   int gemm_keys;      /* LT_ATTN_GEMM: keys of its bucket (lat_mla_gemm_ncap), else 0 */
 } lt_step_key;
 
+/* The attention kernel a path instance was asked for (variant words attn_split, attn_gemm, attn_mma). */
+typedef enum {
+  LT_ATTN_TABLE,      /* the table: v3_mma where supported, v2_gemm from GEMM_ATTN_MIN_ROWS rows (and above
+                         ATTN_MMA_MAX_KEYS_MANY_ROWS keys), else v1_split */
+  LT_ATTN_WANT_SPLIT, /* v1_split everywhere */
+  LT_ATTN_WANT_GEMM,  /* v2_gemm everywhere it fits */
+  LT_ATTN_WANT_MMA,   /* v3_mma everywhere */
+} lt_attn_mode;
+
 /* One captured step shape. */
 typedef struct {
   lt_step_key key;                          /* key.T < 0: a failed capture, never matched */
@@ -123,8 +132,7 @@ typedef struct {
   int force_variant;                        /* 0: table */
   int force_kind[N_KINDS];                  /* per table column (KIND_*): 0 table, else the variant */
   int tp_mode;                              /* LAT_TP_*: how block outputs are reduced under TP (AUTO: per step) */
-  int attn_mode;                            /* 0: table (v3_mma where supported, else v2_gemm from
-                                               GEMM_ATTN_MIN_ROWS rows), 1: v1_split, 2: v2_gemm, 3: v3_mma */
+  lt_attn_mode attn_mode;                   /* the attention kernel asked for (the table by default) */
   bool mma_ok;                              /* lat_mla_mma_supported for this model's (local) heads and dims */
   lat_mla_gemm_ws ag;                       /* v2_gemm workspace (ag.rows 0: not allocated, v1_split only) */
   char ag_why[160];                         /* why v2_gemm is unavailable */

@@ -519,14 +519,16 @@ vstatus lt_run_core(lstate *S, int T, int R, int max_keys, bool forced, bool gra
   /* DCP: v3_mma or v1_split over this rank's keys (at most ceil(max_keys / N)), all Ha heads */
   const int keys = S->dcp ? (max_keys + S->dcp_n - 1) / S->dcp_n : max_keys;
   const bool gemm_long = table_prefers_gemm(T, max_keys) && S->ag.rows >= T;
-  const bool mma = S->dcp ? S->attn_mode == 3 || (S->attn_mode != 1 && S->mma_ok)
-                          : S->attn_mode == 3 || (S->attn_mode == 0 && S->mma_ok && !gemm_long);
+  const lt_attn_mode am = S->attn_mode;
+  const bool mma = S->dcp ? am == LT_ATTN_WANT_MMA || (am != LT_ATTN_WANT_SPLIT && S->mma_ok)
+                          : am == LT_ATTN_WANT_MMA || (am == LT_ATTN_TABLE && S->mma_ok && !gemm_long);
   const int hb = mma ? lat_mla_mma_heads(T, S->Ha, keys, S->sms) : 32;
   int S_att = mma ? lat_mla_mma_splits(T, S->Ha, keys, S->sms, hb) : lat_mla_splits(T, S->Ha, keys, S->sms);
   while (S_att > 1 && T * S_att > S->PR) S_att--;
   lt_attn_kind attn = !mma ? LT_ATTN_SPLIT : hb == 16 && S->Ha > 16 ? LT_ATTN_MMA16 : LT_ATTN_MMA;
   int gemm_keys = 0;
-  if (!mma && !S->dcp && S->ag.rows >= T && S->attn_mode != 1 && (S->attn_mode == 2 || T >= GEMM_ATTN_MIN_ROWS)) {
+  if (!mma && !S->dcp && S->ag.rows >= T && am != LT_ATTN_WANT_SPLIT &&
+      (am == LT_ATTN_WANT_GEMM || T >= GEMM_ATTN_MIN_ROWS)) {
     gemm_keys = lat_mla_gemm_ncap(max_keys, S->opt.max_ctx);
     if ((size_t)T * 2 * S->H * gemm_keys > S->ag.score_elems) gemm_keys = 0;
     /* v2_gemm computes every row over the longest row's keys; v1_split only over each row's own.
@@ -534,7 +536,7 @@ vstatus lt_run_core(lstate *S, int T, int R, int max_keys, bool forced, bool gra
      * (T x Ncap > 4 x the keys actually attended) the table keeps v1_split. */
     double keys = 0;
     for (int t = 0; t < T; t++) keys += S->h_pos[t] + 1.0;
-    if (S->attn_mode == 0 && (double)T * gemm_keys > 4.0 * keys) gemm_keys = 0;
+    if (am == LT_ATTN_TABLE && (double)T * gemm_keys > 4.0 * keys) gemm_keys = 0;
     if (gemm_keys > 0) attn = LT_ATTN_GEMM;
   }
   if (attn == LT_ATTN_GEMM) S_att = 1;
