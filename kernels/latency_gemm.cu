@@ -505,34 +505,20 @@ extern "C" int lat_gemm_variant_from_name(const char *name) {
 
 extern "C" const char *lat_gemm_variant_name(int v) {
   switch (v) {
-    case LAT_V1_MMA_N8: return "v1_mma_n8";
-    case LAT_V2_MMA_N16: return "v2_mma_n16";
-    case LAT_V3_MMA_N32: return "v3_mma_n32";
-    case LAT_V4_MMA_N64: return "v4_mma_n64";
-    case LAT_V5_CUBLAS: return "v5_cublas";
-    case LAT_V6_CP_N8: return "v6_cp_n8";
-    case LAT_V7_CP_N16: return "v7_cp_n16";
-    case LAT_V8_CP_N32: return "v8_cp_n32";
-    case LAT_V9_CP_N64: return "v9_cp_n64";
-    case LAT_V10_CP_W8: return "v10_cp_w8";
-    case LAT_V11_CP_M2: return "v11_cp_m2";
+#define NAME_CASE(num, id, name, family, max_tokens, what) \
+  case id: return #name;
+    LAT_GEMM_VARIANTS(NAME_CASE)
+#undef NAME_CASE
     default: return "unknown";
   }
 }
 
 extern "C" int lat_gemm_variant_max_tokens(int v) {
   switch (v) {
-    case LAT_V1_MMA_N8: return 8;
-    case LAT_V2_MMA_N16: return 16;
-    case LAT_V3_MMA_N32: return 32;
-    case LAT_V4_MMA_N64: return 64;
-    case LAT_V5_CUBLAS: return 1 << 30;
-    case LAT_V6_CP_N8: return 8;
-    case LAT_V7_CP_N16: return 16;
-    case LAT_V8_CP_N32: return 32;
-    case LAT_V9_CP_N64: return 64;
-    case LAT_V10_CP_W8: return 8;
-    case LAT_V11_CP_M2: return 8;
+#define TOKENS_CASE(num, id, name, family, max_tokens, what) \
+  case id: return max_tokens;
+    LAT_GEMM_VARIANTS(TOKENS_CASE)
+#undef TOKENS_CASE
     default: return 0;
   }
 }
@@ -580,17 +566,16 @@ static cudaError_t gemm_set_smem() {
 #define V10_SHAPE 1, 1, 1, 4, 8
 #define V11_SHAPE 2, 1, 2, 3, 1
 
+/* Per family: the shared-memory setup of a variant and its launch (LAT_GEMM_VARIANTS). */
+#define INIT_MMA(num) CUDA_CHECK(gemm_set_smem<V##num##_SHAPE>());
+#define INIT_CUBLAS(num)
+#define LAUNCH_MMA(num) return launch_mma<V##num##_SHAPE>(a, num_sms, stream, splits_out);
+#define LAUNCH_CUBLAS(num) return launch_cublas(a, blas, stream);
+
 extern "C" vstatus lat_kernels_init(void) {
-  CUDA_CHECK(gemm_set_smem<V1_SHAPE>());
-  CUDA_CHECK(gemm_set_smem<V2_SHAPE>());
-  CUDA_CHECK(gemm_set_smem<V3_SHAPE>());
-  CUDA_CHECK(gemm_set_smem<V4_SHAPE>());
-  CUDA_CHECK(gemm_set_smem<V6_SHAPE>());
-  CUDA_CHECK(gemm_set_smem<V7_SHAPE>());
-  CUDA_CHECK(gemm_set_smem<V8_SHAPE>());
-  CUDA_CHECK(gemm_set_smem<V9_SHAPE>());
-  CUDA_CHECK(gemm_set_smem<V10_SHAPE>());
-  CUDA_CHECK(gemm_set_smem<V11_SHAPE>());
+#define INIT_VARIANT(num, id, name, family, max_tokens, what) INIT_##family(num)
+  LAT_GEMM_VARIANTS(INIT_VARIANT)
+#undef INIT_VARIANT
   return V_OK;
 }
 
@@ -730,17 +715,10 @@ extern "C" vstatus lat_gemm(const lat_gemm_args *a, int variant, int num_sms, cu
   if (splits_out) *splits_out = 1;
   if (ran_out) *ran_out = variant;
   switch (variant) {
-    case LAT_V1_MMA_N8: return launch_mma<V1_SHAPE>(a, num_sms, stream, splits_out);
-    case LAT_V2_MMA_N16: return launch_mma<V2_SHAPE>(a, num_sms, stream, splits_out);
-    case LAT_V3_MMA_N32: return launch_mma<V3_SHAPE>(a, num_sms, stream, splits_out);
-    case LAT_V4_MMA_N64: return launch_mma<V4_SHAPE>(a, num_sms, stream, splits_out);
-    case LAT_V6_CP_N8: return launch_mma<V6_SHAPE>(a, num_sms, stream, splits_out);
-    case LAT_V7_CP_N16: return launch_mma<V7_SHAPE>(a, num_sms, stream, splits_out);
-    case LAT_V8_CP_N32: return launch_mma<V8_SHAPE>(a, num_sms, stream, splits_out);
-    case LAT_V9_CP_N64: return launch_mma<V9_SHAPE>(a, num_sms, stream, splits_out);
-    case LAT_V10_CP_W8: return launch_mma<V10_SHAPE>(a, num_sms, stream, splits_out);
-    case LAT_V11_CP_M2: return launch_mma<V11_SHAPE>(a, num_sms, stream, splits_out);
-    case LAT_V5_CUBLAS: return launch_cublas(a, blas, stream);
+#define LAUNCH_CASE(num, id, name, family, max_tokens, what) \
+  case id: LAUNCH_##family(num)
+    LAT_GEMM_VARIANTS(LAUNCH_CASE)
+#undef LAUNCH_CASE
     default: return VERR("lat_gemm: unknown variant %d", variant);
   }
 }

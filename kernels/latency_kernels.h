@@ -42,19 +42,28 @@ extern "C" {
 
 #include "common/vstatus.h"
 
-/* GEMM variants. */
+/* The GEMM variants, one row each: X(number, enum, name, family, most token rows per CTA, what it
+ * is). family MMA: mma.sync kernels with a tile shape V<number>_SHAPE in latency_gemm.cu; CUBLAS:
+ * cuBLAS. The enum, names, token limits, dispatch, shared-memory setup and the numerics suite's
+ * registration (latency_variants.cu) are all made from this list: a new variant is one row here
+ * and its V<number>_SHAPE. Numbers are stable (variant words and records name them). */
+#define LAT_GEMM_VARIANTS(X)                                                                                  \
+  X(1, LAT_V1_MMA_N8, v1_mma_n8, MMA, 8, "mma.sync, 16 rows/CTA, tokens 1..8")                               \
+  X(2, LAT_V2_MMA_N16, v2_mma_n16, MMA, 16, "mma.sync, 32 rows/CTA, tokens 1..16")                           \
+  X(3, LAT_V3_MMA_N32, v3_mma_n32, MMA, 32, "mma.sync, 32 rows/CTA, tokens 1..32")                           \
+  X(4, LAT_V4_MMA_N64, v4_mma_n64, MMA, 64, "mma.sync, 32 rows/CTA, tokens 1..64")                           \
+  X(5, LAT_V5_CUBLAS, v5_cublas, CUBLAS, 1 << 30, "cublasGemmStridedBatchedEx")                              \
+  X(6, LAT_V6_CP_N8, v6_cp_n8, MMA, 8, "cp.async weight ring, tokens 1..8")                                  \
+  X(7, LAT_V7_CP_N16, v7_cp_n16, MMA, 16, "cp.async weight ring, tokens 1..16")                              \
+  X(8, LAT_V8_CP_N32, v8_cp_n32, MMA, 32, "cp.async weight ring, tokens 1..32")                              \
+  X(9, LAT_V9_CP_N64, v9_cp_n64, MMA, 64, "cp.async weight ring, tokens 1..64")                              \
+  X(10, LAT_V10_CP_W8, v10_cp_w8, MMA, 8, "cp.async weight ring, a warp per 16 rows over all of k, tokens 1..8") \
+  X(11, LAT_V11_CP_M2, v11_cp_m2, MMA, 8, "cp.async weight ring, 32 rows per CTA, 3 stages, tokens 1..8")
+
 enum {
-  LAT_V1_MMA_N8 = 1,
-  LAT_V2_MMA_N16 = 2,
-  LAT_V3_MMA_N32 = 3,
-  LAT_V4_MMA_N64 = 4,
-  LAT_V5_CUBLAS = 5,
-  LAT_V6_CP_N8 = 6,
-  LAT_V7_CP_N16 = 7,
-  LAT_V8_CP_N32 = 8,
-  LAT_V9_CP_N64 = 9,
-  LAT_V10_CP_W8 = 10, /* v6's ring, but each of the 8 warps owns its 16 rows over all of k: small K */
-  LAT_V11_CP_M2 = 11  /* v6 with 32 rows per CTA and 3 ring stages */
+#define LAT_GEMM_ENUM(num, id, name, family, max_tokens, what) id = num,
+  LAT_GEMM_VARIANTS(LAT_GEMM_ENUM)
+#undef LAT_GEMM_ENUM
 };
 /* Epilogues. SWIGLU: W rows come in blocks of 16 = 8 gate rows then the 8 matching up rows;
  * output column 8*i + g (i = block, g < 8) = bf16(silu(bf16(gate)) * bf16(up)), N/2 columns. */

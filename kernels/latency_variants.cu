@@ -236,17 +236,9 @@ static vstatus linear_common(const vop_case *c, const vop_layout *l, void *const
   }                                                                                                           \
   VARIANT(linear_v##num##_body, vname)
 
-LINEAR_VARIANT(1, "v1_mma_n8")
-LINEAR_VARIANT(2, "v2_mma_n16")
-LINEAR_VARIANT(3, "v3_mma_n32")
-LINEAR_VARIANT(4, "v4_mma_n64")
-LINEAR_VARIANT(5, "v5_cublas")
-LINEAR_VARIANT(6, "v6_cp_n8")
-LINEAR_VARIANT(7, "v7_cp_n16")
-LINEAR_VARIANT(8, "v8_cp_n32")
-LINEAR_VARIANT(9, "v9_cp_n64")
-LINEAR_VARIANT(10, "v10_cp_w8")
-LINEAR_VARIANT(11, "v11_cp_m2")
+#define LINEAR_ONE(num, id, name, family, max_tokens, what) LINEAR_VARIANT(num, #name)
+LAT_GEMM_VARIANTS(LINEAR_ONE)
+#undef LINEAR_ONE
 
 static vstatus linear_table_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
   const int Ip = (c->d[1] + 7) / 8 * 8;
@@ -568,17 +560,9 @@ VARIANT(lse_combine_body, "v1")
    linear_v##num##_body_run}
 
 static const entry k_entries[] = {
-    LINEAR_ENTRY(1, "v1_mma_n8", "mma.sync, 16 rows/CTA, tokens 1..8"),
-    LINEAR_ENTRY(2, "v2_mma_n16", "mma.sync, 32 rows/CTA, tokens 1..16"),
-    LINEAR_ENTRY(3, "v3_mma_n32", "mma.sync, 32 rows/CTA, tokens 1..32"),
-    LINEAR_ENTRY(4, "v4_mma_n64", "mma.sync, 32 rows/CTA, tokens 1..64"),
-    LINEAR_ENTRY(5, "v5_cublas", "cublasGemmStridedBatchedEx"),
-    LINEAR_ENTRY(6, "v6_cp_n8", "cp.async weight ring, tokens 1..8"),
-    LINEAR_ENTRY(7, "v7_cp_n16", "cp.async weight ring, tokens 1..16"),
-    LINEAR_ENTRY(8, "v8_cp_n32", "cp.async weight ring, tokens 1..32"),
-    LINEAR_ENTRY(9, "v9_cp_n64", "cp.async weight ring, tokens 1..64"),
-    LINEAR_ENTRY(10, "v10_cp_w8", "cp.async weight ring, a warp per 16 rows over all of k, tokens 1..8"),
-    LINEAR_ENTRY(11, "v11_cp_m2", "cp.async weight ring, 32 rows per CTA, 3 stages, tokens 1..8"),
+#define LINEAR_ROW(num, id, name, family, max_tokens, what) LINEAR_ENTRY(num, #name, what),
+    LAT_GEMM_VARIANTS(LINEAR_ROW)
+#undef LINEAR_ROW
     {"linear", "table", "lat_gemm with the variant the path's per-bucket table picks for this batch and shape",
      linear_shape_ok, linear_table_body_run},
     {"add_rmsnorm", "v1", "lat_add_rmsnorm: fp32 residual (= res) += bf16(x), bf16 norm", add_rmsnorm_supports,
