@@ -1,5 +1,5 @@
-/* Opening the latency path (kernels/latency_state.h): device weights, the workspace, the
- * variant words; lt_close (kernels/latency.cu) frees what this makes. */
+/* Opening and closing the latency path (kernels/latency_state.h): device weights, the
+ * workspace, the variant words; lt_open builds, lt_close frees. */
 #include "kernels/latency_state.h"
 
 /* ---- open: weights ---- */
@@ -711,4 +711,40 @@ vstatus lt_open(void **state, const ds_model *m, const vpath_opts *o) {
   }
   *state = S;
   return V_OK;
+}
+
+/* The free side of lt_open: everything it made, also from a half-opened state (every field
+ * checked; lt_open calls it on its own failure). */
+void lt_close(void *st) {
+  lstate *S = (lstate *)st;
+  if (!S) return;
+  if (S->ref) cuda_ref_ops.close(S->ref);
+  if (S->st) cudaStreamSynchronize(S->st);
+  lat_tp_close(&S->tp);
+  if (S->st2) cudaStreamSynchronize(S->st2);
+  for (int i = 0; i < S->n_graphs; i++) lt_graph_free(&S->graphs[i]);
+  for (int i = 0; i < S->n_allocs; i++) cudaFree(S->allocs[i]);
+  free(S->allocs);
+  if (S->L) {
+    free(S->L);
+  }
+  if (S->h_tok) cudaFreeHost(S->h_tok);
+  if (S->h_slot) cudaFreeHost(S->h_slot);
+  if (S->h_pos) cudaFreeHost(S->h_pos);
+  if (S->h_rows) cudaFreeHost(S->h_rows);
+  if (S->h_forced) cudaFreeHost(S->h_forced);
+  for (int i = 0; i < 64; i++)
+    if (S->pev[i]) cudaEventDestroy(S->pev[i]);
+  for (int i = 0; i <= MAX_OPEV; i++)
+    if (S->oev[i]) cudaEventDestroy(S->oev[i]);
+  if (S->ev_fork) cudaEventDestroy(S->ev_fork);
+  if (S->ev_join) cudaEventDestroy(S->ev_join);
+  if (S->ev0) cudaEventDestroy(S->ev0);
+  if (S->ev1) cudaEventDestroy(S->ev1);
+  if (S->blas) cublasDestroy(S->blas);
+  if (S->blas2) cublasDestroy(S->blas2);
+  if (S->st) cudaStreamDestroy(S->st);
+  if (S->st2) cudaStreamDestroy(S->st2);
+  free(S->len);
+  free(S);
 }

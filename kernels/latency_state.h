@@ -1,10 +1,10 @@
 /* The latency path's state and what its files share (internal to kernels/latency*.cu; the
  * path's interface is kernels/latency.h). The path is split by responsibility:
- *   kernels/latency.cu       the vpath ops (supports, forward with its fallbacks, reset, fill,
- *                            close) and the extras of latency.h
+ *   kernels/latency.cu       the vpath ops (supports, forward with its fallbacks, reset, fill)
+ *                            and the extras of latency.h
  *   kernels/latency_step.cu  one step: the GEMM table and variant choice, attention, MoE, TP
  *                            reductions, the enqueued step, its CUDA graphs (keyed by shape)
- *   kernels/latency_open.cu  open: weights, workspace, the variant words
+ *   kernels/latency_open.cu  open and close: weights, workspace, the variant words
  * and the kernels themselves in kernels/latency_*.cu (latency_kernels.h). */
 #ifndef VOUCH_KERNELS_LATENCY_STATE_H
 #define VOUCH_KERNELS_LATENCY_STATE_H
@@ -247,15 +247,14 @@ vstatus lt_check_step(lstate *S, const vstep *s);
 /* Why step s is outside the path's envelope, and (*to) the path that runs it instead. */
 void lt_envelope_reason(const vstep *s, char *why, size_t n, const char **to);
 
-/* kernels/latency_open.cu: weights, workspace, variant words (the build side; lt_close frees) */
+/* kernels/latency_open.cu: weights, workspace, variant words; lt_open and lt_close are the
+ * build / free pair (vpath_ops.open and .close) */
 /* Allocates v2_gemm's attention workspace where it fits (else S->ag_why says why not). */
 void lt_alloc_gemm_attention(lstate *S);
 /* Applies the variant words to S's choices. Error names the word. */
 vstatus lt_parse_variant(lstate *S, const char *variant);
 /* vpath_ops.open: the path's state for model m, or cuda-ref's delegate where m is unsupported. */
 vstatus lt_open(void **state, const ds_model *m, const vpath_opts *o);
-
-/* kernels/latency.cu: the vpath ops */
 /* vpath_ops.close: frees everything lt_open made (also a half-opened state). */
 void lt_close(void *st);
 
