@@ -134,6 +134,13 @@ smp = sorted((r for r in reqs if r["max_tokens"] == 4), key=lambda r: r["seed"])
 assert [(r["temperature"], r["top_k"], r["seed"]) for r in smp] == [(0.5, 7, 9), (0.5, 7, 10)], smp
 PY
 
+# credentials stay out: the key and the URL's user:password are in no output and no record
+host=${F#http://}
+VOUCH_SERVER_API_KEY=sekrit-key "$VOUCH" eval chain --hops 4 --samples 1 --server "http://u:pw-secret@$host/half" \
+  --json "$t/k.json" >"$t/k.out" 2>&1
+grep -q "server http://$host/half" "$t/k.out" && ! grep -q "sekrit-key\|pw-secret" "$t/k.out" "$t/k.json" \
+  && ok || bad "credentials shown: $(cat "$t/k.out")"
+
 # bad servers: one line naming the server, exit 1
 free_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 ch=(eval chain --hops 4,8 --samples 2)
