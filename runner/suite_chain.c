@@ -206,7 +206,10 @@ static void chain_print(const void *st, const vsuite_ctx *x) {
       int left = 0, first = 0, failed = 0;
       for (int i = 0; i < samples; i++) {
         failed += r->first_wrong[p][i] < 0;
-        if (r->first_wrong[p][i] > 0) { left++; if (!first || r->first_wrong[p][i] < first) first = r->first_wrong[p][i]; }
+        if (r->first_wrong[p][i] > 0) {
+          if (!left || r->first_wrong[p][i] < first) first = r->first_wrong[p][i];
+          left++;
+        }
       }
       printf("\npath %s: %d of %ld chains left the true chain%s", pr->path, left, samples - failed,
              left ? " (earliest at hop " : "");
@@ -224,7 +227,8 @@ static void chain_print(const void *st, const vsuite_ctx *x) {
       int ran = 0;
       const double sc = eval_score(pr, mask, n, &ran);
       if (pr->supported && !ran) {
-        printf("  hops %-8ld not run: %s\n", s->hops[hi], pr->skipped && pr->skipped[hi] == EVAL_PAST_LIMIT ? pr->limit_reason : "every request failed");
+        const bool limited = pr->skipped && pr->skipped[hi] == EVAL_PAST_LIMIT; /* sample 0 at this hop count */
+        printf("  hops %-8ld not run: %s\n", s->hops[hi], limited ? pr->limit_reason : "every request failed");
       } else if (pr->supported) {
         double *mg = malloc((size_t)n * sizeof *mg);
         const int nm = mg ? eval_margins(pr, mask, n, mg) : 0;

@@ -147,7 +147,8 @@ vstatus mrcr_run_server(const eval_server *sv, const construct_layout *L, const 
     if (why) {
       if (!q->error[0]) snprintf(q->error, sizeof q->error, "%s", why);
       const mrcr_query *mq = &r->q[idx];
-      snprintf(what, sizeof what, "bin %d, %d needles, sample %d, query %d)", mq->bin, mq->needles, mq->sample, mq->needle);
+      snprintf(what, sizeof what, "bin %d, %d needles, sample %d, query %d)", mq->bin, mq->needles, mq->sample,
+               mq->needle);
       request_failed(pr, q, what);
       pr->skipped[idx] = EVAL_FAILED;
       continue;

@@ -7,7 +7,8 @@
 # the real server argv[3] (GET and POST) with the logprobs taken out of its answers (a server that
 # gives none), /half answers every second request with HTTP 500 and the others as /ids does (without
 # the log), /req answers as /ids and appends each whole request body as a JSON line to argv[2] + ".req",
-# /vocab lists its model with vocab_size 1024, and /small with max_model_len 100 (answering as /ids). Writes its port to argv[1] once listening.
+# /vocab lists its model with vocab_size 1024, and /small with max_model_len 100 (answering as
+# /ids). Writes its port to argv[1] once listening.
 import http.server, itertools, json, sys, threading, urllib.error, urllib.request
 
 half_count, half_lock = itertools.count(), threading.Lock()
