@@ -257,6 +257,78 @@ static void req_fail(served_req *r, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* The id of a logprobs token name "token_id:N" (vLLM's return_tokens_as_token_ids, vouch serve);
+ * -1 for anything else (a token named by its text). */
+static int32_t lp_token_id(const char *name) {
+  if (!name || strncmp(name, "token_id:", 9)) return -1;
+  char *end;
+  const long v = strtol(name + 9, &end, 10);
+  return end != name + 9 && !*end && v >= 0 && v < 2147483647L ? (int32_t)v : -1;
+}
+
+/* Adds (id, lp) to t, which stays sorted most likely first, without repeats, at most SERVED_TOP. */
+static void top_add(served_top *t, int32_t id, double lp) {
+  if (isnan(lp)) return;
+  for (int k = 0; k < t->n; k++)
+    if (t->id[k] == id) return;
+  int k = t->n;
+  if (k == SERVED_TOP) {
+    if (!(lp > t->lp[k - 1])) return;
+    k--;
+  } else {
+    t->n++;
+  }
+  for (; k > 0 && t->lp[k - 1] < lp; k--) t->id[k] = t->id[k - 1], t->lp[k] = t->lp[k - 1];
+  t->id[k] = id, t->lp[k] = (float)lp;
+}
+
+/* The logprobs (OpenAI completions shape: tokens, token_logprobs, top_logprobs) of the n tokens an
+ * event carried, into r->top[at .. at + n). A position whose names are not all token ids is left
+ * unknown (n = 0): an alternative named by text could be the most likely one. */
+static void keep_logprobs(served_req *r, const cJSON *lp, int at, int n) {
+  const cJSON *toks = cJSON_GetObjectItemCaseSensitive(lp, "tokens");
+  const cJSON *tlp = cJSON_GetObjectItemCaseSensitive(lp, "token_logprobs");
+  const cJSON *top = cJSON_GetObjectItemCaseSensitive(lp, "top_logprobs");
+  for (int i = 0; i < n; i++) {
+    served_top *t = &r->top[at + i];
+    memset(t, 0, sizeof *t);
+    bool named = true; /* every name is a token id */
+    const cJSON *d = cJSON_IsArray(top) ? cJSON_GetArrayItem(top, i) : NULL, *e;
+    if (cJSON_IsObject(d)) cJSON_ArrayForEach(e, d) {
+        const int32_t id = lp_token_id(e->string);
+        if (id < 0 || !cJSON_IsNumber(e)) named = false;
+        else top_add(t, id, e->valuedouble);
+      }
+    const cJSON *nm = cJSON_IsArray(toks) ? cJSON_GetArrayItem(toks, i) : NULL;
+    const cJSON *v = cJSON_IsArray(tlp) ? cJSON_GetArrayItem(tlp, i) : NULL;
+    if (cJSON_IsString(nm) && cJSON_IsNumber(v)) {
+      const int32_t id = lp_token_id(nm->valuestring);
+      if (id < 0) named = false;
+      else top_add(t, id, v->valuedouble);
+    }
+    if (!named) t->n = 0;
+  }
+}
+
+/* Appends a received id to r->ids (and an empty r->top entry when logprobs are asked). */
+static bool keep_id(served_req *r, double d) {
+  if (r->n_tokens == r->cap_ids) {
+    const int cap = r->cap_ids ? r->cap_ids * 2 : 64;
+    int32_t *ni = cap < (1 << 26) ? realloc(r->ids, (size_t)cap * sizeof *ni) : NULL;
+    if (!ni) return false;
+    r->ids = ni;
+    if (r->logprobs > 0) {
+      served_top *nt = realloc(r->top, (size_t)cap * sizeof *nt);
+      if (!nt) return false;
+      r->top = nt;
+    }
+    r->cap_ids = cap;
+  }
+  r->ids[r->n_tokens] = d >= 0 && d < 2147483647.0 ? (int32_t)d : -1; /* judged by the caller */
+  if (r->logprobs > 0) r->top[r->n_tokens].n = 0;
+  return true;
+}
+
 static void on_event(xfer *x, const char *data, double now) {
   served_req *r = x->r;
   if (!strcmp(data, "[DONE]")) {
@@ -277,24 +349,17 @@ static void on_event(xfer *x, const char *data, double now) {
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(c0, "text");
     const cJSON *fin = cJSON_GetObjectItemCaseSensitive(c0, "finish_reason");
     if (cJSON_IsArray(ids)) {
-      const int n = cJSON_GetArraySize(ids);
+      const int n = cJSON_GetArraySize(ids), at = r->n_tokens; /* at: this event's first position */
       const cJSON *t;
       cJSON_ArrayForEach(t, ids) {
         if (!cJSON_IsNumber(t)) { req_fail(r, "token_ids holds a non-number"); break; }
         if (r->n_tokens < 8 && r->n_tokens >= 0)
           r->first_tokens[r->n_tokens] = t->valuedouble >= 0 && t->valuedouble < 2147483647.0 ? (int32_t)t->valuedouble : -1;
-        if (r->keep_ids) {
-          if (r->n_tokens == r->cap_ids) {
-            const int cap = r->cap_ids ? r->cap_ids * 2 : 64;
-            int32_t *ni = cap < (1 << 26) ? realloc(r->ids, (size_t)cap * sizeof *ni) : NULL;
-            if (!ni) { req_fail(r, "out of memory for the token ids"); break; }
-            r->ids = ni, r->cap_ids = cap;
-          }
-          const double d = t->valuedouble;
-          r->ids[r->n_tokens] = d >= 0 && d < 2147483647.0 ? (int32_t)d : -1; /* judged by the next turn's server */
-        }
+        if (r->keep_ids && !keep_id(r, t->valuedouble)) { req_fail(r, "out of memory for the token ids"); break; }
         r->n_tokens++;
       }
+      const cJSON *lp = cJSON_GetObjectItemCaseSensitive(c0, "logprobs");
+      if (r->keep_ids && r->logprobs > 0 && cJSON_IsObject(lp)) keep_logprobs(r, lp, at, r->n_tokens - at);
       if (n > 0) {
         if (r->n_chunks == r->cap_chunks) {
           const int cap = r->cap_chunks ? r->cap_chunks * 2 : 64;
@@ -347,7 +412,15 @@ static vstatus xfer_start(const served_conn *c, const char *model, xfer *x, CURL
   cJSON *p = cJSON_AddArrayToObject(o, "prompt");
   for (int i = 0; i < r->n_prompt; i++) cJSON_AddItemToArray(p, cJSON_CreateNumber(r->prompt[i]));
   cJSON_AddNumberToObject(o, "max_tokens", r->max_tokens);
-  cJSON_AddNumberToObject(o, "temperature", 0);
+  const vsampling *sm = r->sampling;
+  cJSON_AddNumberToObject(o, "temperature", sm ? sm->temperature : 0);
+  if (sm && sm->top_k > 0) cJSON_AddNumberToObject(o, "top_k", sm->top_k);
+  if (sm && sm->top_p < 1) cJSON_AddNumberToObject(o, "top_p", sm->top_p);
+  if (sm) cJSON_AddNumberToObject(o, "seed", (double)(sm->seed & ((1ull << 53) - 1))); /* exact in JSON */
+  if (r->logprobs > 0) {
+    cJSON_AddNumberToObject(o, "logprobs", r->logprobs);
+    cJSON_AddBoolToObject(o, "return_tokens_as_token_ids", true);
+  }
   cJSON_AddBoolToObject(o, "ignore_eos", true);
   cJSON_AddBoolToObject(o, "stream", true);
   cJSON_AddBoolToObject(o, "return_token_ids", true);
@@ -490,7 +563,9 @@ vstatus served_run_hooked(const served_conn *c, const char *model, served_req *r
 
 void served_req_free(served_req *r) {
   free(r->ids);
+  free(r->top);
   r->ids = NULL;
+  r->top = NULL;
   r->cap_ids = 0;
   free(r->chunk_t);
   free(r->chunk_n);

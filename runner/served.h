@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/sampling.h"
 #include "common/vstatus.h"
 
 typedef struct {
@@ -49,6 +50,15 @@ vstatus served_metrics_read(const served_conn *c, served_metrics *m);
 /* Sum of every series named `name` in Prometheus text (NaN when absent). For tests. */
 double served_prom_sum(const char *text, const char *name);
 
+/* The most likely tokens at one generated position, from the server's logprobs (an eval's
+ * answer margin: logprob(answer) - best other logprob). */
+#define SERVED_TOP 5
+typedef struct {
+  int n;                     /* entries known (0: the server gave no logprobs for this token) */
+  int32_t id[SERVED_TOP];    /* token ids, most likely first */
+  float lp[SERVED_TOP];      /* their logprobs */
+} served_top;
+
 /* One streamed completion. */
 typedef struct {
   /* in */
@@ -59,6 +69,9 @@ typedef struct {
   bool held;                 /* not sent until a done hook clears it (the next turn of a session) */
   bool skip;                 /* never sent: counted as finished (its error says why) */
   bool keep_ids;             /* keep every received token id in ids (a session's next prompt needs them) */
+  int logprobs;              /* > 0 (with keep_ids): ask for that many top logprobs per token, named by id
+                                (vLLM's return_tokens_as_token_ids), kept in top; 0: none asked */
+  const vsampling *sampling; /* NULL: greedy (temperature 0); else its temperature, top_k, top_p, seed sent */
   /* out */
   bool ok;
   char error[320];           /* why not ok */
@@ -69,7 +82,8 @@ typedef struct {
   int n_tokens;              /* tokens received */
   int32_t first_tokens[8];   /* the first (up to 8) token ids received */
   int32_t *ids;              /* [n_tokens] every id received, when keep_ids (owned) */
-  int cap_ids;
+  served_top *top;           /* [n_tokens] with logprobs > 0: each token's top logprobs (owned) */
+  int cap_ids;               /* entries allocated in ids (and top) */
 } served_req;
 
 /* Streams every request of reqs (at most `concurrency` in flight; each no earlier than its

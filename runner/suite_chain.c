@@ -11,7 +11,8 @@ static const char CHAIN_USAGE[] =
     "usage: vouch eval chain [--model DIR|synth:recall-chain] [--paths P1,P2..] [--hops 64,256] [--samples N]\n"
     "                        [--batch B] [--temperature T] [--top-k K] [--top-p P] [--sample-seed S] [--seed S]\n"
     "                        [--threads N] [--min-score F] [--alpha A] [--cos C --gap G --answer-logit L]\n"
-    "                        [--export-prompts FILE] [--path-lib FILE] [--json FILE]\n"
+    "                        [--export-prompts FILE] [--server URL [--server-model NAME]] [--path-lib FILE]\n"
+    "                        [--json FILE]\n"
     "  Pointer chasing on a constructed checkpoint: the prompt lists a random cyclic permutation\n"
     "  of the keys as pairs, then a start key; each emitted token is the next query. One run to\n"
     "  the largest hop count; the token after each listed hop count is checked (exact match,\n"
@@ -20,6 +21,9 @@ static const char CHAIN_USAGE[] =
     "  --temperature > 0 samples through common/sampling.h with --sample-seed.\n"
     "  A (path, hops) case passes when pass@1 >= --min-score (default 0.99) and it is not\n"
     "  significantly worse than the first path (McNemar p < --alpha).\n"
+    "  --server URL adds an OpenAI-compatible server of the same checkpoint as a path (server:MODEL):\n"
+    "  one completion of the largest hop count per chain, --batch in flight. Sampled over a server\n"
+    "  (its own sampler, seed --sample-seed + chain) it is scored against the true chain only.\n"
     "  defaults: --model synth:recall-chain --paths cpu-ref --hops 64,256 --samples 8 --batch 1\n";
 
 /* The suite's state: its options, and the results of the paths (one case per path). */
@@ -31,9 +35,10 @@ typedef struct {
   uint64_t sample_seed;      /* --sample-seed */
   long *hops;                /* [n_hops] hop counts scored (options_done) */
   int n_hops;
+  eval_paths ep;             /* the paths run: --paths, then the --server (prepare) */
   chain_opts o;              /* what chain_run_path reads (prepare) */
   chain_result r;            /* every path's chains, filled path by path (run) */
-  unsigned char *ok;         /* [n_paths][n_hops]: the hop count passed (record) */
+  unsigned char *ok;         /* [ep.n][n_hops]: the hop count passed (record) */
 } chain_state;
 
 static void chain_init(void *st) {
@@ -61,6 +66,7 @@ static bool chain_option(void *st, int argc, char **argv, int *i, vstatus *err) 
 
 static vstatus chain_options_done(void *st) {
   chain_state *s = st;
+  VTRY(eval_options_done(&s->e));
   VTRY(cli_size_list("--hops", s->hops_s, &s->hops, &s->n_hops));
   /* before --export-prompts reads truth[hops[i]] of a chain as long as the last value */
   for (int i = 0; i < s->n_hops; i++)
@@ -103,11 +109,12 @@ static vstatus chain_prepare(void *st, const vsuite_ctx *x, bool *done) {
   chain_state *s = st;
   if (s->e.export_f) {
     VTRY(chain_export(s, x));
-    if (!x->paths_given) { *done = true; return V_OK; }
+    if (!x->paths_given && !s->e.server) { *done = true; return V_OK; }
   }
-  s->ok = calloc((size_t)x->n_paths * s->n_hops, 1);
+  VTRY(eval_paths_open(&s->ep, &s->e, x));
+  s->ok = calloc((size_t)s->ep.n * s->n_hops, 1);
   if (!s->ok) return VERR("eval chain: out of memory");
-  s->o = (chain_opts){.paths = x->paths, .n_paths = x->n_paths, .hops = s->hops, .n_hops = s->n_hops,
+  s->o = (chain_opts){.paths = s->ep.names, .n_paths = s->ep.n, .hops = s->hops, .n_hops = s->n_hops,
                       .samples = (int)s->e.samples, .batch = (int)s->e.batch,
                       .sampling = {.temperature = (float)s->temperature, .top_k = (int)s->top_k,
                                    .top_p = (float)s->top_p, .seed = s->sample_seed},
@@ -115,12 +122,19 @@ static vstatus chain_prepare(void *st, const vsuite_ctx *x, bool *done) {
   return chain_begin(x->model, x->layout, &s->o, &s->r);
 }
 
-static int chain_n_cases(const void *st, const vsuite_ctx *x) { return x->n_paths; }
+static int chain_n_cases(const void *st, const vsuite_ctx *x) { return ((const chain_state *)st)->ep.n; }
 
 static vstatus chain_run_case(void *st, const vsuite_ctx *x, int p) {
   chain_state *s = st;
-  return chain_run_path(x->model, x->layout, &s->o, &s->r, p);
+  if (p != s->ep.server) return chain_run_path(x->model, x->layout, &s->o, &s->r, p);
+  VTRY(chain_run_server(&s->ep.sv, x->layout, &s->o, &s->r, p));
+  eval_server_warn(vsuite_chain.name, &s->r.pr[p]);
+  return V_OK;
 }
+
+/* A sampled server is scored against the true chain only: its sampler is not vouch's, so its
+ * draws are not paired with the reference's. */
+static bool chain_unpaired(const chain_state *s, int p) { return p == s->ep.server && s->temperature > 0; }
 
 /* Path p's records: one per hop count, and its first-wrong hops as raw samples. */
 static vstatus chain_record(void *st, const vsuite_ctx *x, int p, veng *recs) {
@@ -143,9 +157,10 @@ static vstatus chain_record(void *st, const vsuite_ctx *x, int p, veng *recs) {
     cJSON_AddNumberToObject(params, "top_p", s->top_p);
     cJSON_AddNumberToObject(params, "sample_seed", (double)s->sample_seed);
     cJSON_AddNumberToObject(params, "seed", (double)x->seed);
-    cJSON_AddStringToObject(params, "reference", r->pr[0].path);
-    s->ok[(size_t)p * nh + hi] =
-        eval_record(recs, "evals", id, &r->pr[0], pr, p == 0, mask, n, s->e.min_score, s->e.alpha, params);
+    cJSON_AddStringToObject(params, "reference", chain_unpaired(s, p) ? "none (sampled server)" : r->pr[0].path);
+    eval_server_params(&s->ep, p, params);
+    s->ok[(size_t)p * nh + hi] = eval_record(recs, "evals", id, &r->pr[0], pr, p == 0 || chain_unpaired(s, p), mask, n,
+                                             s->e.min_score, s->e.alpha, params);
     cJSON_Delete(params);
   }
   free(mask);
@@ -155,8 +170,10 @@ static vstatus chain_record(void *st, const vsuite_ctx *x, int p, veng *recs) {
   vrecord *rec = eng_new(recs, "evals", fid, pr->path);
   if (rec) {
     double *fw = malloc((size_t)s->e.samples * sizeof *fw);
-    for (int i = 0; fw && i < s->e.samples; i++) fw[i] = r->first_wrong[p][i];
-    rec_metric_samples(rec, "first_wrong_hop", "hop", RD_MEDIAN, RB_NONE, fw, (int)s->e.samples, 0);
+    int k = 0; /* a chain whose request failed (-1) has none */
+    for (int i = 0; fw && i < s->e.samples; i++)
+      if (r->first_wrong[p][i] >= 0) fw[k++] = r->first_wrong[p][i];
+    rec_metric_samples(rec, "first_wrong_hop", "hop", RD_MEDIAN, RB_NONE, fw, k, 0);
     free(fw);
     rec_param_num(rec, "temperature", s->temperature);
     rec_finalize(rec);
@@ -178,36 +195,58 @@ static void chain_print(const void *st, const vsuite_ctx *x) {
     printf("  sampling: temperature %.3g top-k %ld top-p %.3g sample-seed %llu\n", s->temperature, s->top_k, s->top_p,
            (unsigned long long)s->sample_seed);
   unsigned char *mask = calloc((size_t)n, 1);
-  for (int p = 0; p < x->n_paths && mask; p++) {
+  for (int p = 0; p < s->ep.n && mask; p++) {
     const eval_path_result *pr = &r->pr[p];
+    if (p == s->ep.server)
+      printf("\nserver %s, model %s%s\n", s->ep.sv.conn.shown, s->ep.sv.model,
+             chain_unpaired(s, p) ? ": sampled by the server, scored against the true chain only" : "");
     if (!pr->supported) {
       printf("\npath %s: %s: %s\n", pr->path, pr->errored ? "error" : "not supported", pr->reason);
     } else {
-      int left = 0, first = 0;
-      for (int i = 0; i < samples; i++)
-        if (r->first_wrong[p][i]) { left++; if (!first || r->first_wrong[p][i] < first) first = r->first_wrong[p][i]; }
-      printf("\npath %s: %d of %ld chains left the true chain%s", pr->path, left, samples, left ? " (earliest at hop " : "");
+      int left = 0, first = 0, failed = 0;
+      for (int i = 0; i < samples; i++) {
+        failed += r->first_wrong[p][i] < 0;
+        if (r->first_wrong[p][i] > 0) {
+          if (!left || r->first_wrong[p][i] < first) first = r->first_wrong[p][i];
+          left++;
+        }
+      }
+      printf("\npath %s: %d of %ld chains left the true chain%s", pr->path, left, samples - failed,
+             left ? " (earliest at hop " : "");
       if (left) printf("%d)", first);
-      printf(", forward time %.2f s\n  first hop off the chain per sample:", pr->wall_s);
-      for (int i = 0; i < samples && i < 32; i++) printf(" %d", r->first_wrong[p][i]);
+      if (failed) printf(", %d chains' requests failed", failed);
+      printf(", %s %.2f s\n  first hop off the chain per sample:", pr->skipped ? "requests' wall time" : "forward time",
+             pr->wall_s);
+      for (int i = 0; i < samples && i < 32; i++)
+        if (r->first_wrong[p][i] >= 0) printf(" %d", r->first_wrong[p][i]); else printf(" -");
       printf("%s\n", samples > 32 ? " ..." : "");
+      if (pr->n_failed) printf("  %s\n", pr->reason);
     }
     for (int hi = 0; hi < nh; hi++) {
       for (int i = 0; i < n; i++) mask[i] = i % nh == hi;
-      if (pr->supported) {
+      int ran = 0;
+      const double sc = eval_score(pr, mask, n, &ran);
+      if (pr->supported && !ran) {
+        const bool limited = pr->skipped && pr->skipped[hi] == EVAL_PAST_LIMIT; /* sample 0 at this hop count */
+        printf("  hops %-8ld not run: %s\n", s->hops[hi], limited ? pr->limit_reason : "every request failed");
+      } else if (pr->supported) {
+        double *mg = malloc((size_t)n * sizeof *mg);
+        const int nm = mg ? eval_margins(pr, mask, n, mg) : 0;
         double mn = INFINITY;
-        for (int i = 0; i < samples; i++) if (pr->margin[(size_t)i * nh + hi] < mn) mn = pr->margin[(size_t)i * nh + hi];
-        printf("  hops %-8ld pass@1 %.4f   smallest true-next margin while on chain %.2f\n", s->hops[hi],
-               eval_score(pr, mask, n, NULL), mn);
-        if (p > 0) {
+        for (int i = 0; i < nm; i++) mn = fmin(mn, mg[i]);
+        free(mg);
+        printf("  hops %-8ld pass@1 %.4f   smallest true-next margin while on chain ", s->hops[hi], sc);
+        if (nm) printf("%.2f%s\n", mn, nm == ran ? "" : " (of the margins known)");
+        else printf("n/a (no logprobs)\n");
+        if (p > 0 && !chain_unpaired(s, p)) {
           char lab[48];
           snprintf(lab, sizeof lab, "hops %ld vs first", s->hops[hi]);
           eval_print_pairwise(lab, &r->pr[0], pr, mask, n, s->e.alpha);
         }
       }
-      if (!s->ok[(size_t)p * nh + hi] && pr->supported)
-        printf("  FAIL %s: hops %ld: pass@1 %.4f < %.2f or significantly worse than %s\n", pr->path, s->hops[hi],
-               eval_score(pr, mask, n, NULL), s->e.min_score, r->pr[0].path);
+      if (!s->ok[(size_t)p * nh + hi] && pr->supported && ran)
+        printf("  FAIL %s: hops %ld: pass@1 %.4f < %.2f%s%s\n", pr->path, s->hops[hi], sc, s->e.min_score,
+               chain_unpaired(s, p) ? "" : " or significantly worse than ", chain_unpaired(s, p) ? "" : r->pr[0].path);
     }
   }
   free(mask);
@@ -216,6 +255,7 @@ static void chain_print(const void *st, const vsuite_ctx *x) {
 static void chain_free(void *st) {
   chain_state *s = st;
   chain_result_free(&s->r);
+  eval_paths_free(&s->ep);
   free(s->hops);
   free(s->ok);
 }

@@ -17,16 +17,39 @@ bool eval_option(eval_opts *o, int argc, char **argv, int *i, vstatus *err) {
   else if (cli_opt(argc, argv, i, "--min-score", &v, err)) { if (v) *err = cli_double("--min-score", v, &o->min_score); }
   else if (cli_opt(argc, argv, i, "--alpha", &v, err)) { if (v) *err = cli_double("--alpha", v, &o->alpha); }
   else if (cli_opt(argc, argv, i, "--export-prompts", &v, err)) { if (v) o->export_f = v; }
+  else if (cli_opt(argc, argv, i, "--server", &v, err)) { if (v) o->server = v; }
+  else if (cli_opt(argc, argv, i, "--server-model", &v, err)) { if (v) o->server_model = v; }
   else return false;
   return true;
+}
+
+vstatus eval_options_done(const eval_opts *o) {
+  if (o->server_model && !o->server) return VERR("option --server-model needs --server URL");
+  served_conn c;
+  return o->server ? served_conn_init(&c, o->server, 0) : V_OK;
+}
+
+/* Query i is in the mask and pr ran it. */
+static bool ran(const eval_path_result *pr, const unsigned char *mask, int i) {
+  return (!mask || mask[i]) && !(pr->skipped && pr->skipped[i]);
 }
 
 double eval_score(const eval_path_result *pr, const unsigned char *mask, int n, int *count) {
   long ok = 0, c = 0;
   for (int i = 0; i < n; i++)
-    if (!mask || mask[i]) { ok += pr->correct[i]; c++; }
+    if (ran(pr, mask, i)) { ok += pr->correct[i]; c++; }
   if (count) *count = (int)c;
   return c ? (double)ok / c : NAN;
+}
+
+int eval_margins(const eval_path_result *pr, const unsigned char *mask, int n, double *out) {
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    if (!ran(pr, mask, i)) continue;
+    if (isfinite(pr->margin[i])) out[k++] = pr->margin[i];
+    else if (!(pr->margin_unknown && isnan(pr->margin[i]))) out[k++] = -1e30;
+  }
+  return k;
 }
 
 /* Pairwise: discordant counts of path b vs reference a over the mask. */
@@ -34,7 +57,7 @@ static void discordant(const eval_path_result *a, const eval_path_result *b, con
                        long *ba) {
   *ab = *ba = 0;
   for (int i = 0; i < n; i++) {
-    if (mask && !mask[i]) continue;
+    if (!ran(a, mask, i) || !ran(b, mask, i)) continue; /* paired: the queries both ran */
     if (a->correct[i] && !b->correct[i]) (*ab)++;
     if (!a->correct[i] && b->correct[i]) (*ba)++;
   }
@@ -52,18 +75,29 @@ bool eval_record(veng *recs, const char *suite, const char *id, const eval_path_
     if (rec) rec_finalize(rec);
     return !pr->errored;
   }
-  int cnt = 0;
+  int cnt = 0, limited = 0, failed = 0;
+  for (int i = 0; pr->skipped && i < n; i++)
+    if (!mask || mask[i]) { limited += pr->skipped[i] == EVAL_PAST_LIMIT; failed += pr->skipped[i] == EVAL_FAILED; }
+  if (limited) { /* the cell needs more context than the path takes: a limit, not a failure */
+    if (rec) rec_set_status(rec, REC_NOT_SUPPORTED, pr->limit_reason);
+    if (rec) rec_finalize(rec);
+    return true;
+  }
   double s = eval_score(pr, mask, n, &cnt);
   double *bits = malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof *bits), *mg = malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof *mg);
-  int k = 0;
-  for (int i = 0; bits && mg && i < n; i++)
-    if (!mask || mask[i]) { bits[k] = pr->correct[i]; mg[k] = isfinite(pr->margin[i]) ? pr->margin[i] : -1e30; k++; }
-  bool pass = s >= min_score;
+  int k = 0, nm = mg ? eval_margins(pr, mask, n, mg) : 0;
+  for (int i = 0; bits && i < n; i++)
+    if (ran(pr, mask, i)) bits[k++] = pr->correct[i];
+  bool pass = s >= min_score && !failed;
   if (rec) {
     rec_metric_samples(rec, "score", "", RD_MEAN, RB_HIGHER, bits, k, 0);
-    rec_metric_samples(rec, "margin_min", "logit", RD_MIN, RB_HIGHER, mg, k, 0);
-    rec_metric_samples(rec, "margin_median", "logit", RD_MEDIAN, RB_HIGHER, mg, k, 0);
+    if (nm) { /* absent where no margin is known (a server without logprobs) */
+      rec_metric_samples(rec, "margin_min", "logit", RD_MIN, RB_HIGHER, mg, nm, 0);
+      rec_metric_samples(rec, "margin_median", "logit", RD_MEDIAN, RB_HIGHER, mg, nm, 0);
+    }
     rec_set_threshold(rec, "score", ">=", min_score);
+    /* failed requests: the answered queries stay, the record says it is incomplete */
+    if (failed) rec_set_status(rec, REC_ERROR, pr->reason);
   }
   if (!is_ref && ref->supported) {
     long ab, ba;

@@ -12,7 +12,7 @@ static const char MRCR_USAGE[] =
     "usage: vouch eval mrcr [--model DIR|synth:recall-mrcr] [--paths P1,P2..] [--bins 1k,4k] [--needles 2,4,8]\n"
     "                       [--samples N] [--batch B] [--chunk C] [--seed S] [--threads N] [--min-score F]\n"
     "                       [--alpha A] [--cos C --gap G --answer-logit L] [--export-prompts FILE]\n"
-    "                       [--path-lib FILE] [--json FILE]\n"
+    "                       [--server URL [--server-model NAME]] [--path-lib FILE] [--json FILE]\n"
     "  Multi-needle retrieval on a constructed checkpoint: per context bin (total tokens, the\n"
     "  last N are the queries) and needle count N, --samples prompts with N near-duplicate keys\n"
     "  (cosine --cos) at spread depths; each needle is queried once (greedy next token).\n"
@@ -22,6 +22,9 @@ static const char MRCR_USAGE[] =
     "  not significantly worse than the first path (McNemar p < --alpha, default 0.05).\n"
     "  --export-prompts FILE writes the prompts (for scripts/peers/hf_eval.py) and exits unless\n"
     "  --paths is given. --cos/--gap/--answer-logit rebuild synth:recall-* with other difficulty.\n"
+    "  --server URL adds an OpenAI-compatible server of the same checkpoint as a path (server:MODEL):\n"
+    "  one greedy token-id completion per query, --batch in flight; alone (no --paths) it is scored\n"
+    "  against the constructed answers only. API key: $VOUCH_SERVER_API_KEY, else $OPENAI_API_KEY.\n"
     "  defaults: --model synth:recall-mrcr --paths cpu-ref --bins 1k,4k --needles 2,4,8 --samples 4\n"
     "            --batch 1 --chunk 2048\n";
 
@@ -34,9 +37,10 @@ typedef struct {
   long chunk;                       /* --chunk: prefill tokens per sequence per step */
   long *bins, *needles;             /* [n_bins], [n_needles]: the cells (options_done) */
   int n_bins, n_needles;
+  eval_paths ep;                    /* the paths run: --paths, then the --server (prepare) */
   mrcr_opts o;                      /* what mrcr_run_path reads (prepare) */
   mrcr_result r;                    /* every path's answers, filled path by path (run) */
-  unsigned char *ok;                /* [n_paths][n_bins][n_needles]: the cell passed (record) */
+  unsigned char *ok;                /* [ep.n][n_bins][n_needles]: the cell passed (record) */
 } mrcr_state;
 
 static void mrcr_init(void *st) {
@@ -60,6 +64,7 @@ static bool mrcr_option(void *st, int argc, char **argv, int *i, vstatus *err) {
 
 static vstatus mrcr_options_done(void *st) {
   mrcr_state *s = st;
+  VTRY(eval_options_done(&s->e));
   VTRY(cli_size_list("--bins", s->bins_s, &s->bins, &s->n_bins));
   return cli_size_list("--needles", s->needles_s, &s->needles, &s->n_needles);
 }
@@ -109,21 +114,25 @@ static vstatus mrcr_prepare(void *st, const vsuite_ctx *x, bool *done) {
   mrcr_state *s = st;
   if (s->e.export_f) {
     VTRY(mrcr_export(s, x));
-    if (!x->paths_given) { *done = true; return V_OK; }
+    if (!x->paths_given && !s->e.server) { *done = true; return V_OK; }
   }
-  s->ok = calloc((size_t)x->n_paths * s->n_bins * s->n_needles, 1);
+  VTRY(eval_paths_open(&s->ep, &s->e, x));
+  s->ok = calloc((size_t)s->ep.n * s->n_bins * s->n_needles, 1);
   if (!s->ok) return VERR("eval mrcr: out of memory");
-  s->o = (mrcr_opts){.paths = x->paths, .n_paths = x->n_paths, .bins = s->bins, .n_bins = s->n_bins,
+  s->o = (mrcr_opts){.paths = s->ep.names, .n_paths = s->ep.n, .bins = s->bins, .n_bins = s->n_bins,
                      .needles = s->needles, .n_needles = s->n_needles, .samples = (int)s->e.samples,
                      .batch = (int)s->e.batch, .chunk = (int)s->chunk, .seed = x->seed, .n_threads = x->n_threads};
   return mrcr_begin(x->model, x->layout, &s->o, &s->r);
 }
 
-static int mrcr_n_cases(const void *st, const vsuite_ctx *x) { return x->n_paths; }
+static int mrcr_n_cases(const void *st, const vsuite_ctx *x) { return ((const mrcr_state *)st)->ep.n; }
 
 static vstatus mrcr_run_case(void *st, const vsuite_ctx *x, int p) {
   mrcr_state *s = st;
-  return mrcr_run_path(x->model, x->layout, &s->o, &s->r, p);
+  if (p != s->ep.server) return mrcr_run_path(x->model, x->layout, &s->o, &s->r, p);
+  VTRY(mrcr_run_server(&s->ep.sv, x->layout, &s->o, &s->r, p));
+  eval_server_warn(vsuite_mrcr.name, &s->r.pr[p]);
+  return V_OK;
 }
 
 /* Path p's records, one per (bin, needles). */
@@ -146,6 +155,7 @@ static vstatus mrcr_record(void *st, const vsuite_ctx *x, int p, veng *recs) {
       cJSON_AddNumberToObject(params, "cos", x->layout->o.cos);
       cJSON_AddNumberToObject(params, "gap", x->layout->o.gap);
       cJSON_AddStringToObject(params, "reference", r->pr[0].path);
+      eval_server_params(&s->ep, p, params);
       s->ok[((size_t)p * s->n_bins + bi) * s->n_needles + ni] =
           eval_record(recs, "evals", id, &r->pr[0], &r->pr[p], p == 0, mask, r->n_queries, s->e.min_score, s->e.alpha,
                       params);
@@ -155,15 +165,27 @@ static vstatus mrcr_record(void *st, const vsuite_ctx *x, int p, veng *recs) {
   return V_OK;
 }
 
+/* A score in a table; "-" where there is none (no query ran there: NaN). */
+static void print_cell(double v) {
+  if (isnan(v)) printf(" %8s", "-");
+  else printf(" %8.3f", v);
+}
+
 /* Path pr's score, its bins x needles table with the AUC, and its depth x context table. */
 static void print_path(const mrcr_state *s, const eval_path_result *pr, unsigned char *mask) {
   const mrcr_result *r = &s->r;
-  double s_all = eval_score(pr, NULL, r->n_queries, NULL);
+  int n_ran = 0;
+  double s_all = eval_score(pr, NULL, r->n_queries, &n_ran);
   double *mg = malloc((size_t)r->n_queries * sizeof *mg);
-  for (int i = 0; mg && i < r->n_queries; i++) mg[i] = pr->margin[i];
-  printf("\npath %s: score %.4f over %d queries, answer margin min %.2f median %.2f, forward time %.2f s\n", pr->path,
-         s_all, r->n_queries, mg ? stat_percentile(mg, r->n_queries, 0) : NAN,
-         mg ? stat_percentile(mg, r->n_queries, 50) : NAN, pr->wall_s);
+  const int nm = mg ? eval_margins(pr, NULL, r->n_queries, mg) : 0;
+  printf("\npath %s: score %.4f over %d queries, answer margin ", pr->path, s_all, n_ran);
+  if (nm)
+    printf("min %.2f median %.2f%s", stat_percentile(mg, nm, 0), stat_percentile(mg, nm, 50),
+           nm == n_ran ? "" : " (of the margins known)");
+  else
+    printf("n/a (no logprobs)");
+  printf(", %s %.2f s\n", pr->skipped ? "requests' wall time" : "forward time", pr->wall_s);
+  if (pr->n_failed) printf("  %s\n", pr->reason);
   free(mg);
   printf("  %-8s", "needles");
   for (int bi = 0; bi < s->n_bins; bi++) printf(" %8ld", s->bins[bi]);
@@ -175,9 +197,11 @@ static void print_path(const mrcr_state *s, const eval_path_result *pr, unsigned
       for (int i = 0; i < r->n_queries; i++) mask[i] = r->q[i].bin == s->bins[bi] && r->q[i].needles == s->needles[ni];
       ys[bi < 64 ? bi : 63] = eval_score(pr, mask, r->n_queries, NULL);
       xs[bi < 64 ? bi : 63] = log2((double)s->bins[bi]);
-      printf(" %8.3f", ys[bi < 64 ? bi : 63]);
+      print_cell(ys[bi < 64 ? bi : 63]);
     }
-    printf("  %8.3f\n", stat_auc_normalized(xs, ys, s->n_bins < 64 ? s->n_bins : 64));
+    printf(" ");
+    print_cell(stat_auc_normalized(xs, ys, s->n_bins < 64 ? s->n_bins : 64));
+    printf("\n");
   }
   printf("  depth x context (all needle counts):\n  %-8s", "depth");
   for (int bi = 0; bi < s->n_bins; bi++) printf(" %8ld", s->bins[bi]);
@@ -185,10 +209,8 @@ static void print_path(const mrcr_state *s, const eval_path_result *pr, unsigned
   for (int d = 0; d < 5; d++) {
     printf("  %-8s", mrcr_depth_label[d]);
     for (int bi = 0; bi < s->n_bins; bi++) {
-      int c = 0;
       for (int i = 0; i < r->n_queries; i++) mask[i] = r->q[i].bin == s->bins[bi] && (int)(r->q[i].depth * 5) == d;
-      double sc = eval_score(pr, mask, r->n_queries, &c);
-      if (c) printf(" %8.3f", sc); else printf(" %8s", "-");
+      print_cell(eval_score(pr, mask, r->n_queries, NULL));
     }
     printf("\n");
   }
@@ -203,8 +225,9 @@ static void mrcr_print(const void *st, const vsuite_ctx *x) {
          x->model->source, L->o.cos, L->o.gap, L->alpha, L->o.answer_logit, s->e.samples, (unsigned long long)x->seed,
          x->wall_s);
   unsigned char *mask = calloc((size_t)r->n_queries, 1);
-  for (int p = 0; p < x->n_paths && mask; p++) {
+  for (int p = 0; p < s->ep.n && mask; p++) {
     const eval_path_result *pr = &r->pr[p];
+    if (p == s->ep.server) printf("\nserver %s, model %s\n", s->ep.sv.conn.shown, s->ep.sv.model);
     if (!pr->supported)
       printf("\npath %s: %s: %s\n", pr->path, pr->errored ? "error" : "not supported", pr->reason);
     else
@@ -216,9 +239,11 @@ static void mrcr_print(const void *st, const vsuite_ctx *x) {
     for (int bi = 0; bi < s->n_bins; bi++)
       for (int ni = 0; ni < s->n_needles; ni++) {
         for (int i = 0; i < r->n_queries; i++) mask[i] = r->q[i].bin == s->bins[bi] && r->q[i].needles == s->needles[ni];
-        if (!s->ok[((size_t)p * s->n_bins + bi) * s->n_needles + ni] && pr->supported)
+        int ran = 0;
+        const double sc = eval_score(pr, mask, r->n_queries, &ran);
+        if (!s->ok[((size_t)p * s->n_bins + bi) * s->n_needles + ni] && pr->supported && ran)
           printf("  FAIL %s: bin %ld, %ld needles: score %.4f < %.2f or significantly worse than %s\n", pr->path,
-                 s->bins[bi], s->needles[ni], eval_score(pr, mask, r->n_queries, NULL), s->e.min_score, r->pr[0].path);
+                 s->bins[bi], s->needles[ni], sc, s->e.min_score, r->pr[0].path);
       }
   }
   free(mask);
@@ -227,6 +252,7 @@ static void mrcr_print(const void *st, const vsuite_ctx *x) {
 static void mrcr_free(void *st) {
   mrcr_state *s = st;
   mrcr_result_free(&s->r);
+  eval_paths_free(&s->ep);
   free(s->bins);
   free(s->needles);
   free(s->ok);

@@ -35,6 +35,7 @@ void chain_result_free(chain_result *r) {
   for (int p = 0; p < r->n_paths && r->pr; p++) {
     free(r->pr[p].correct);
     free(r->pr[p].margin);
+    free(r->pr[p].skipped);
     if (r->first_wrong) free(r->first_wrong[p]);
   }
   free(r->pr);

@@ -54,6 +54,7 @@ void mrcr_result_free(mrcr_result *r) {
   for (int p = 0; p < r->n_paths && r->pr; p++) {
     free(r->pr[p].correct);
     free(r->pr[p].margin);
+    free(r->pr[p].skipped);
   }
   free(r->pr);
   free(r->q);

@@ -49,11 +49,20 @@ typedef struct {
   char path[128];
   bool supported;           /* false: the path could not run (reason) */
   bool errored;             /* with !supported: it failed with an error rather than "not supported" */
-  char reason[256];
+  char reason[512];         /* why not supported, or errored; a server's first failed request */
   unsigned char *correct;   /* [n_queries] 1 = answered right */
   float *margin;            /* [n_queries] answer logit - best other logit */
-  double wall_s;            /* seconds in forward() calls */
+  double wall_s;            /* seconds in forward() calls (a server: the requests' wall time) */
+  /* What a path that is a server (runner/suite_evals.h) adds; an in-process path leaves them 0. */
+  unsigned char *skipped;   /* [n_queries] EVAL_RAN, EVAL_PAST_LIMIT or EVAL_FAILED; NULL: every query ran */
+  int n_failed;             /* requests that failed (their queries EVAL_FAILED; reason: the first's message) */
+  char limit_reason[160];   /* why the EVAL_PAST_LIMIT queries were not run (their cells: not supported) */
+  bool margin_unknown;      /* a NaN margin means "not known" (the server gave no logprobs, or not the
+                               answer's): left out of the margin samples rather than counted as broken */
 } eval_path_result;
+
+/* eval_path_result.skipped values. */
+enum { EVAL_RAN = 0, EVAL_PAST_LIMIT = 1, EVAL_FAILED = 2 };
 
 typedef struct {
   int n_queries;
