@@ -12,7 +12,5 @@ extern const vsuite vsuite_diverge, vsuite_features;
 
 /* `vouch eval SUITE ...`: returns the exit code. */
 int cmd_eval(int argc, char **argv);
-/* `vouch features ...`: returns the exit code. */
-int cmd_features(int argc, char **argv);
 
 #endif
