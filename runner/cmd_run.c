@@ -606,7 +606,7 @@ int cmd_run(int argc, char **argv) {
     for (int k = 0; k < sargc; k++) fprintf(stderr, " %s", sargv[k]);
     fprintf(stderr, "\n");
     const int bad_before = rec_dir_count_bad(rd);
-    const int rc = vcommand_find(suite)->fn(sargc, sargv); /* check_plan: a plan step of this build */
+    const int rc = vcommand_run(vcommand_find(suite), sargc, sargv); /* check_plan: a plan step of this build */
     if (rc == EXIT_INTERRUPTED && vinterrupted()) {
       /* stopped after its case in flight (SIGINT / SIGTERM): what finished is stored, the step is not
        * marked done, so --resume runs the rest of it; not a failure of the step */

@@ -31,24 +31,26 @@ static int cmd_trace(int argc, char **argv) {
 }
 
 const vcommand vcommands[] = {
-    {"model", cmd_model, "synth | info: synthetic checkpoints and architecture facts", false},
-    {"generate", cmd_generate, "decode a batch of prompts on a path (cpu-ref, cuda-ref, ...)", true},
-    {"trace", cmd_trace, "generate, printing which op variants ran per step and every fallback", false},
-    {"kernels", cmd_kernels, "op numerics: every op variant on every path against float64 oracles", true},
-    {"diverge", cmd_diverge, "teacher-forced divergence of paths: KLD, top-token agreement, max |dlogit|", true},
-    {"eval", cmd_eval, "mrcr | chain: ground-truth evals on constructed checkpoints", true},
-    {"features", cmd_features, "full context, sampling, structured output, speculative verify, stop tokens", true},
+    {"model", cmd_model, "synth | info: synthetic checkpoints and architecture facts", false, NULL},
+    {"generate", cmd_generate, "decode a batch of prompts on a path (cpu-ref, cuda-ref, ...)", true, NULL},
+    {"trace", cmd_trace, "generate, printing which op variants ran per step and every fallback", false, NULL},
+    {"kernels", cmd_kernels, "op numerics: every op variant on every path against float64 oracles", true, NULL},
+    {"diverge", NULL, "teacher-forced divergence of paths: KLD, top-token agreement, max |dlogit|", true,
+     &vsuite_diverge},
+    {"eval", cmd_eval, "mrcr | chain: ground-truth evals on constructed checkpoints", true, NULL},
+    {"features", NULL, "full context, sampling, structured output, speculative verify, stop tokens", true,
+     &vsuite_features},
     {"sweep", cmd_sweep, "throughput sweeps over batch x context (x TP) of decode paths, or of a server (--server)",
-     true},
-    {"serve", cmd_serve, "OpenAI-compatible HTTP server over a path, with continuous batching", false},
-    {"run", cmd_run, "run a plan's suites (default: smoke) into a result directory and bundle it", false},
-    {"bundle", cmd_bundle, "pack a result directory into a deterministic NAME.vouch.tar.gz", false},
-    {"verify", cmd_verify, "check a bundle's hashes, schema and every derived figure", false},
-    {"compare", cmd_compare, "baseline vs candidate: ratios, confidence intervals, verdicts", false},
-    {"report", cmd_report, "Markdown (one GitHub comment) and HTML with SVG charts", false},
-    {"publish", cmd_publish, "post or update the PR comment and commit status", false},
-    {"history", cmd_history, "past runs in the local store; baseline lookup", false},
-    {"ab", cmd_ab, "base vs head: worktrees, same-option builds, interleaved runs, one comparison", false},
+     true, NULL},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server over a path, with continuous batching", false, NULL},
+    {"run", cmd_run, "run a plan's suites (default: smoke) into a result directory and bundle it", false, NULL},
+    {"bundle", cmd_bundle, "pack a result directory into a deterministic NAME.vouch.tar.gz", false, NULL},
+    {"verify", cmd_verify, "check a bundle's hashes, schema and every derived figure", false, NULL},
+    {"compare", cmd_compare, "baseline vs candidate: ratios, confidence intervals, verdicts", false, NULL},
+    {"report", cmd_report, "Markdown (one GitHub comment) and HTML with SVG charts", false, NULL},
+    {"publish", cmd_publish, "post or update the PR comment and commit status", false, NULL},
+    {"history", cmd_history, "past runs in the local store; baseline lookup", false, NULL},
+    {"ab", cmd_ab, "base vs head: worktrees, same-option builds, interleaved runs, one comparison", false, NULL},
 };
 const int vcommands_n = (int)(sizeof vcommands / sizeof vcommands[0]);
 
@@ -57,4 +59,9 @@ const vcommand *vcommand_find(const char *name) {
   for (int i = 0; i < vcommands_n; i++)
     if (!strcmp(vcommands[i].name, name)) return &vcommands[i];
   return NULL;
+}
+
+int vcommand_run(const vcommand *c, int argc, char **argv) {
+  assert(c && (c->fn != NULL) != (c->suite != NULL));
+  return c->fn ? c->fn(argc, argv) : vsuite_main(c->suite, argc, argv);
 }

@@ -1,17 +1,20 @@
 /* The one table of vouch commands. `vouch CMD` (runner/main.c) and a plan step's "suite"
  * (runner/cmd_run.c) find their entry point here, so a suite added to the table is a command and
- * a plan step at once. Entry points take argv[0] = the command name and return the process exit
+ * a plan step at once; a suite on the driver (runner/suite.h) is one line naming its vsuite. Entry points take argv[0] = the command name and return the process exit
  * code (runner/cli.h). */
 #ifndef VOUCH_RUNNER_COMMANDS_H
 #define VOUCH_RUNNER_COMMANDS_H
 
 #include <stdbool.h>
 
+#include "runner/suite.h"
+
 typedef struct {
   const char *name;                  /* "kernels", "eval", ... (what follows `vouch`) */
-  int (*fn)(int argc, char **argv);  /* entry point */
+  int (*fn)(int argc, char **argv);  /* entry point (NULL: the command is `suite`) */
   const char *help;                  /* one line for `vouch --help` */
   bool plan_step;                    /* a plan may name it: a suite whose cases emit records */
+  const vsuite *suite;               /* a suite on the driver, run by vsuite_main (fn NULL), else NULL */
 } vcommand;
 
 /* [vcommands_n] every command, in `vouch --help` order. */
@@ -19,6 +22,8 @@ extern const vcommand vcommands[];
 extern const int vcommands_n;
 /* The command named `name`, NULL when there is none. */
 const vcommand *vcommand_find(const char *name);
+/* Runs command c (argv[0]: its name); returns the process exit code. */
+int vcommand_run(const vcommand *c, int argc, char **argv);
 
 int cmd_model(int argc, char **argv);
 int cmd_generate(int argc, char **argv);

@@ -222,7 +222,8 @@ cJSON *compare_rounds(const vresults *base, int nb, const vresults *cand, int nc
   char why_buf[256];
   for (int i = 0; i < base[0].n; i++) {
     const vrecord *a = base[0].recs[i], *b = find_rec(&cand[0], a);
-    if (!b) { cJSON_AddItemToArray(missing, case_json(a)); continue; }
+    /* a case the candidate planned and did not run (an interrupted step) is missing there too */
+    if (!b || (b->status == REC_NOT_RUN && a->status != REC_NOT_RUN)) { cJSON_AddItemToArray(missing, case_json(a)); continue; }
     const char *wa, *wb;
     char why_a[256];
     rec_status sa = worst_status(base, nb, a, &wa, why_a, sizeof why_a);

@@ -181,14 +181,21 @@ vstatus rec_repair_dir(const char *dir);
  * a suite runs on its own). */
 void rec_set_current(vrundir *rd);
 vrundir *rec_current(void);
-/* True when the current run was resumed and already holds record (suite, case_id, path): a
- * suite may skip that case before running it. */
+/* True when the current run was resumed and already holds record (suite, case_id, path) with a
+ * result (not the not_run of a planned case, rec_plan): a suite may skip that case before running it. */
 bool rec_stored(const char *suite, const char *case_id, const char *path);
-/* For suites: if a run is current, attaches `trace_json` (may be NULL) and stores r there;
- * otherwise only finalizes r. A record already stored by a resumed run is only finalized. The
- * caller still owns and frees r. */
+/* For suites, before their cases run: sets records r[0..n) (a case's records as they will be made:
+ * ids and the parameters known up front, no metrics) to not_run with `reason` and, if a run is
+ * current, stores each whose (suite, case_id, path) the run holds no record of, in one transaction.
+ * An interrupted run so shows every case it did not finish; each is replaced when its record is
+ * stored (rec_emit). The caller still owns r. Error names the store and the record. */
+vstatus rec_plan(vrecord *const *r, int n, const char *reason);
+/* For suites: if a run is current, attaches `trace_json` (may be NULL) and stores r there,
+ * in place of its not_run copy (rec_plan) in the same transaction; otherwise only finalizes r. A
+ * record a resumed run already holds with a result is only finalized. The caller still owns and
+ * frees r. */
 vstatus rec_emit(vrecord *r, const char *trace_json);
-/* Number of records added so far. */
+/* Number of records stored (a planned case's not_run copy counts until its record replaces it). */
 int rec_dir_count(const vrundir *rd);
 /* Records added that failed or errored (a step that exited non-zero without one needs one); in a
  * resumed run a suite's record that is kept from before counts when the kept copy failed. */

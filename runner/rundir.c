@@ -303,7 +303,7 @@ static vstatus not_run_unfinished(const char *dir, vstore *st) {
     if (s == V_OK && !have[0]) {
       rec_set_status(r, REC_NOT_RUN, "the run stopped before this step finished (vouch run --resume continues it)");
       s = rec_finalize(r);
-      if (s == V_OK) s = store_add_record(st, r);
+      if (s == V_OK) s = store_add_record(st, r, NULL);
     }
     rec_free(r);
   }
@@ -330,8 +330,9 @@ static void redact_record(vrecord *r) {
 vstatus rec_add(vrundir *rd, vrecord *r) {
   VTRY(rec_finalize(r));
   redact_record(r);
-  VTRY(store_add_record(&rd->st, r));
-  rd->n++;
+  bool replaced; /* r took the place of its not_run copy (rec_plan) */
+  VTRY(store_add_record(&rd->st, r, &replaced));
+  rd->n += !replaced;
   rd->n_bad += r->status == REC_FAIL || r->status == REC_ERROR;
   return V_OK;
 }
@@ -423,18 +424,34 @@ static vrundir *g_current;
 void rec_set_current(vrundir *rd) { g_current = rd; }
 vrundir *rec_current(void) { return g_current; }
 
+/* A stored status that is a result: not "" (none) and not not_run (a planned case still to run). */
+static bool is_result(const char *status) { return status[0] && strcmp(status, "not_run"); }
+
 bool rec_stored(const char *suite, const char *case_id, const char *path) {
   char status[16] = "";
   if (!g_current || !g_current->resumed) return false;
   /* a lookup that fails is "not stored": the case runs again and its insert reports the error */
-  return store_find_record(&g_current->st, suite, case_id, path, status) == V_OK && status[0];
+  return store_find_record(&g_current->st, suite, case_id, path, status) == V_OK && is_result(status);
+}
+
+vstatus rec_plan(vrecord *const *r, int n, const char *reason) {
+  for (int i = 0; i < n; i++) rec_set_status(r[i], REC_NOT_RUN, reason);
+  if (!g_current || n <= 0) return V_OK;
+  for (int i = 0; i < n; i++) {
+    VTRY(rec_finalize(r[i]));
+    redact_record(r[i]);
+  }
+  int added = 0;
+  VTRY(store_add_planned(&g_current->st, r, n, &added));
+  g_current->n += added;
+  return V_OK;
 }
 
 vstatus rec_emit(vrecord *r, const char *trace_json) {
   if (!g_current) return rec_finalize(r);
   char kept[16] = "";
   if (g_current->resumed) VTRY(store_find_record(&g_current->st, r->suite, r->case_id, r->path, kept));
-  if (kept[0]) { /* resumed: the interrupted run stored this case, and that copy stays */
+  if (is_result(kept)) { /* resumed: the interrupted run stored this case, and that copy stays */
     g_current->n_bad += !strcmp(kept, "fail") || !strcmp(kept, "error"); /* the step still reports it */
     return rec_finalize(r);
   }

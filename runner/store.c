@@ -154,7 +154,12 @@ void store_close(vstore *s) {
   sqlite3_finalize(s->ins_record);
   sqlite3_finalize(s->ins_metric);
   sqlite3_finalize(s->find_record);
-  s->ins_record = s->ins_metric = s->find_record = NULL;
+  sqlite3_finalize(s->ins_planned);
+  s->ins_record = s->ins_metric = s->find_record = s->ins_planned = NULL;
+  for (int i = 0; i < 4; i++) {
+    sqlite3_finalize(s->del[i / 2][i % 2]);
+    s->del[i / 2][i % 2] = NULL;
+  }
   /* the WAL back into the file; when this fails (another connection is open), the last connection to
    * close checkpoints it, and store_open settles what is left */
   if (s->db && s->wal) sqlite3_exec(s->db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
@@ -192,25 +197,95 @@ vstatus store_meta_get(vstore *s, const char *key, char **out) {
   return V_OK;
 }
 
-vstatus store_add_record(vstore *s, const vrecord *r) {
-  cJSON *j = rec_to_json(r);
-  char *txt = j ? cJSON_PrintUnformatted(j) : NULL;
-  cJSON_Delete(j);
-  if (!txt) return VERR("%s: record %s/%s: out of memory serializing", s->path, r->suite, r->case_id);
-  vstatus e = V_OK;
-  sqlite3_stmt *st = NULL, *mt = NULL;
-  sqlite3_int64 id = 0;
-  if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) { free(txt); return SQLERR(s, "begin"); }
-  if (!(st = cached(s, &s->ins_record, "INSERT INTO records(suite, case_id, path, status, reason, json) VALUES (?,?,?,?,?,?)"))) {
-    e = SQLERR(s, "insert record");
-    goto out;
-  }
+/* Binds record r's columns (suite, case_id, path, status, reason, json text) to st's parameters 1..6. */
+static void bind_record(sqlite3_stmt *st, const vrecord *r, const char *json) {
   sqlite3_bind_text(st, 1, r->suite, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, r->case_id, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 3, r->path, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 4, rec_status_name(r->status), -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 5, r->reason, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 6, txt, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 6, json, -1, SQLITE_STATIC);
+}
+
+/* r as stored in the json column (malloc'd), NULL on out of memory. */
+static char *record_text(const vrecord *r) {
+  cJSON *j = rec_to_json(r);
+  char *txt = j ? cJSON_PrintUnformatted(j) : NULL;
+  cJSON_Delete(j);
+  return txt;
+}
+
+/* Inside a transaction: deletes record (suite, case_id, path) and its metrics, with `not_run_only`
+ * only when its status is not_run; *deleted says whether there was one. Error names the record. */
+static vstatus delete_rows(vstore *s, const char *suite, const char *case_id, const char *path, bool not_run_only,
+                           bool *deleted) {
+  static const char *const sql[2][2] = {
+      {"DELETE FROM metrics WHERE record_id IN (SELECT id FROM records WHERE suite = ? AND case_id = ? AND path = ?)",
+       "DELETE FROM records WHERE suite = ? AND case_id = ? AND path = ?"},
+      {"DELETE FROM metrics WHERE record_id IN (SELECT id FROM records WHERE suite = ? AND case_id = ? AND path = ? AND "
+       "status = 'not_run')",
+       "DELETE FROM records WHERE suite = ? AND case_id = ? AND path = ? AND status = 'not_run'"}};
+  *deleted = false;
+  for (int k = 0; k < 2; k++) {
+    sqlite3_stmt *st = cached(s, &s->del[not_run_only][k], sql[not_run_only][k]);
+    if (!st) return SQLERR(s, "delete record");
+    sqlite3_bind_text(st, 1, suite, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, case_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
+    const int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+      return VERR("%s: record %s/%s/%s: delete: %s", s->path, suite, case_id, path, sqlite3_errmsg(s->db));
+    if (k == 1) *deleted = sqlite3_changes(s->db) > 0;
+  }
+  return V_OK;
+}
+
+vstatus store_add_planned(vstore *s, vrecord *const *r, int n, int *added) {
+  *added = 0;
+  if (n <= 0) return V_OK;
+  if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) return SQLERR(s, "begin");
+  vstatus e = V_OK;
+  int k = 0;
+  for (int i = 0; i < n && e == V_OK; i++) {
+    if (r[i]->status != REC_NOT_RUN || r[i]->n_metrics) {
+      e = VERR("%s: planned record %s/%s/%s: must be not_run and without metrics", s->path, r[i]->suite, r[i]->case_id,
+               r[i]->path);
+      break;
+    }
+    sqlite3_stmt *st = cached(s, &s->ins_planned, "INSERT OR IGNORE INTO records(suite, case_id, path, status, reason, "
+                                                  "json) VALUES (?,?,?,?,?,?)");
+    char *txt = st ? record_text(r[i]) : NULL;
+    if (!st) e = SQLERR(s, "insert planned record");
+    else if (!txt) e = VERR("%s: planned record %s/%s: out of memory serializing", s->path, r[i]->suite, r[i]->case_id);
+    else {
+      bind_record(st, r[i], txt);
+      if (sqlite3_step(st) != SQLITE_DONE)
+        e = VERR("%s: planned record %s/%s/%s: %s", s->path, r[i]->suite, r[i]->case_id, r[i]->path, sqlite3_errmsg(s->db));
+      else k += sqlite3_changes(s->db) > 0;
+      sqlite3_reset(st);
+    }
+    free(txt);
+  }
+  e = end_txn(s, e, "planned records");
+  if (e == V_OK) *added = k;
+  return e;
+}
+
+vstatus store_add_record(vstore *s, const vrecord *r, bool *replaced) {
+  char *txt = record_text(r);
+  if (!txt) return VERR("%s: record %s/%s: out of memory serializing", s->path, r->suite, r->case_id);
+  vstatus e = V_OK;
+  sqlite3_stmt *st = NULL, *mt = NULL;
+  sqlite3_int64 id = 0;
+  bool gone = false; /* a not_run copy of this record was deleted */
+  if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) { free(txt); return SQLERR(s, "begin"); }
+  if ((e = delete_rows(s, r->suite, r->case_id, r->path, true, &gone))) goto out;
+  if (!(st = cached(s, &s->ins_record, "INSERT INTO records(suite, case_id, path, status, reason, json) VALUES (?,?,?,?,?,?)"))) {
+    e = SQLERR(s, "insert record");
+    goto out;
+  }
+  bind_record(st, r, txt);
   if (sqlite3_step(st) != SQLITE_DONE) {
     e = VERR("%s: record %s/%s/%s: %s", s->path, r->suite, r->case_id, r->path, sqlite3_errmsg(s->db));
     goto out;
@@ -243,7 +318,9 @@ out:
   free(txt);
   char what[sizeof r->suite + sizeof r->case_id + sizeof r->path + 16];
   snprintf(what, sizeof what, "record %s/%s/%s", r->suite, r->case_id, r->path);
-  return end_txn(s, e, what);
+  e = end_txn(s, e, what);
+  if (replaced) *replaced = e == V_OK && gone;
+  return e;
 }
 
 vstatus store_find_record(vstore *s, const char *suite, const char *case_id, const char *path, char status[16]) {
@@ -261,21 +338,9 @@ vstatus store_find_record(vstore *s, const char *suite, const char *case_id, con
 }
 
 vstatus store_delete_record(vstore *s, const char *suite, const char *case_id, const char *path) {
-  static const char *const sql[2] = {
-      "DELETE FROM metrics WHERE record_id IN (SELECT id FROM records WHERE suite = ? AND case_id = ? AND path = ?)",
-      "DELETE FROM records WHERE suite = ? AND case_id = ? AND path = ?"};
   if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) return SQLERR(s, "begin");
-  vstatus e = V_OK;
-  for (int k = 0; k < 2 && e == V_OK; k++) {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, sql[k], -1, &st, NULL) != SQLITE_OK) { e = SQLERR(s, "delete record"); break; }
-    sqlite3_bind_text(st, 1, suite, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, case_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) != SQLITE_DONE) e = SQLERR(s, "delete record");
-    sqlite3_finalize(st);
-  }
-  return end_txn(s, e, "delete record");
+  bool deleted;
+  return end_txn(s, delete_rows(s, suite, case_id, path, false, &deleted), "delete record");
 }
 
 vstatus store_count(vstore *s, int *n, int *n_bad) {

@@ -29,6 +29,9 @@ typedef struct {
   sqlite3_stmt *ins_record;    /* INSERT INTO records, prepared on first use and reused (NULL before) */
   sqlite3_stmt *ins_metric;    /* INSERT INTO metrics, likewise */
   sqlite3_stmt *find_record;   /* SELECT status of one (suite, case_id, path), likewise */
+  sqlite3_stmt *del[2][2];     /* DELETE the metrics [.][0], then the row [.][1], of one (suite, case_id, path):
+                                  [0] any status, [1] only not_run; likewise */
+  sqlite3_stmt *ins_planned;   /* INSERT OR IGNORE INTO records (store_add_planned), likewise */
 } vstore;
 
 /* Creates a new store file (fails if it exists) and runs the DDL. */
@@ -43,8 +46,15 @@ void store_close(vstore *s);
 vstatus store_meta_set(vstore *s, const char *key, const char *value);
 /* *out: malloc'd copy, or NULL when the key is absent. */
 vstatus store_meta_get(vstore *s, const char *key, char **out);
-/* Inserts the record (already finalized) and its metrics in one transaction. */
-vstatus store_add_record(vstore *s, const vrecord *r);
+/* Inserts the record (already finalized) and its metrics in one transaction, which first deletes a
+ * record of the same (suite, case_id, path) stored with status not_run (a planned case that has now
+ * finished: store_add_planned); *replaced (may be NULL) says whether one was. Any other record of
+ * that key is a UNIQUE error naming the record. */
+vstatus store_add_record(vstore *s, const vrecord *r, bool *replaced);
+/* Inserts records r[0..n) (finalized, status not_run, no metrics: planned cases not run yet) in one
+ * transaction, each unless a record of its (suite, case_id, path) is stored already; *added gets how
+ * many were. Error names the record (a record with metrics is refused). */
+vstatus store_add_planned(vstore *s, vrecord *const *r, int n, int *added);
 /* The stored status of record (suite, case_id, path) in `status` ("pass", ...), "" when there is
  * none. V_ERR on a database error. */
 vstatus store_find_record(vstore *s, const char *suite, const char *case_id, const char *path, char status[16]);

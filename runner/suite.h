@@ -5,22 +5,28 @@
  * says what its cases are, how to run one, the records of a finished case and its report. The
  * driver owns what every suite repeats: --help, --model, --paths, --path-lib, --seed, --threads,
  * --json (and, for a suite of constructed checkpoints, --model-seed, --cos, --gap,
- * --answer-logit), checking the paths, opening the model (with a host copy when a path reads
- * host weights), running the cases in order with each case's records stored in the run before
- * the next case starts (veng, eng_flush), the verdict and the exit code.
+ * --answer-logit; with vsuite.layers, --layers), checking the paths, opening the model (with a
+ * host copy when a path reads host weights), running the cases in order with each case's records
+ * stored in the run before the next case starts (veng, eng_flush), the verdict and the exit code.
  *
  * vsuite_main(s, argc, argv) (argv[0]: the suite's last command word):
- *   init; option for each argument that is not the driver's; --paths split and checked;
- *   options_done; the model opens; check; prepare; for each case c: run(c), record(c), flush;
- *   print; "verdict: pass|FAIL"; every record to --json FILE; free.
- * Exit codes (runner/cli.h): EXIT_USAGE for a bad option (found up to options_done, or by check);
+ *   init; option for each argument that is not the driver's; the paths (--paths split, or the
+ *   suite's own `paths`) checked against the registry; options_done; paths_done; the model opens;
+ *   check; prepare; the planned records of every case (plan: under `vouch run` stored as not_run);
+ *   for each case c: kept(c) when a resumed run holds all of its planned records (skip_stored),
+ *   else run(c), record(c), flush (its records replace their not_run ones), print_case(c);
+ *   print; "verdict: pass|FAIL" (unless quiet_verdict); every record to --json FILE; free.
+ * Exit codes (runner/cli.h): EXIT_USAGE for a bad option (found up to paths_done, or by check), and
+ * with the usage text on stderr when no path is given (default_paths NULL, or `paths` names none);
  * EXIT_CHECK_FAILED when the model does not open, prepare, run or record fails, a record of the
- * invocation has status fail or error (the verdict), or --json cannot be written; else EXIT_OK.
- * A resumed run (`vouch run --resume`) runs the cases again; eng_flush does not store a record the
- * run already holds (skipping a stored case before it runs, rec_stored, is for suites whose cases
- * do not feed each other: the evals compare every path with the first).
- * Adding a suite: one file defining its `const vsuite`, one table line (runner/cmd_eval.c for an
- * eval). */
+ * invocation has status fail or error, a case made none or only part of its planned records (the
+ * verdict), or --json cannot be written; EXIT_INTERRUPTED when SIGINT/SIGTERM stopped it between
+ * cases (no report, no --json); else EXIT_OK.
+ * A resumed run (`vouch run --resume`) runs the cases again, and eng_flush does not store a record
+ * the run already holds; a suite with skip_stored (its cases do not feed each other: not the evals,
+ * which compare every path with the first) has the cases the run holds left out before they run.
+ * Adding a suite: one file defining its `const vsuite`, one table line (runner/commands.c for a
+ * command of its own, runner/cmd_eval.c for an eval). */
 #ifndef VOUCH_RUNNER_SUITE_H
 #define VOUCH_RUNNER_SUITE_H
 
@@ -49,7 +55,7 @@ typedef struct {
   const char *name;          /* the command words after `vouch` ("eval mrcr"): usage, errors */
   const char *usage;         /* --help text (stdout) */
   const char *default_model; /* --model when not given */
-  const char *default_paths; /* --paths when not given */
+  const char *default_paths; /* --paths when not given (NULL: --paths is required) */
   bool constructed;          /* reads a constructed checkpoint (model/construct.h): the driver takes
                                 --model-seed (default 0) and --cos/--gap/--answer-logit, and opens the
                                 model with its layout (vsuite_ctx.layout) */
@@ -69,20 +75,48 @@ typedef struct {
   /* How many cases prepare set up. */
   int (*n_cases)(const void *st, const vsuite_ctx *x);
   /* Runs case c (0-based, in order) into st. An error ends the invocation; a case that cannot
-   * run on its path is a result (a record of status not_supported or error), not an error. */
+   * run on its path is a result (a record of status not_supported or error), not an error. A suite
+   * that goes on after a case broke (diverge, features) prints the error itself, returns V_OK and
+   * makes no records for it: its planned records stay not_run and the verdict is FAIL. */
   vstatus (*run)(void *st, const vsuite_ctx *x, int c);
   /* Makes case c's records in recs (eng_new, finalized); the driver stores them. */
   vstatus (*record)(void *st, const vsuite_ctx *x, int c, veng *recs);
-  /* The report, after the last case (before the verdict line). */
+  /* The report, after the last case (before the verdict line); NULL: none. */
   void (*print)(const void *st, const vsuite_ctx *x);
   /* Frees what st holds (st itself is the driver's); called on every exit after init. */
   void (*free)(void *st);
+
+  /* ---- optional: what diverge and features need (zero / NULL: as for the evals) ---- */
+  bool layers;               /* the driver takes --layers N (1..1000; default all) and opens the model
+                                with its first N layers */
+  bool quiet_verdict;        /* no "verdict:" line: the report gives each case's status (the exit code
+                                is the verdict as ever) */
+  bool skip_stored;          /* a resumed run leaves out a case whose planned records it holds (kept);
+                                only for cases that do not feed each other */
+  const char *case_noun;     /* what the cases are called in messages ("points"); NULL: "cases" */
+  /* The paths the suite opens, named by its own options (features: --ref, --path, --floor): the
+   * driver then takes no --paths. *n = 0 when a required one is missing (the usage goes to stderr,
+   * EXIT_USAGE). The array is st's. NULL: --paths (default_paths). */
+  vstatus (*paths)(void *st, const char *const **paths, int *n);
+  /* After options_done, before the model opens: checks the path list (how many; an error names
+   * the option and is a usage error). */
+  vstatus (*paths_done)(void *st, const char *const *paths, int n);
+  /* Case c's records as they will be made (suite, case_id, path and the parameters known before
+   * the case runs), in recs (eng_new); called for every case after prepare. Under `vouch run` the
+   * driver stores them with status not_run, so an interrupted run shows the cases it did not
+   * finish; a case that finishes without making all of them fails the verdict (their not_run
+   * copies stay). A case's records beyond these are stored as usual. NULL: no planned records. */
+  vstatus (*plan)(void *st, const vsuite_ctx *x, int c, veng *recs);
+  /* Case c is not run: a resumed run holds its planned records (skip_stored); e.g. prints a line. */
+  void (*kept)(void *st, const vsuite_ctx *x, int c);
+  /* After case c's records are stored (so a printed case is in the run): its lines of the report. */
+  void (*print_case)(void *st, const vsuite_ctx *x, int c);
 } vsuite;
 
 /* Runs suite s as a command: argv[0] is its last command word. Returns the exit code. */
 int vsuite_main(const vsuite *s, int argc, char **argv);
 
-/* ---- the driver's steps, for commands not yet on it (diverge, features, sweep) ---- */
+/* ---- the driver's steps, for commands not yet on it (sweep) ---- */
 
 /* Splits "a,b,c" into names (pointers into a malloc'ed copy held in *buf; *out malloc'ed). Error
  * names option `opt` when the list is empty. */

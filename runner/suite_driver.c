@@ -1,8 +1,6 @@
 /* The one suite driver (runner/suite.h). */
 #include "runner/suite.h"
 
-#include "common/interrupt.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,18 +74,21 @@ typedef struct {
   uint64_t seed;         /* --seed */
   uint64_t model_seed;   /* --model-seed (constructed suites; the others open the model with --seed) */
   long threads;          /* --threads */
+  long layers;           /* --layers (vsuite.layers; 0: every layer) */
   construct_opts knobs;  /* --cos, --gap, --answer-logit (constructed suites; -1: the preset's) */
 } shared_opts;
 
-/* If argv[*i] is an option of the driver's, stores it in o and returns true. */
+/* If argv[*i] is an option of the driver's for suite s, stores it in o and returns true (a bad value
+ * in *err, naming the option). */
 static bool shared_option(const vsuite *s, shared_opts *o, int argc, char **argv, int *i, vstatus *err) {
   const char *v;
   if (cli_opt(argc, argv, i, "--model", &v, err)) { if (v) o->model = v; }
-  else if (cli_opt(argc, argv, i, "--paths", &v, err)) { if (v) { o->paths = v; o->paths_given = true; } }
+  else if (!s->paths && cli_opt(argc, argv, i, "--paths", &v, err)) { if (v) { o->paths = v; o->paths_given = true; } }
   else if (cli_opt(argc, argv, i, "--json", &v, err)) { if (v) o->json = v; }
   else if (cli_opt(argc, argv, i, "--path-lib", &v, err)) { if (v) *err = vpaths_load_lib(v); }
   else if (cli_opt(argc, argv, i, "--seed", &v, err)) { if (v) *err = cli_u64("--seed", v, &o->seed); }
   else if (cli_opt(argc, argv, i, "--threads", &v, err)) { if (v) *err = cli_int("--threads", v, 0, 4096, &o->threads); }
+  else if (s->layers && cli_opt(argc, argv, i, "--layers", &v, err)) { if (v) *err = cli_int("--layers", v, 1, 1000, &o->layers); }
   else if (!s->constructed) return false;
   else if (cli_opt(argc, argv, i, "--model-seed", &v, err)) { if (v) *err = cli_u64("--model-seed", v, &o->model_seed); }
   else if (cli_opt(argc, argv, i, "--cos", &v, err)) { if (v) *err = cli_double("--cos", v, &o->knobs.cos); }
@@ -106,18 +107,60 @@ static bool records_pass(const veng *recs) {
   return true;
 }
 
+/* The planned records of every case (vsuite.plan). */
+typedef struct {
+  veng recs;  /* every case's planned records, case by case */
+  int *at;    /* [n_cases + 1]: case c's records are recs.v[at[c] .. at[c + 1]) */
+} planned;
+
+static bool same_key(const vrecord *a, const vrecord *b) {
+  return !strcmp(a->suite, b->suite) && !strcmp(a->case_id, b->case_id) && !strcmp(a->path, b->path);
+}
+
+/* The planned records of cases 0..n-1 into p (s->plan NULL: none). Error: the suite's, or out of
+ * memory naming the suite. */
+static vstatus plan_cases(const vsuite *s, void *st, const vsuite_ctx *x, int n, planned *p) {
+  p->at = calloc((size_t)n + 1, sizeof *p->at);
+  if (!p->at) return VERR("%s: out of memory for %d cases", s->name, n);
+  for (int c = 0; c < n; c++) {
+    p->at[c] = p->recs.n;
+    if (s->plan) VTRY(s->plan(st, x, c, &p->recs));
+  }
+  p->at[n] = p->recs.n;
+  return V_OK;
+}
+
+/* True when the run (resumed) holds every planned record of case c; false when none is planned. */
+static bool case_stored(const planned *p, int c) {
+  if (p->at[c] == p->at[c + 1]) return false;
+  for (int i = p->at[c]; i < p->at[c + 1]; i++)
+    if (!rec_stored(p->recs.v[i]->suite, p->recs.v[i]->case_id, p->recs.v[i]->path)) return false;
+  return true;
+}
+
+/* True when recs->v[from..n) holds a record of every planned record's key of case c. */
+static bool case_made(const planned *p, int c, const veng *recs, int from) {
+  for (int i = p->at[c]; i < p->at[c + 1]; i++) {
+    bool found = false;
+    for (int k = from; k < recs->n && !found; k++) found = same_key(recs->v[k], p->recs.v[i]);
+    if (!found) return false;
+  }
+  return true;
+}
+
 int vsuite_main(const vsuite *s, int argc, char **argv) {
   shared_opts o = {.model = s->default_model, .paths = s->default_paths, .seed = 1,
                    .knobs = {.cos = -1, .gap = -1, .answer_logit = -1}};
   void *st = calloc(1, s->state_size);
   char *pbuf = NULL;
-  const char **paths = NULL;
+  const char **paths = NULL; /* --paths split (malloc'ed; names in pbuf) */
   ds_model m;
   construct_layout L;
   vsuite_ctx x = {.model = &m, .layout = s->constructed ? &L : NULL};
-  bool model_open = false, done = false;
+  bool model_open = false, done = false, unmade = false; /* unmade: a case did not make its planned records */
   double t0 = 0; /* when the first case started */
   veng recs = {0};
+  planned pl = {0};
   vstatus err = V_OK;
   int rc = EXIT_OK;
   if (!st) { VERR("%s: out of memory", s->name); cli_print_error(s->name); return EXIT_CHECK_FAILED; }
@@ -132,15 +175,22 @@ int vsuite_main(const vsuite *s, int argc, char **argv) {
   x.paths_given = o.paths_given;
   x.seed = o.seed;
   x.n_threads = (int)o.threads;
-  if (vsuite_split_names("--paths", o.paths, &pbuf, &paths, &x.n_paths) || vsuite_check_paths(paths, x.n_paths) ||
-      s->options_done(st)) {
+  if (s->paths ? s->paths(st, &x.paths, &x.n_paths) : o.paths ? vsuite_split_names("--paths", o.paths, &pbuf, &paths,
+                                                                                   &x.n_paths) : V_OK) {
     cli_print_error(s->name);
     rc = EXIT_USAGE;
     goto out;
   }
-  x.paths = paths;
-  if (vsuite_open_model(&m, o.model, s->constructed ? o.model_seed : o.seed, 0, vsuite_any_host(paths, x.n_paths),
-                        s->constructed ? &o.knobs : NULL, &L, s->constructed)) {
+  if (!s->paths) x.paths = paths;
+  if (x.n_paths == 0) { fputs(s->usage, stderr); rc = EXIT_USAGE; goto out; } /* a required path is missing */
+  if (vsuite_check_paths(x.paths, x.n_paths) || s->options_done(st) ||
+      (s->paths_done && s->paths_done(st, x.paths, x.n_paths))) {
+    cli_print_error(s->name);
+    rc = EXIT_USAGE;
+    goto out;
+  }
+  if (vsuite_open_model(&m, o.model, s->constructed ? o.model_seed : o.seed, (int)o.layers,
+                        vsuite_any_host(x.paths, x.n_paths), s->constructed ? &o.knobs : NULL, &L, s->constructed)) {
     cli_print_error(s->name);
     rc = EXIT_CHECK_FAILED;
     goto out;
@@ -149,29 +199,47 @@ int vsuite_main(const vsuite *s, int argc, char **argv) {
   if (s->check && s->check(st, &x)) { cli_print_error(s->name); rc = EXIT_USAGE; goto out; }
   if (s->prepare(st, &x, &done)) { cli_print_error(s->name); rc = EXIT_CHECK_FAILED; goto out; }
   if (done) goto out;
+  const int n = s->n_cases(st, &x);
+  /* under `vouch run` every planned case is in the run as not_run until its records replace it */
+  if (plan_cases(s, st, &x, n, &pl) ||
+      rec_plan(pl.recs.v, pl.recs.n, "not run: the step stopped before this case finished (vouch run --resume runs it)")) {
+    cli_print_error(s->name);
+    rc = EXIT_CHECK_FAILED;
+    goto out;
+  }
   /* each case's records are in the run before the next case starts */
   t0 = vclock_now();
-  for (int c = 0, n = s->n_cases(st, &x); c < n; c++) {
+  for (int c = 0; c < n; c++) {
     if (vinterrupted()) { /* SIGINT / SIGTERM under `vouch run`: the finished cases are stored; no report */
-      fprintf(stderr, "%s: interrupted after %d of %d cases: the rest not run\n", s->name, c, n);
+      fprintf(stderr, "%s: interrupted after %d of %d %s: the rest not run\n", s->name, c, n,
+              s->case_noun ? s->case_noun : "cases");
       rc = EXIT_INTERRUPTED;
       goto out;
     }
+    if (s->skip_stored && case_stored(&pl, c)) { /* a resumed run holds it */
+      if (s->kept) s->kept(st, &x, c);
+      continue;
+    }
+    const int from = recs.n;
     if (s->run(st, &x, c) || s->record(st, &x, c, &recs) || eng_flush(&recs)) {
       cli_print_error(s->name);
       rc = EXIT_CHECK_FAILED;
       goto out;
     }
+    unmade |= !case_made(&pl, c, &recs, from);
+    if (s->print_case) s->print_case(st, &x, c);
   }
   x.wall_s = vclock_now() - t0;
-  s->print(st, &x);
-  if (!records_pass(&recs)) rc = EXIT_CHECK_FAILED;
-  printf("\nverdict: %s\n", rc == EXIT_OK ? "pass" : "FAIL");
+  if (s->print) s->print(st, &x);
+  if (!records_pass(&recs) || unmade) rc = EXIT_CHECK_FAILED;
+  if (!s->quiet_verdict) printf("\nverdict: %s\n", rc == EXIT_OK ? "pass" : "FAIL");
   if (vsuite_emit_records(o.json, &recs)) { cli_print_error(s->name); rc = EXIT_CHECK_FAILED; }
 out:
   s->free(st);
   free(st);
   eng_free(&recs);
+  eng_free(&pl.recs);
+  free(pl.at);
   if (model_open) ds_model_close(&m);
   free(pbuf);
   free(paths);

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/interrupt.h"
 #include "common/sampling.h"
 #include "model/philox.h"
 #include "suites/paths.h"
@@ -388,78 +387,99 @@ static vstatus check_stop(pair *P, const feat_opts *o, feat_check *c) {
   return V_OK;
 }
 
-/* The checks in the order they run, print and are stored (out[] order). */
+/* The checks in the order they run, print and are stored. */
 static const struct {
   const char *name;
   vstatus (*run)(pair *P, const feat_opts *o, feat_check *c); /* V_ERR: the reference or floor broke */
 } CHECKS[FEAT_N_CHECKS] = {{"full_context", check_full}, {"sampling", check_sampling}, {"structured", check_structured},
                            {"speculative", check_spec}, {"stop_tokens", check_stop}};
 
-/* A finished check to on_check (vouch features stores it before the next check starts). */
-static vstatus check_done(const feat_opts *o, const feat_check *c) { return o->on_check ? o->on_check(o->ctx, c) : V_OK; }
+const char *features_check_name(int i) { return i >= 0 && i < FEAT_N_CHECKS ? CHECKS[i].name : NULL; }
 
-vstatus features_run(const ds_model *m, const feat_opts *o, feat_check *out) {
-  pair P;
-  memset(&P, 0, sizeof P);
-  P.m = m;
-  P.V = m->cfg.vocab_size;
-  P.o = o;
+struct feat_session {
+  pair P;             /* the paths (open once `opened`) and their logit rows */
+  feat_opts o;        /* the options (a copy) */
+  int full;           /* the full-context check's context (o.full_ctx, or max_position_embeddings) */
+  bool opened;        /* the first check opened the paths */
+  vstatus test_st;    /* the path under test failed to open with this (V_OK: it opened) */
+  char test_msg[512]; /* ... and this message: every check reports it */
+  bool rows_done;     /* the sampling rows are decoded (sampling_rows) */
+  bool broken;        /* a check returned an error: no further check runs */
+};
+
+vstatus features_begin(const ds_model *m, const feat_opts *o, feat_session **out) {
+  *out = NULL;
   int full = o->full_ctx > 0 ? o->full_ctx : m->cfg.max_position_embeddings;
   if (full > m->cfg.max_position_embeddings || full < 16)
     return VERR("features: option 'full_ctx' %d outside [16, max_position_embeddings %d]", full,
                 m->cfg.max_position_embeddings);
   if (o->floor && !strcmp(o->floor, o->ref))
     return VERR("features: option 'floor' must be another computation than the reference '%s'", o->ref);
-  memset(out, 0, sizeof *out * FEAT_N_CHECKS);
-  int n_run = 0;
-  for (int i = 0; i < FEAT_N_CHECKS; i++) {
-    snprintf(out[i].name, sizeof out[i].name, "%s", CHECKS[i].name);
-    out[i].kept = o->skip && o->skip(o->ctx, CHECKS[i].name);
-    n_run += !out[i].kept;
+  feat_session *f = calloc(1, sizeof *f);
+  if (!f) return VERR("features: out of memory");
+  f->o = *o;
+  f->full = full;
+  f->P.m = m;
+  f->P.V = m->cfg.vocab_size;
+  f->P.o = &f->o;
+  *out = f;
+  return V_OK;
+}
+
+/* Opens the reference, the floor and the path under test, and the logit rows. Error: the reference
+ * or the floor does not open, or out of memory; the path under test failing to open is kept in
+ * f->test_st (its checks report it). */
+static vstatus open_paths(feat_session *f) {
+  pair *P = &f->P;
+  f->opened = true;
+  vpath_opts po = {.max_seq = 2, .max_ctx = f->full, .n_threads = f->o.n_threads};
+  VTRY(vpath_open(&P->ref, f->o.ref, P->m, &po));
+  if (f->o.floor) {
+    vpath_opts fo = {.max_seq = 2, .max_ctx = 64, .n_threads = f->o.n_threads};
+    vstatus fs = vpath_open(&P->flr, f->o.floor, P->m, &fo);
+    if (fs) { verr_prefix("features: floor path"); return fs; }
   }
-  if (!n_run) return V_OK; /* a resumed run holds every check: no path is opened */
-  vpath_opts po = {.max_seq = 2, .max_ctx = full, .n_threads = o->n_threads};
-  VTRY(vpath_open(&P.ref, o->ref, m, &po));
-  if (o->floor) {
-    vpath_opts fo = {.max_seq = 2, .max_ctx = 64, .n_threads = o->n_threads};
-    vstatus fs = vpath_open(&P.flr, o->floor, m, &fo);
-    if (fs) { verr_prefix("features: floor path"); vpath_close(&P.ref); return fs; }
+  f->test_st = vpath_open(&P->test, f->o.path, P->m, &po);
+  if (f->test_st) {
+    snprintf(f->test_msg, sizeof f->test_msg, "%s", verr_msg());
+    return V_OK;
   }
-  vstatus s = vpath_open(&P.test, o->path, m, &po);
-  if (s) {
-    const vstatus open_st = s;
-    s = V_OK;
-    for (int i = 0; i < FEAT_N_CHECKS && !s; i++) {
-      if (out[i].kept) continue;
-      path_failed(&out[i], CHECKS[i].name, open_st);
-      s = check_done(o, &out[i]);
-    }
-    if (P.flr.ops) vpath_close(&P.flr);
-    vpath_close(&P.ref);
-    return s;
+  P->lr = malloc((size_t)ROWS * P->V * sizeof(float));
+  P->lt = malloc((size_t)ROWS * P->V * sizeof(float));
+  P->lf = malloc((size_t)ROWS * P->V * sizeof(float));
+  P->scratch = malloc((size_t)2 * P->V * sizeof(double));
+  if (!P->lr || !P->lt || !P->lf || !P->scratch) return VERR("features: out of memory");
+  return V_OK;
+}
+
+vstatus features_check(feat_session *f, int i, feat_check *out) {
+  if (i < 0 || i >= FEAT_N_CHECKS) return VERR("features: check %d outside [0, %d)", i, FEAT_N_CHECKS);
+  if (f->broken) return VERR("features: check %s not run: an earlier check broke the reference or the floor", CHECKS[i].name);
+  memset(out, 0, sizeof *out);
+  vstatus s = f->opened ? V_OK : open_paths(f);
+  if (!s && f->test_st) { /* every check reports the failed open */
+    set(out, CHECKS[i].name, f->test_st == V_UNSUPPORTED ? FEAT_NOT_SUPPORTED : FEAT_FAIL, NAN, NAN, NULL, "%s", f->test_msg);
+    return V_OK;
   }
-  P.lr = malloc((size_t)ROWS * P.V * sizeof(float));
-  P.lt = malloc((size_t)ROWS * P.V * sizeof(float));
-  P.lf = malloc((size_t)ROWS * P.V * sizeof(float));
-  P.scratch = malloc((size_t)2 * P.V * sizeof(double));
-  if (!P.lr || !P.lt || !P.lf || !P.scratch) s = VERR("features: out of memory");
-  /* the sampling rows first: full_context takes its margin epsilon from them */
-  if (!s && (!out[0].kept || !out[1].kept)) s = sampling_rows(&P, o);
-  for (int i = 0; i < FEAT_N_CHECKS && !s; i++) {
-    if (out[i].kept) continue;
-    if (vinterrupted()) { /* under `vouch run`: stop after the check in flight */
-      for (int k = i; k < FEAT_N_CHECKS; k++) out[k].interrupted = !out[k].kept;
-      break;
-    }
-    s = CHECKS[i].run(&P, o, &out[i]);
-    if (!s) s = check_done(o, &out[i]);
+  /* the sampling rows before the first of full_context (its margin epsilon) and sampling that runs */
+  if (!s && i <= 1 && !f->rows_done) {
+    s = sampling_rows(&f->P, &f->o);
+    f->rows_done = s == V_OK;
   }
-  free(P.lr);
-  free(P.lt);
-  free(P.lf);
-  free(P.scratch);
-  vpath_close(&P.test);
-  if (P.flr.ops) vpath_close(&P.flr);
-  vpath_close(&P.ref);
+  if (!s) s = CHECKS[i].run(&f->P, &f->o, out);
+  f->broken = s != V_OK;
   return s;
+}
+
+void features_end(feat_session *f) {
+  if (!f) return;
+  pair *P = &f->P;
+  free(P->lr);
+  free(P->lt);
+  free(P->lf);
+  free(P->scratch);
+  if (P->test.ops) vpath_close(&P->test);
+  if (P->flr.ops) vpath_close(&P->flr);
+  if (P->ref.ops) vpath_close(&P->ref);
+  free(f);
 }

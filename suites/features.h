@@ -51,8 +51,6 @@ typedef struct {
   double value;           /* the check's main figure (see detail) */
   double bound;           /* its threshold */
   char bound_source[160]; /* where the bound comes from */
-  bool kept;              /* not run: feat_opts.skip said a resumed run holds its record (name set, rest empty) */
-  bool interrupted;       /* not run: SIGINT/SIGTERM (common/interrupt.h) stopped the suite before it */
 } feat_check;
 
 typedef struct {
@@ -64,21 +62,27 @@ typedef struct {
   double margin_eps;      /* margin rule's epsilon (logits) where no floor applies */
   uint64_t seed;
   int n_threads;
-  /* Called as each check finishes, before the next one starts (vouch features stores the check's
-   * record there, so a crash later keeps it); an error stops the suite and features_run returns
-   * it. NULL: none. */
-  vstatus (*on_check)(void *ctx, const feat_check *c);
-  /* True when check `name` need not run (a resumed run holds its record): it is left out, with
-   * out[].kept set. NULL: every check runs. */
-  bool (*skip)(void *ctx, const char *name);
-  void *ctx;              /* first argument of on_check and skip */
 } feat_opts;
 
 #define FEAT_N_CHECKS 5
-/* Runs every check not skipped, in out[] order (full_context, sampling, structured, speculative,
- * stop_tokens); out[FEAT_N_CHECKS]. An error only when the reference or the floor cannot run, or
- * on_check fails: the checks handed to on_check before it stay handed. */
-vstatus features_run(const ds_model *m, const feat_opts *o, feat_check *out);
+/* One invocation's checks, run one at a time in any subset, in order (a resumed run leaves out the
+ * checks it holds): features_begin, features_check per check, features_end. */
+typedef struct feat_session feat_session;
+
+/* Checks o against the model (full_ctx in [16, max_position_embeddings], a floor other than the
+ * reference) and makes the session in *out; opens no path yet (when every check is left out, none
+ * is opened). o's strings must outlive the session. Error names the option. */
+vstatus features_begin(const ds_model *m, const feat_opts *o, feat_session **out);
+/* Runs check i (0 full_context, 1 sampling, 2 structured, 3 speculative, 4 stop_tokens) into *out.
+ * The first call opens the paths; the sampling rows are decoded before the first of full_context
+ * (its margin epsilon) and sampling that runs. A path under test that does not open fails (or is
+ * not_supported for) every check. Error only when the reference or the floor cannot run (open or a
+ * step) or out of memory; the session then runs no further check (each call is an error). */
+vstatus features_check(feat_session *f, int i, feat_check *out);
+/* Closes the paths and frees f (NULL: nothing). */
+void features_end(feat_session *f);
+/* The name of check i ("full_context", ...; NULL outside [0, FEAT_N_CHECKS)). */
+const char *features_check_name(int i);
 const char *feat_status_name(feat_status s);
 
 #endif

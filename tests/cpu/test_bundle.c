@@ -241,6 +241,48 @@ int main(int argc, char **argv) {
   bundle_unload(&r);
   CHECK(count_problems(tmp, NULL) == 0, "incomplete bundle verifies");
 
+  /* planned cases (rec_plan): stored as not_run, replaced in place by their finished records (count
+   * and order of finishing kept), never over a result; a resumed run treats them as not stored */
+  snprintf(d2, sizeof d2, "%s/run_planned", T);
+  {
+    char *pargv[] = {"vouch", "run"};
+    manifest_opts pmo = {.plan_name = "test", .plan_text = PLAN, .argc = 2, .argv = pargv};
+    vrundir *rd = NULL;
+    CHECK_OK(rec_open_dir(&rd, d2, &pmo));
+    rec_set_current(rd);
+    vrecord *done0 = rec_new("diverge", "p0", "a");
+    CHECK_OK(rec_emit(done0, NULL)); /* a result before the plan: the plan leaves it */
+    vrecord *pl[3] = {rec_new("diverge", "p0", "a"), rec_new("diverge", "p1", "a"), rec_new("diverge", "p2", "a")};
+    CHECK_OK(rec_plan(pl, 3, "not run: planned"));
+    CHECK(pl[1]->status == REC_NOT_RUN && rec_dir_count(rd) == 3, "two planned records added: %d", rec_dir_count(rd));
+    vrecord *done2 = rec_new("diverge", "p2", "a");
+    rec_metric_value(done2, "kld", "nats", RB_LOWER, 0.5);
+    CHECK_OK(rec_emit(done2, NULL));
+    CHECK(rec_dir_count(rd) == 3, "a finished case replaces its not_run copy: %d records", rec_dir_count(rd));
+    CHECK_OK(rec_plan(pl, 3, "not run: planned")); /* again (a resumed step): nothing over a result or a copy */
+    CHECK(rec_dir_count(rd) == 3, "planning again adds nothing: %d", rec_dir_count(rd));
+    rec_set_current(NULL);
+    CHECK_OK(rec_abandon(rd));
+    CHECK_OK(rec_resume_dir(&rd, d2));
+    rec_set_current(rd);
+    CHECK(rec_stored("diverge", "p2", "a") && !rec_stored("diverge", "p1", "a"), "resumed: not_run is not stored");
+    vrecord *done1 = rec_new("diverge", "p1", "a");
+    CHECK_OK(rec_emit(done1, NULL));
+    rec_set_current(NULL);
+    CHECK_OK(rec_close(rd));
+    CHECK_OK(bundle_load(d2, &r));
+    CHECK(r.n == 3 && !strcmp(r.recs[0]->case_id, "p0") && !strcmp(r.recs[1]->case_id, "p2") &&
+              !strcmp(r.recs[2]->case_id, "p1") && r.recs[1]->n_metrics == 1,
+          "records in the order they finished, the planned copies gone (%d records)", r.n);
+    for (int i = 0; i < r.n; i++) CHECK(r.recs[i]->status == REC_PASS, "record %d: %s", i, rec_status_name(r.recs[i]->status));
+    bundle_unload(&r);
+    CHECK(count_problems(d2, NULL) == 0, "a run with replaced planned records verifies");
+    for (int i = 0; i < 3; i++) rec_free(pl[i]);
+    rec_free(done0);
+    rec_free(done1);
+    rec_free(done2);
+  }
+
   /* a broken kernel: fail verdict; compare flags a correctness regression */
   snprintf(d2, sizeof d2, "%s/run_broken", T);
   CHECK_OK(gen_run(d2, "broken", true));

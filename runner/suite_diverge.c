@@ -1,0 +1,359 @@
+/* vouch diverge: teacher-forced divergence (suites/diverge.h) as a suite on the driver
+ * (runner/suite.h). A case is one (batch, context) point: all paths run it together, and it makes
+ * one record per compared path ("b<B>_c<C>_t<T><shape>_vs_<reference>"). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/cli.h"
+#include "runner/cmd_evals.h"
+#include "runner/record.h"
+#include "suites/bounds.h"
+#include "suites/diverge.h"
+#include "suites/stats_tests.h"
+
+static const char DIVERGE_USAGE[] =
+    "usage: vouch diverge --paths REF,P1[,P2..] [--model DIR|synth:PRESET] [--batch 1,8,64] [--context 0,4k]\n"
+    "                     [--tokens T] [--seed S] [--layers N] [--threads N] [--max-kld K] [--min-same-top PCT]\n"
+    "                     [--margin-eps E] [--baseline PATH] [--ragged] [--spec K] [--routing natural|zipf:S|..]\n"
+    "                     [--alternate-natural] [--path-lib FILE] [--json FILE]\n"
+    "  Teacher-forced divergence of each path against the first on one token stream: the\n"
+    "  first path's temperature-1 samples are fed to every path. For each batch x context:\n"
+    "  the context is filled by fill_cache (the shared synthetic-cache rule, same seed on every\n"
+    "  path), then T decode steps run. Prints mean KLD +/- standard error, KLD percentiles\n"
+    "  (99.9, 99, 95, median), same-top-token %, RMS dp (next token), max |dlogit| and NaN/Inf.\n"
+    "  --ragged: sequence b's context is C x (batch - b) / batch (mixed cached lengths in one step);\n"
+    "  --spec K: K+1 tokens per sequence per step (a verification step), every row compared;\n"
+    "  --routing zipf:S forces skewed experts (one expert takes most tokens; `vouch sweep --help`);\n"
+    "  --alternate-natural: with forced routing, every odd step uses the router's experts (one path\n"
+    "  instance switches between forced and natural routing at the same row count).\n"
+    "  Verdict with --baseline B (the unoptimized bf16 engine next to an fp32 reference): B's own\n"
+    "  distance from the reference is the noise floor; a path passes when mean KLD <= k^2 x (B's mean\n"
+    "  + 3 se), and on the rows whose top-2 margin exceeds 2k x B's largest top-2 logit error (k = 2)\n"
+    "  its argmax leaves the reference's no more often than B's beyond chance (McNemar p < 0.01 over\n"
+    "  the rows only one of the two missed; docs/verdicts.md). Without --baseline: mean KLD <=\n"
+    "  --max-kld (default 0.01 nats) and same-top >= --min-same-top (default 90) over the rows whose\n"
+    "  margin exceeds --margin-eps (default 0). No logit may be NaN/Inf.\n"
+    "  Path names take suffixes: NAME:tpN (TP N; cpu-ref as simulated ranks), NAME:tpN:dcp (plus\n"
+    "  decode context parallelism) and NAME:tpN:ep (routed experts expert-parallel, cpu-ref only),\n"
+    "  e.g. --paths cpu-ref,cpu-ref:tp4,cpu-ref:tp4:dcp,cpu-ref:tp4:ep.\n"
+    "  defaults: --model synth:tiny --batch 1 --context 0 --tokens 32\n";
+
+/* The verdict of one compared path at the point just run (diverge_record), for its table row. */
+typedef struct {
+  const char *status; /* "pass", "FAIL", "base" (supported paths) */
+  bool is_base;       /* the path is the --baseline: evidence, not a subject */
+  bool same_ok;       /* the argmax rule held */
+  int decided, flips; /* rows whose reference margin exceeds eps; of those, argmax flips */
+  long dec_b;         /* decided rows the baseline's argmax flipped */
+  long only_p, only_b; /* rows only the path missed, only the baseline missed */
+  double mcn_p;       /* McNemar p of only_p vs only_b */
+  double eps;         /* the margin epsilon of the argmax rule */
+} path_verdict;
+
+/* The suite's state: its options, and the point in flight. */
+typedef struct {
+  const char *batch_s, *ctx_s;   /* --batch, --context as given */
+  long tokens;                   /* --tokens: teacher-forced steps per sequence */
+  double max_kld, min_same;      /* --max-kld, --min-same-top: the bounds without --baseline */
+  double margin_eps;             /* --margin-eps: rows counted by --min-same-top */
+  const char *baseline;          /* --baseline: a compared path whose distance to the reference calibrates the bounds */
+  const char *routing_s;         /* --routing as given */
+  long spec_k;                   /* --spec: draft tokens per step */
+  bool ragged, alternate;        /* --ragged, --alternate-natural */
+  long *batches, *ctxs;          /* [nb], [nc]: the points are batches x contexts (options_done) */
+  int nb, nc;
+  sweep_routing routing;         /* --routing parsed and prepared for the model (check) */
+  diverge_result *res;           /* [n_res] the point's results, paths 1.. (prepare) */
+  int n_res;                     /* n_paths - 1 */
+  path_verdict *v;               /* [n_paths - 1] their verdicts (record) */
+  bool ran;                      /* res holds the point just run (diverge_run did not fail) */
+} diverge_state;
+
+static void diverge_init(void *st) {
+  diverge_state *s = st;
+  s->batch_s = "1";
+  s->ctx_s = "0";
+  s->tokens = 32;
+  s->max_kld = 0.01;
+  s->min_same = 90;
+  s->routing_s = "natural";
+}
+
+static bool diverge_option(void *st, int argc, char **argv, int *i, vstatus *err) {
+  diverge_state *s = st;
+  const char *a = argv[*i], *v;
+  if (cli_opt(argc, argv, i, "--batch", &v, err)) { if (v) s->batch_s = v; }
+  else if (cli_opt(argc, argv, i, "--context", &v, err)) { if (v) s->ctx_s = v; }
+  else if (cli_opt(argc, argv, i, "--tokens", &v, err)) { if (v) *err = cli_int("--tokens", v, 1, 1 << 20, &s->tokens); }
+  else if (cli_opt(argc, argv, i, "--baseline", &v, err)) { if (v) s->baseline = v; }
+  else if (cli_opt(argc, argv, i, "--max-kld", &v, err)) { if (v) *err = cli_double("--max-kld", v, &s->max_kld); }
+  else if (cli_opt(argc, argv, i, "--min-same-top", &v, err)) { if (v) *err = cli_double("--min-same-top", v, &s->min_same); }
+  else if (cli_opt(argc, argv, i, "--margin-eps", &v, err)) { if (v) *err = cli_double("--margin-eps", v, &s->margin_eps); }
+  else if (cli_opt(argc, argv, i, "--spec", &v, err)) { if (v) *err = cli_int("--spec", v, 0, 15, &s->spec_k); }
+  else if (cli_opt(argc, argv, i, "--routing", &v, err)) { if (v) s->routing_s = v; }
+  else if (!strcmp(a, "--ragged")) s->ragged = true;
+  else if (!strcmp(a, "--alternate-natural")) s->alternate = true;
+  else return false;
+  return true;
+}
+
+static vstatus diverge_options_done(void *st) {
+  diverge_state *s = st;
+  VTRY(cli_size_list("--batch", s->batch_s, &s->batches, &s->nb));
+  return cli_size_list("--context", s->ctx_s, &s->ctxs, &s->nc);
+}
+
+static vstatus diverge_paths_done(void *st, const char *const *paths, int n) {
+  (void)st, (void)paths;
+  if (n < 2) return VERR("option --paths: give at least two paths (the first is the reference)");
+  return V_OK;
+}
+
+/* --routing against the model (forced experts need its MoE layout). */
+static vstatus diverge_check(void *st, const vsuite_ctx *x) {
+  diverge_state *s = st;
+  vstatus e = sweep_routing_parse(s->routing_s, &s->routing);
+  if (!e) e = sweep_routing_prepare(&s->routing, &x->model->cfg, x->seed);
+  if (!e && s->alternate && s->routing.kind == ROUTE_NATURAL)
+    e = VERR("--alternate-natural needs forced experts (uniform, zipf:S or a trace)");
+  if (e) verr_prefix("option --routing");
+  return e;
+}
+
+/* The table's header. */
+static vstatus diverge_prepare(void *st, const vsuite_ctx *x, bool *done) {
+  diverge_state *s = st;
+  (void)done;
+  s->n_res = x->n_paths - 1;
+  s->res = calloc((size_t)s->n_res, sizeof *s->res);
+  s->v = calloc((size_t)s->n_res, sizeof *s->v);
+  if (!s->res || !s->v) return VERR("diverge: out of memory for %d paths", x->n_paths);
+  printf("diverge: model %s, reference %s, %ld teacher-forced steps per sequence x %ld token%s%s, routing %s%s\n",
+         x->model->source, x->paths[0], s->tokens, s->spec_k + 1, s->spec_k ? "s (verification steps)" : "",
+         s->ragged ? ", ragged contexts" : "", s->routing_s, s->alternate ? " on even steps, natural on odd" : "");
+  printf("%-10s %5s %7s %20s %10s %10s %10s %10s %8s %9s %10s %6s %7s\n", "path", "batch", "context", "mean KLD +/- se",
+         "p99.9", "p99", "p95", "median", "same%", "RMS dp", "max|dl|", "nan", "status");
+  return V_OK;
+}
+
+static int diverge_n_cases(const void *st, const vsuite_ctx *x) {
+  const diverge_state *s = st;
+  (void)x;
+  return s->nb * s->nc;
+}
+
+/* Point c's options: batches[c / nc] x ctxs[c % nc]. */
+static diverge_opts point_opts(const diverge_state *s, const vsuite_ctx *x, int c) {
+  return (diverge_opts){.paths = x->paths, .n_paths = x->n_paths, .batch = (int)s->batches[c / s->nc],
+                        .context = (int)s->ctxs[c % s->nc], .tokens = (int)s->tokens, .seed = x->seed,
+                        .n_threads = x->n_threads, .ragged = s->ragged, .spec_k = (int)s->spec_k,
+                        .routing = &s->routing, .alternate_natural = s->alternate};
+}
+
+/* Point c's case id (its records', one per compared path). */
+static void point_id(const diverge_state *s, const vsuite_ctx *x, int c, char *id, size_t cap) {
+  const diverge_opts o = point_opts(s, x, c);
+  char shape[48] = "";
+  if (s->ragged) snprintf(shape, sizeof shape, "_ragged");
+  if (s->spec_k) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "_k%ld", s->spec_k);
+  if (s->routing.kind != ROUTE_NATURAL)
+    snprintf(shape + strlen(shape), sizeof shape - strlen(shape), s->alternate ? "_forced_alt" : "_forced");
+  snprintf(id, cap, "b%d_c%d_t%ld%s_vs_%s", o.batch, o.context, s->tokens, shape, x->paths[0]);
+}
+
+/* The record of compared path p at point c with the parameters known before it runs; NULL on out
+ * of memory (error set). */
+static vrecord *point_record(const diverge_state *s, const vsuite_ctx *x, int c, int p, veng *recs) {
+  const diverge_opts o = point_opts(s, x, c);
+  char id[96];
+  point_id(s, x, c, id, sizeof id);
+  vrecord *rec = eng_new(recs, "diverge", id, x->paths[p + 1]);
+  if (!rec) return NULL;
+  rec_param_str(rec, "model", x->model->source);
+  rec_param_str(rec, "reference", x->paths[0]);
+  rec_param_int(rec, "batch", o.batch);
+  rec_param_int(rec, "context", o.context);
+  rec_param_int(rec, "tokens", o.tokens);
+  rec_param_int(rec, "seed", (int64_t)x->seed);
+  rec_param_int(rec, "spec_k", s->spec_k);
+  rec_param_int(rec, "ragged", s->ragged);
+  rec_param_str(rec, "routing", s->routing_s);
+  rec_param_int(rec, "alternate_natural", s->alternate);
+  return rec;
+}
+
+static vstatus diverge_plan(void *st, const vsuite_ctx *x, int c, veng *recs) {
+  const diverge_state *s = st;
+  for (int p = 0; p < x->n_paths - 1; p++)
+    if (!point_record(s, x, c, p, recs)) return V_ERR;
+  return V_OK;
+}
+
+static void diverge_kept(void *st, const vsuite_ctx *x, int c) {
+  const diverge_opts o = point_opts(st, x, c);
+  printf("%-10s %5d %7d  kept from the interrupted run\n", "", o.batch, o.context);
+}
+
+/* Runs point c on every path. A point that cannot run (the reference broke, options the model
+ * cannot take) is reported here and makes no records: the next point runs. */
+static vstatus diverge_run_case(void *st, const vsuite_ctx *x, int c) {
+  diverge_state *s = st;
+  for (int p = 0; p < s->n_res; p++) diverge_result_free(&s->res[p]); /* the point before */
+  const diverge_opts o = point_opts(s, x, c);
+  s->ran = diverge_run(x->model, &o, s->res) == V_OK;
+  if (!s->ran) cli_print_error("diverge");
+  return V_OK;
+}
+
+/* The records of point c, one per compared path, and their verdicts (s->v) for the table.
+ * With --baseline B (the unoptimized bf16 engine; the reference an fp32 path), B's distance from the
+ * reference is the noise floor of this very point, and another path passes when it is at most k
+ * (VOUCH_ACCURACY_RATIO) times as far from fp32: mean KLD <= k^2 (B's mean + 3 se), and the same
+ * argmax on every row whose reference margin exceeds 2k x B's largest top-2 error (a path within
+ * k x that error cannot flip such a row). B itself is evidence, not a subject: it only has to
+ * produce finite logits. */
+static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) {
+  diverge_state *s = st;
+  if (!s->ran) return V_OK;
+  const int np = x->n_paths;
+  const diverge_result *rb = NULL;
+  for (int p = 0; s->baseline && p < np - 1; p++)
+    if (s->res[p].supported && !strcmp(s->res[p].path, s->baseline)) rb = &s->res[p];
+  const double kr = VOUCH_ACCURACY_RATIO;
+  double b_top = 0;
+  for (int i = 0; rb && i < rb->rows; i++)
+    if (rb->top_err[i] > b_top) b_top = rb->top_err[i];
+  const double eps = rb ? 2 * kr * b_top : s->margin_eps;
+  for (int p = 0; p < np - 1; p++) {
+    const diverge_result *r = &s->res[p];
+    path_verdict *v = &s->v[p];
+    *v = (path_verdict){.is_base = rb && r == rb, .eps = eps};
+    const double kld_bound = rb ? kr * kr * (rb->kld_mean + 3 * rb->kld_se) : s->max_kld;
+    for (int i = 0; r->supported && i < r->rows; i++)
+      if (r->margin[i] > eps) { v->decided++; v->flips += !r->same[i]; }
+    /* rows where only the path's argmax left the reference's, and where only the baseline's did */
+    for (int i = 0; rb && !v->is_base && r->supported && i < r->rows && i < rb->rows; i++) {
+      v->only_p += !r->same[i] && rb->same[i];
+      v->only_b += r->same[i] && !rb->same[i];
+    }
+    v->mcn_p = stat_mcnemar_p(v->only_p, v->only_b);
+    const double same_dec = v->decided ? 100.0 * (v->decided - v->flips) / v->decided : 100.0;
+    char bound_src[200];
+    if (rb)
+      snprintf(bound_src, sizeof bound_src, "floor: baseline %s at this point (k=%g): mean KLD %.3g +/- %.2g, top-2 "
+               "error %.3g", s->baseline, kr, rb->kld_mean, rb->kld_se, b_top);
+    else
+      snprintf(bound_src, sizeof bound_src, "options: --max-kld %.3g, --min-same-top %.3g over rows with margin > "
+               "--margin-eps %.3g", s->max_kld, s->min_same, s->margin_eps);
+    vrecord *rec = point_record(s, x, c, p, recs);
+    if (!r->supported) {
+      if (rec) rec_set_status(rec, r->errored ? REC_ERROR : REC_NOT_SUPPORTED, r->reason);
+    } else {
+      bool finite = r->nonfinite == 0 && r->ref_nonfinite == 0;
+      /* with a baseline: the path's argmax leaves the reference's on decided rows no more often than
+       * the baseline's does there, beyond chance (McNemar, alpha 0.01): a router near-tie can flip one
+       * row of either bf16 engine, a defect flips many */
+      for (int i = 0; rb && !v->is_base && i < r->rows && i < rb->rows; i++) v->dec_b += r->margin[i] > eps && !rb->same[i];
+      v->same_ok = rb ? !(v->flips > v->dec_b && v->only_p > v->only_b && v->mcn_p < 0.01) : same_dec >= s->min_same;
+      bool ok = v->is_base ? finite : r->kld_mean <= kld_bound && v->same_ok && finite;
+      v->status = ok ? (v->is_base ? "base" : "pass") : "FAIL";
+      if (rec) {
+        int n = 0;
+        double *k = malloc((size_t)r->rows * sizeof *k), *dp = malloc((size_t)r->rows * sizeof *dp);
+        for (int i = 0; k && dp && i < r->rows; i++)
+          if (!isnan(r->kld[i])) { k[n] = r->kld[i]; dp[n] = r->dp[i] * r->dp[i]; n++; }
+        rec_metric_samples(rec, "kld", "nats", RD_MEAN, RB_LOWER, k, n, 0);
+        rec_metric_samples(rec, "kld_p99", "nats", RD_P99, RB_LOWER, k, n, 0);
+        rec_metric_samples(rec, "dp_squared", "", RD_MEAN, RB_LOWER, dp, n, 0);
+        free(k);
+        free(dp);
+        rec_metric_value(rec, "kld_se", "nats", RB_LOWER, r->kld_se);
+        rec_metric_value(rec, "kld_p999", "nats", RB_LOWER, r->kld_p999);
+        rec_metric_value(rec, "kld_p95", "nats", RB_LOWER, r->kld_p95);
+        rec_metric_value(rec, "kld_median", "nats", RB_LOWER, r->kld_median);
+        rec_metric_value(rec, "same_top_pct", "%", RB_HIGHER, r->same_top_pct);
+        rec_metric_value(rec, "rms_dp", "", RB_LOWER, r->rms_dp);
+        rec_metric_value(rec, "max_dlogit", "", RB_LOWER, isfinite(r->max_dlogit) ? r->max_dlogit : 1e300);
+        rec_metric_value(rec, "nonfinite_logits", "", RB_LOWER, (double)r->nonfinite);
+        rec_metric_value(rec, "wall_s", "s", RB_LOWER, r->wall_s);
+        if (rb) rec_param_str(rec, "baseline", s->baseline);
+        rec_metric_value(rec, "decided_rows", "", RB_NONE, v->decided);
+        rec_metric_value(rec, "decided_flips", "", RB_LOWER, v->flips);
+        if (rb && !v->is_base) {
+          rec_metric_value(rec, "rows_only_path_missed", "", RB_LOWER, (double)v->only_p);
+          rec_metric_value(rec, "rows_only_baseline_missed", "", RB_NONE, (double)v->only_b);
+          rec_metric_value(rec, "same_top_mcnemar_p", "", RB_HIGHER, v->mcn_p);
+        }
+        if (!v->is_base) {
+          rec_param_str(rec, "bound_source", bound_src);
+          rec_param_num(rec, "margin_eps", eps);
+          rec_set_threshold(rec, "kld", "<=", kld_bound);
+          rec_check_add(rec, rb ? "same_top_on_decided_rows" : "same_top_pct_ok", v->same_ok);
+        }
+        rec_check_add(rec, "no_nonfinite", finite);
+      }
+    }
+    if (rec) rec_finalize(rec);
+  }
+  return V_OK;
+}
+
+/* Point c's table rows, one per compared path (after its records are stored). */
+static void diverge_print_case(void *st, const vsuite_ctx *x, int c) {
+  const diverge_state *s = st;
+  if (!s->ran) return;
+  const diverge_opts o = point_opts(s, x, c);
+  for (int p = 0; p < x->n_paths - 1; p++) {
+    const diverge_result *r = &s->res[p];
+    const path_verdict *v = &s->v[p];
+    if (!r->supported) {
+      printf("%-10s %5d %7d  %s: %s\n", r->path, o.batch, o.context, r->errored ? "error" : "not supported", r->reason);
+      continue;
+    }
+    printf("%-10s %5d %7d %10.3g +/- %-7.2g %10.3g %10.3g %10.3g %10.3g %8.2f %9.3g %10.3g %6ld %7s\n", r->path, o.batch,
+           o.context, r->kld_mean, r->kld_se, r->kld_p999, r->kld_p99, r->kld_p95, r->kld_median, r->same_top_pct,
+           r->rms_dp, r->max_dlogit, r->nonfinite, v->status);
+    if (!v->is_base && !v->same_ok)
+      printf("%-10s   argmax differs on %d of %d rows whose reference margin > eps %.3g (baseline %ld); rows only the "
+             "path missed %ld, only the baseline %ld, McNemar p %.3g\n", "", v->flips, v->decided, v->eps, v->dec_b,
+             v->only_p, v->only_b, v->mcn_p);
+  }
+}
+
+static void diverge_free(void *st) {
+  diverge_state *s = st;
+  for (int p = 0; s->res && p < s->n_res; p++) diverge_result_free(&s->res[p]);
+  free(s->res);
+  free(s->v);
+  free(s->batches);
+  free(s->ctxs);
+  sweep_routing_free(&s->routing);
+}
+
+const vsuite vsuite_diverge = {
+    .name = "diverge",
+    .usage = DIVERGE_USAGE,
+    .default_model = "synth:tiny",
+    .default_paths = NULL, /* --paths is required */
+    .state_size = sizeof(diverge_state),
+    .init = diverge_init,
+    .option = diverge_option,
+    .options_done = diverge_options_done,
+    .check = diverge_check,
+    .prepare = diverge_prepare,
+    .n_cases = diverge_n_cases,
+    .run = diverge_run_case,
+    .record = diverge_record,
+    .print = NULL,
+    .free = diverge_free,
+    .layers = true,
+    .quiet_verdict = true,
+    .skip_stored = true,
+    .case_noun = "points",
+    .paths_done = diverge_paths_done,
+    .plan = diverge_plan,
+    .kept = diverge_kept,
+    .print_case = diverge_print_case,
+};
