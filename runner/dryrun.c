@@ -72,6 +72,8 @@ static bool path_on_gpu(const char *name) { return !vpaths_host_weights(name); }
 /* The KV layout for the byte count: by name, since a dry run plans for a GPU the build may lack (--gpu-mem), where
  * the latency path is not registered to declare it. */
 static bool path_latent(const char *name) { return !strncmp(name, "latency", 7); }
+/* cuda-ref's op variants (any TP / @variant spelling) cost less than latency's: fewer per op. By name, as above. */
+static bool path_cuda_ref(const char *name) { return !strncmp(name, "cuda-ref", 8); }
 
 /* FLOPs of one token row through the model at `ctx` cached keys. */
 static double token_flops(const ds_config *c, double ctx) {
@@ -365,7 +367,7 @@ static vstatus est_kernels(int argc, char **argv, ctx_t *X) {
   const bool gpu = X->env->gpu && (!path || path_on_gpu(path));
   snprintf(X->out->paths, sizeof X->out->paths, "(op variants of %s)", path ? path : gpu ? "every path" : "cpu-ref");
   X->out->uses_gpu = gpu;
-  double t = gpu ? (path && !strcmp(path, "cuda-ref") ? COST_KERNELS_CUDAREF_GPU_S : COST_KERNELS_GPU_S) : COST_KERNELS_CPU_S;
+  double t = !gpu ? COST_KERNELS_CPU_S : path && path_cuda_ref(path) ? COST_KERNELS_CUDAREF_GPU_S : COST_KERNELS_GPU_S;
   if (has_flag(argc, argv, "--full")) t *= COST_KERNELS_FULL;
   if (preset && !strcmp(preset, "all")) t *= COST_KERNELS_ALL;
   else if (preset && !strcmp(preset, "tiny")) t = gpu ? COST_KERNELS_TINY_GPU_S : COST_KERNELS_TINY_CPU_S;
