@@ -11,7 +11,8 @@
  *    manifest names that side's commit), alternating base-1, head-1, head-2, base-2, base-3, ...
  *    Each run bundles itself to DIR/<side>-<k>.vouch.tar.gz.
  * 5. Compares in-process: each round on its own, then all rounds of the two sides
- *    (compare_rounds: intervals resample rounds, then steps within them; that comparison
+ *    (compare_rounds: intervals resample rounds, then steps within them, and a timing's also
+ *    covers the t interval of the per-round ratios; that comparison
  *    decides the exit code). Writes compare.json, compare.md, ab.json and SHA256SUMS.
  *
  * DIR layout:
@@ -64,7 +65,8 @@ static const char HELP[] =
     "smoke; --set passes variables to it) with both builds alternating base, head, head, base, ...\n"
     "(--rounds N pairs, default 3: the fewest for which timings are tested) so machine drift\n"
     "cancels, and compares the sides over all rounds as `vouch compare` does (--threshold,\n"
-    "default 0.05); an interval resamples rounds, then steps within them.\n"
+    "default 0.05); a timing's interval covers the bootstrap of rounds, then steps within them,\n"
+    "and the Student-t interval of the per-round ratios (the drift between rounds).\n"
     "\n"
     "DIR (default vouch-ab/<base>-<head>-<UTC time>):\n"
     "  ab.json compare.json compare.md SHA256SUMS ab.log\n"
@@ -422,8 +424,8 @@ static vstatus write_md(const ab_opts *o, const side *b, const side *h, const cJ
   if (runs) fprintf(f, "\n");
   compare_markdown(cmp, f, COMPARE_MD_LIMIT - 8000); /* room for the rounds table below */
   fprintf(f, "\n## vouch ab: `%s` (%.12s) vs base `%s` (%.12s)\n\n", h->rev, h->sha, b->rev, b->sha);
-  fprintf(f, "Plan `%s`, %d round%s alternating base, head on one machine (%s); an interval resamples rounds, then "
-          "steps within them.\n\n", o->plan, o->rounds, o->rounds == 1 ? "" : "s", hw);
+  fprintf(f, "Plan `%s`, %d round%s alternating base, head on one machine (%s); a timing's interval "
+          "covers the bootstrap of rounds and steps and the t interval of the per-round ratios.\n\n", o->plan, o->rounds, o->rounds == 1 ? "" : "s", hw);
   fprintf(f, "| round | correctness regressions | performance regressions |\n|---|---|---|\n");
   cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cmp, "per_round"))
     fprintf(f, "| %d | %d | %d |\n", cJSON_GetObjectItemCaseSensitive(e, "round")->valueint,

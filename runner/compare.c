@@ -124,8 +124,48 @@ static void boot_ratio(rec_derive d, const groups *ga, const groups *gb, double 
   free(rs);
 }
 
+/* The figure's statistic over round k of one side alone; NaN when that round lacks it. */
+static double round_stat(rec_derive d, const vresults *round, const vrecord *key, const char *metric) {
+  groups g;
+  gather(round, 1, key, metric, &g);
+  if (g.ng != 1 || g.total < 1) return NAN;
+  double *buf = malloc((size_t)g.total * sizeof *buf);
+  double v = buf ? pooled_stat(d, &g, buf) : NAN;
+  free(buf);
+  return v;
+}
+
+/* Round k of each side ran next to the other's (vouch ab: base, head, head, base, ...), so the
+ * round's ratio stat(cand_k)/stat(base_k) carries the machine's drift between rounds, which the
+ * step samples of a round cannot show, and which resampling 3 rounds with replacement
+ * underestimates (the CI of 763a39c read a 1.45x drift under ASan as a regression). Sets the
+ * 95% Student-t interval of the geometric mean of those ratios (log ratios, n-1 degrees of
+ * freedom); false (lo, hi untouched) when fewer than 2 rounds pair up or a ratio is not finite
+ * and positive. */
+static bool paired_ratio(rec_derive d, const vresults *base, const vresults *cand, int n, const vrecord *key,
+                         const char *metric, double *lo, double *hi) {
+  double sum = 0, sum2 = 0;
+  int k = 0;
+  for (int r = 0; r < n; r++) {
+    double q = round_stat(d, &cand[r], key, metric) / round_stat(d, &base[r], key, metric);
+    if (!isfinite(q) || q <= 0) return false;
+    double l = log(q);
+    sum += l;
+    sum2 += l * l;
+    k++;
+  }
+  if (k < 2) return false;
+  double mean = sum / k, var = (sum2 - k * mean * mean) / (k - 1);
+  double half = rec_stat_t975(k - 1) * sqrt(var > 0 ? var : 0) / sqrt(k);
+  *lo = exp(mean - half);
+  *hi = exp(mean + half);
+  return true;
+}
+
 typedef struct {
   int n_perf, n_short; /* perf regressions; figures with too few samples to test */
+  int n_noisy;         /* gated figures whose interval reaches past both 1 - thr and 1 + thr: a
+                          change of the threshold's size could not have been seen */
 } tally;
 
 static void compare_metric(const vresults *base, int nb, const vresults *cand, int nc, const vrecord *a,
@@ -149,6 +189,15 @@ static void compare_metric(const vresults *base, int nb, const vresults *cand, i
   bool enough = need > 0 && ma->derive == mb->derive && ga.total >= need && gb.total >= need &&
                 ga.ng >= need_runs && gb.ng >= need_runs;
   if (enough && isfinite(ratio)) boot_ratio(ma->derive, &ga, &gb, &lo, &hi);
+  /* a timing of paired rounds: the interval covers both the steps' sampling noise (bootstrap)
+   * and the drift between rounds (paired t), so a change must stand out of both to count */
+  double plo, phi;
+  bool paired = enough && perf_unit(ma->unit) && nb == nc && nb >= COMPARE_MIN_TIMING_RUNS && isfinite(lo) && isfinite(hi) &&
+                paired_ratio(ma->derive, base, cand, nb, a, ma->name, &plo, &phi);
+  if (paired) {
+    lo = fmin(lo, plo);
+    hi = fmax(hi, phi);
+  }
   bool has_ci = isfinite(lo) && isfinite(hi);
   const char *verdict;
   bool regression = false, perf = perf_unit(ma->unit);
@@ -164,6 +213,8 @@ static void compare_metric(const vresults *base, int nb, const vresults *cand, i
     if (!improved && gated) regression = ma->better == RB_LOWER ? lo > 1 + thr : hi < 1 - thr;
   }
   if (regression) t->n_perf++;
+  bool too_noisy = gated && has_ci && lo < 1 - thr && hi > 1 + thr;
+  t->n_noisy += too_noisy;
   cJSON *m = case_json(a);
   cJSON_AddStringToObject(m, "metric", ma->name);
   cJSON_AddStringToObject(m, "unit", ma->unit);
@@ -178,6 +229,8 @@ static void compare_metric(const vresults *base, int nb, const vresults *cand, i
   cJSON_AddNumberToObject(m, "n_base", ga.total);
   cJSON_AddNumberToObject(m, "n_cand", gb.total);
   cJSON_AddBoolToObject(m, "bootstrap", has_ci);
+  cJSON_AddBoolToObject(m, "paired_rounds", paired);
+  cJSON_AddBoolToObject(m, "too_noisy", too_noisy);
   cJSON_AddBoolToObject(m, "gated", gated);
   cJSON_AddStringToObject(m, "verdict", verdict);
   cJSON_AddBoolToObject(m, "regression", regression);
@@ -283,10 +336,16 @@ cJSON *compare_rounds(const vresults *base, int nb, const vresults *cand, int nc
              "regression; timings need %d rounds a side: vouch ab)", t.n_short, COMPARE_MIN_TIMING_RUNS);
     cJSON_AddItemToArray(notes, cJSON_CreateString(line));
   }
+  if (t.n_noisy) {
+    snprintf(line, sizeof line, "%d gated figure(s) too noisy to judge a %.1f%% change (their interval reaches past "
+             "both 1 - threshold and 1 + threshold): more rounds, or a quieter machine", t.n_noisy, 100 * thr);
+    cJSON_AddItemToArray(notes, cJSON_CreateString(line));
+  }
   cJSON_AddNumberToObject(out, "correctness_regressions", n_corr);
   cJSON_AddNumberToObject(out, "perf_regressions", t.n_perf);
   cJSON_AddNumberToObject(out, "regressions", n_corr + t.n_perf);
   cJSON_AddNumberToObject(out, "not_enough_samples", t.n_short);
+  cJSON_AddNumberToObject(out, "too_noisy", t.n_noisy);
   int np = cJSON_GetArraySize(problems), reg = n_corr + t.n_perf;
   char head[512];
   if (np)

@@ -5,8 +5,13 @@
  * The interval is the interval of the figure itself: a median's ratio is bootstrapped as a
  * ratio of medians, a p90's as a ratio of p90s, a stable mean's as a ratio of stable means
  * (warm-up samples dropped first). When a side has several rounds (vouch ab), a resample
- * first draws rounds with replacement and then samples within each drawn round, so drift
- * between runs widens the interval instead of passing for a regression. A figure needs
+ * first draws rounds with replacement and then samples within each drawn round; and when
+ * the rounds are paired (vouch ab: base and head of round k ran next to each other), a
+ * timing's interval is widened to cover the Student-t interval of the per-round ratios too,
+ * so drift between runs widens the interval instead of passing for a regression (3 rounds
+ * resampled alone did not: an A/A under ASan read a 1.45x drift as one). A gated figure
+ * whose interval reaches past both 1 - threshold and 1 + threshold is counted "too noisy"
+ * in the notes: no change of the threshold's size could have been seen. A figure needs
  * enough samples per side for its statistic (compare_min_samples), and a timing needs
  * COMPARE_MIN_TIMING_RUNS rounds a side; below that its verdict is "not enough samples"
  * and it is never a regression (one bundle against another: timings are listed, not gated). Min/max figures, in-record ratios

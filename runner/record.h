@@ -122,6 +122,9 @@ double rec_stat_mean(const double *x, int n);
 double rec_stat_percentile(const double *x, int n, double p);  /* p in [0,100] */
 double rec_stat_stable_mean(const double *x, int n, int warmup);
 double rec_stat_derive(rec_derive d, const double *x, int n, int warmup);
+/* The 97.5th percentile of Student's t with df >= 1 degrees of freedom (exact table to 30,
+ * Cornish-Fisher expansion above: within 1e-3): the half-width factor of a 95% interval. */
+double rec_stat_t975(int df);
 /* Deterministic 64-bit RNG (splitmix64) for bootstrap. */
 uint64_t rec_rng_next(uint64_t *state);
 /* 95% percentile-bootstrap CI of median(b_cand)/median(a_base), `iters` resamples,

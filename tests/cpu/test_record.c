@@ -166,6 +166,42 @@ int main(void) {
   cJSON_Delete(cmp);
   rec_free(h1);
   rec_free(h3);
+  /* paired rounds that drift apart (the A/A of 763a39c under ASan: x1.45 with a resampled
+   * interval of [1.27, 1.66]): head/base per round 1.10, 1.95, 1.35. Each round's steps are
+   * tight, so only the spread of the round ratios shows the drift: not a regression, and
+   * counted too noisy to judge 5%. */
+  {
+    double sc[3] = {1.10, 1.95, 1.35};
+    vrecord *dr[3], *drp[3][1];
+    vresults D3[3];
+    for (int k = 0; k < 3; k++) {
+      dr[k] = timed("latency", 100, sc[k], 60);
+      drp[k][0] = dr[k];
+      D3[k] = (vresults){.recs = drp[k], .n = 1};
+    }
+    cmp = compare_rounds(A3, 3, D3, 3, 0.05);
+    m0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cmp, "metrics"), 0);
+    double lo = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(m0, "ci95"), 0)->valuedouble;
+    CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "perf_regressions")->valueint == 0 && lo < 1 &&
+              cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m0, "paired_rounds")),
+          "drifting rounds 1.10/1.95/1.35: no regression (paired interval from %.3f)", lo);
+    CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "too_noisy")->valueint == 1, "drifting rounds: too noisy to judge 5%%");
+    cJSON_Delete(cmp);
+    /* rounds that agree (1.10, 1.12, 1.11): a 10% slowdown stands out of both intervals */
+    for (int k = 0; k < 3; k++) {
+      rec_free(dr[k]);
+      dr[k] = drp[k][0] = timed("latency", 100, 1.10 + 0.01 * (k == 1 ? 2 : k == 2 ? 1 : 0), 60);
+    }
+    cmp = compare_rounds(A3, 3, D3, 3, 0.05);
+    CHECK(cJSON_GetObjectItemCaseSensitive(cmp, "perf_regressions")->valueint == 1 &&
+              cJSON_GetObjectItemCaseSensitive(cmp, "too_noisy")->valueint == 0,
+          "agreeing rounds 1.10/1.12/1.11: a regression");
+    cJSON_Delete(cmp);
+    for (int k = 0; k < 3; k++) rec_free(dr[k]);
+  }
+  CHECK(fabs(rec_stat_t975(2) - 4.303) < 1e-3 && fabs(rec_stat_t975(31) - 2.040) < 2e-3 &&
+            fabs(rec_stat_t975(120) - 1.980) < 2e-3 && fabs(rec_stat_t975(100000) - 1.960) < 1e-3,
+        "t quantiles: 4.303 at 2 df, 2.040 at 31, 1.980 at 120, 1.960 at infinity");
 
   /* the interval of a p90 is a p90's: the median does not move, the tail does */
   {
