@@ -159,13 +159,13 @@ PY
 # points not stored and ends with the uninterrupted run's records
 cat >dplan.json <<'EOF'
 {"name": "dkill", "steps": [
-  {"suite": "diverge", "args": ["--paths", "cpu-ref,cpu-ref:tp2,cpu-ref:tp4", "--batch", "1,2,3,4",
-                                "--context", "0,32,64,96,128", "--tokens", "16", "--threads", "1"]},
+  {"suite": "diverge", "args": ["--paths", "cpu-ref,cpu-ref:tp2,cpu-ref:tp4", "--batch", "1,2,3",
+                                "--context", "0,64,128", "--tokens", "16", "--threads", "1"]},
   {"suite": "eval", "args": ["chain", "--hops", "4,8", "--samples", "2"]}
 ]}
 EOF
 drows() { grep -cE '^cpu-ref:tp[24] +[0-9]+ +[0-9]+ ' "$1"; }
-kill_mid dplan.json d drows 6 40
+kill_mid dplan.json d drows 6 18
 dprinted=$printed
 "$VOUCH" bundle dkilled >/dev/null 2>bundle.err && ok || bad "bundle of the killed diverge run: $(cat bundle.err)"
 "$VOUCH" verify dkilled.vouch.tar.gz >/dev/null 2>verify.err && ok || bad "killed diverge bundle does not verify: $(cat verify.err)"
@@ -176,8 +176,8 @@ res = json.load(open(d + "/results.json"))
 div = [r for r in res["records"] if r["suite"] == "diverge"]
 kept = [r for r in div if r["status"] != "not_run"]
 not_run = [r for r in div if r["status"] == "not_run"]
-# every point is planned: 20 points x 2 compared paths, each one record, stored or not_run
-assert len({(r["case_id"], r["path"]) for r in div}) == len(div) == 40, len(div)
+# every point is planned: 9 points x 2 compared paths, each one record, stored or not_run
+assert len({(r["case_id"], r["path"]) for r in div}) == len(div) == 18, len(div)
 # a point is stored before its rows print: each printed row is kept, and at most the point in flight more
 assert printed <= len(kept) <= printed + 2, (printed, len(kept))
 assert all(r["status"] == "pass" for r in kept), [r["status"] for r in kept]
@@ -196,7 +196,7 @@ grep -q "missing *diverge/" dcmp.out && [ "$(grep -c 'missing *diverge/' dcmp.ou
 "$VOUCH" run --resume dkilled --no-bundle >dresumed.out 2>dresumed.err && ok || bad "resumed diverge run: $(tail -n 3 dresumed.err)"
 dkept=$(grep -c "kept from the interrupted run" dresumed.out)
 drun=$(drows dresumed.out)
-[ "$dkept" -ge $((dprinted / 2)) ] && [ $((2 * dkept + drun)) -eq 40 ] && ok ||
+[ "$dkept" -ge $((dprinted / 2)) ] && [ $((2 * dkept + drun)) -eq 18 ] && ok ||
   bad "resumed diverge: $dkept points kept, $drun rows run again after $dprinted printed"
 python3 - dfull dkilled <<'PY' && ok || bad "resumed diverge records differ from the uninterrupted run's"
 import json, sys
