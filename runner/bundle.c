@@ -162,7 +162,9 @@ static void base_name(const char *dir, char *out, size_t cap) {
   size_t n = strlen(tmp);
   while (n > 1 && tmp[n - 1] == '/') tmp[--n] = 0;
   const char *b = strrchr(tmp, '/');
-  snprintf(out, cap, "%s", b ? b + 1 : tmp);
+  /* one path component (at most NAME_MAX bytes): a longer one is cut, still terminated */
+  int w = snprintf(out, cap, "%s", b ? b + 1 : tmp);
+  if (w < 0 || (size_t)w >= cap) out[cap - 1] = 0;
 }
 
 vstatus bundle_write(const char *dir, const char *out_path, char *out_used, size_t cap) {
