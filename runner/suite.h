@@ -116,21 +116,4 @@ typedef struct {
 /* Runs suite s as a command: argv[0] is its last command word. Returns the exit code. */
 int vsuite_main(const vsuite *s, int argc, char **argv);
 
-/* ---- the driver's steps, for commands not yet on it (sweep) ---- */
-
-/* Splits "a,b,c" into names (pointers into a malloc'ed copy held in *buf; *out malloc'ed). Error
- * names option `opt` when the list is empty. */
-vstatus vsuite_split_names(const char *opt, const char *s, char **buf, const char ***out, int *n);
-/* Error (naming --paths and the known paths) unless every name is a registered path. */
-vstatus vsuite_check_paths(const char *const *names, int n);
-/* True when one of the paths reads host weights (vpath_caps.host_weights). */
-bool vsuite_any_host(const char *const *paths, int n);
-/* Opens synth:recall-* through the constructor (knobs NULL, or a cos < 0, gap <= 0, answer_logit
- * <= 0: the preset's value) with its layout in *L (NULL: not kept), anything else through ds_model_open (a host copy when `host`), then
- * with `need_layout` reads its layout into *L. `layers` > 0 keeps that many layers. */
-vstatus vsuite_open_model(ds_model *m, const char *spec, uint64_t seed, int layers, bool host, const construct_opts *knobs,
-                          construct_layout *L, bool need_layout);
-/* The end of a suite: records not yet stored go to the run, every record to --json `file` (NULL: none). */
-vstatus vsuite_emit_records(const char *file, veng *recs);
-
 #endif
