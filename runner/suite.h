@@ -8,6 +8,8 @@
  * --answer-logit; with vsuite.layers, --layers), checking the paths, opening the model (with a
  * host copy when a path reads host weights), running the cases in order with each case's records
  * stored in the run before the next case starts (veng, eng_flush), the verdict and the exit code.
+ * A suite with no_model (kernels) gets only --seed and --json; one with its own --json format
+ * (kernels) writes it (write_json).
  *
  * vsuite_main(s, argc, argv) (argv[0]: the suite's last command word):
  *   init; option for each argument that is not the driver's; the paths (--paths split, or the
@@ -15,7 +17,8 @@
  *   check; prepare; the planned records of every case (plan: under `vouch run` stored as not_run);
  *   for each case c: kept(c) when a resumed run holds all of its planned records (skip_stored),
  *   else run(c), record(c), flush (its records replace their not_run ones), print_case(c);
- *   print; "verdict: pass|FAIL" (unless quiet_verdict); every record to --json FILE; free.
+ *   print; "verdict: pass|FAIL" (unless quiet_verdict); every record to --json FILE (or write_json);
+ *   free.
  * Exit codes (runner/cli.h): EXIT_USAGE for a bad option (found up to paths_done, or by check), and
  * with the usage text on stderr when no path is given (default_paths NULL, or `paths` names none);
  * EXIT_CHECK_FAILED when the model does not open, prepare, run or record fails, a record of the
@@ -44,9 +47,9 @@ typedef struct {
   const char *const *paths;       /* [n_paths] --paths (or the suite's default), each a registered path */
   int n_paths;
   bool paths_given;               /* --paths was on the command line */
-  uint64_t seed;                  /* --seed (default 1): the suite's prompts and draws */
+  uint64_t seed;                  /* --seed (default 1, or 0 with vsuite.seed_zero): the suite's prompts and draws */
   int n_threads;                  /* --threads (default 0: the path's own choice): CPU threads of host paths */
-  const ds_model *model;          /* --model, open */
+  const ds_model *model;          /* --model, open (NULL for a suite with no_model) */
   const construct_layout *layout; /* the constructed model's layout (vsuite.constructed), else NULL */
   double wall_s;                  /* seconds from the first case's start to the last one's end (for print) */
 } vsuite_ctx;
@@ -107,6 +110,12 @@ typedef struct {
    * finish; a case that finishes without making all of them fails the verdict (their not_run
    * copies stay). A case's records beyond these are stored as usual. NULL: no planned records. */
   vstatus (*plan)(void *st, const vsuite_ctx *x, int c, veng *recs);
+  /* ---- optional: what kernels needs (zero / NULL: as for the evals) ---- */
+  bool no_model;             /* the suite runs no model (kernels): the driver takes no --model, --paths,
+                                --path-lib or --threads, and opens nothing (vsuite_ctx.model NULL) */
+  bool seed_zero;            /* --seed defaults to 0, not 1 (kernels: its seeds before the driver) */
+  /* Writes --json FILE in the suite's own format (kernels); NULL: {"records": [...]}. */
+  vstatus (*write_json)(const void *st, const vsuite_ctx *x, const veng *recs, const char *file);
   /* Case c is not run: a resumed run holds its planned records (skip_stored); e.g. prints a line. */
   void (*kept)(void *st, const vsuite_ctx *x, int c);
   /* After case c's records are stored (so a printed case is in the run): its lines of the report. */

@@ -66,12 +66,6 @@ static vstatus open_model(ds_model *m, const char *spec, uint64_t seed, int laye
   return V_OK;
 }
 
-/* The end of a suite: records not yet stored go to the run, every record to --json `file` (NULL: none). */
-static vstatus emit_records(const char *file, veng *recs) {
-  VTRY(eng_flush(recs));
-  return eng_write_json(recs, file);
-}
-
 /* The options every suite shares, as given. */
 typedef struct {
   const char *model;     /* --model */
@@ -89,11 +83,12 @@ typedef struct {
  * in *err, naming the option). */
 static bool shared_option(const vsuite *s, shared_opts *o, int argc, char **argv, int *i, vstatus *err) {
   const char *v;
-  if (cli_opt(argc, argv, i, "--model", &v, err)) { if (v) o->model = v; }
-  else if (!s->paths && cli_opt(argc, argv, i, "--paths", &v, err)) { if (v) { o->paths = v; o->paths_given = true; } }
-  else if (cli_opt(argc, argv, i, "--json", &v, err)) { if (v) o->json = v; }
-  else if (cli_opt(argc, argv, i, "--path-lib", &v, err)) { if (v) *err = vpaths_load_lib(v); }
+  if (cli_opt(argc, argv, i, "--json", &v, err)) { if (v) o->json = v; }
   else if (cli_opt(argc, argv, i, "--seed", &v, err)) { if (v) *err = cli_u64("--seed", v, &o->seed); }
+  else if (s->no_model) return false;
+  else if (cli_opt(argc, argv, i, "--model", &v, err)) { if (v) o->model = v; }
+  else if (!s->paths && cli_opt(argc, argv, i, "--paths", &v, err)) { if (v) { o->paths = v; o->paths_given = true; } }
+  else if (cli_opt(argc, argv, i, "--path-lib", &v, err)) { if (v) *err = vpaths_load_lib(v); }
   else if (cli_opt(argc, argv, i, "--threads", &v, err)) { if (v) *err = cli_int("--threads", v, 0, 4096, &o->threads); }
   else if (s->layers && cli_opt(argc, argv, i, "--layers", &v, err)) { if (v) *err = cli_int("--layers", v, 1, 1000, &o->layers); }
   else if (!s->constructed) return false;
@@ -156,14 +151,14 @@ static bool case_made(const planned *p, int c, const veng *recs, int from) {
 }
 
 int vsuite_main(const vsuite *s, int argc, char **argv) {
-  shared_opts o = {.model = s->default_model, .paths = s->default_paths, .seed = 1,
+  shared_opts o = {.model = s->default_model, .paths = s->default_paths, .seed = s->seed_zero ? 0 : 1,
                    .knobs = {.cos = -1, .gap = -1, .answer_logit = -1}};
   void *st = calloc(1, s->state_size);
   char *pbuf = NULL;
   const char **paths = NULL; /* --paths split (malloc'ed; names in pbuf) */
   ds_model m;
   construct_layout L;
-  vsuite_ctx x = {.model = &m, .layout = s->constructed ? &L : NULL};
+  vsuite_ctx x = {.model = s->no_model ? NULL : &m, .layout = s->constructed ? &L : NULL};
   bool model_open = false, done = false, unmade = false; /* unmade: a case did not make its planned records */
   double t0 = 0; /* when the first case started */
   veng recs = {0};
@@ -182,27 +177,31 @@ int vsuite_main(const vsuite *s, int argc, char **argv) {
   x.paths_given = o.paths_given;
   x.seed = o.seed;
   x.n_threads = (int)o.threads;
-  if (s->paths ? s->paths(st, &x.paths, &x.n_paths)
-               : o.paths ? split_names("--paths", o.paths, &pbuf, &paths, &x.n_paths) : V_OK) {
-    cli_print_error(s->name);
-    rc = EXIT_USAGE;
-    goto out;
+  if (s->no_model) { /* no paths, no model */
+    if (s->options_done(st)) { cli_print_error(s->name); rc = EXIT_USAGE; goto out; }
+  } else {
+    if (s->paths ? s->paths(st, &x.paths, &x.n_paths)
+                 : o.paths ? split_names("--paths", o.paths, &pbuf, &paths, &x.n_paths) : V_OK) {
+      cli_print_error(s->name);
+      rc = EXIT_USAGE;
+      goto out;
+    }
+    if (!s->paths) x.paths = paths;
+    if (x.n_paths == 0) { fputs(s->usage, stderr); rc = EXIT_USAGE; goto out; } /* a required path is missing */
+    if (check_paths(x.paths, x.n_paths) || s->options_done(st) ||
+        (s->paths_done && s->paths_done(st, x.paths, x.n_paths))) {
+      cli_print_error(s->name);
+      rc = EXIT_USAGE;
+      goto out;
+    }
+    if (open_model(&m, o.model, s->constructed ? o.model_seed : o.seed, (int)o.layers, any_host(x.paths, x.n_paths),
+                   s->constructed ? &o.knobs : NULL, &L, s->constructed)) {
+      cli_print_error(s->name);
+      rc = EXIT_CHECK_FAILED;
+      goto out;
+    }
+    model_open = true;
   }
-  if (!s->paths) x.paths = paths;
-  if (x.n_paths == 0) { fputs(s->usage, stderr); rc = EXIT_USAGE; goto out; } /* a required path is missing */
-  if (check_paths(x.paths, x.n_paths) || s->options_done(st) ||
-      (s->paths_done && s->paths_done(st, x.paths, x.n_paths))) {
-    cli_print_error(s->name);
-    rc = EXIT_USAGE;
-    goto out;
-  }
-  if (open_model(&m, o.model, s->constructed ? o.model_seed : o.seed, (int)o.layers, any_host(x.paths, x.n_paths),
-                 s->constructed ? &o.knobs : NULL, &L, s->constructed)) {
-    cli_print_error(s->name);
-    rc = EXIT_CHECK_FAILED;
-    goto out;
-  }
-  model_open = true;
   if (s->check && s->check(st, &x)) { cli_print_error(s->name); rc = EXIT_USAGE; goto out; }
   if (s->prepare(st, &x, &done)) { cli_print_error(s->name); rc = EXIT_CHECK_FAILED; goto out; }
   if (done) goto out;
@@ -240,7 +239,10 @@ int vsuite_main(const vsuite *s, int argc, char **argv) {
   if (s->print) s->print(st, &x);
   if (!records_pass(&recs) || unmade) rc = EXIT_CHECK_FAILED;
   if (!s->quiet_verdict) printf("\nverdict: %s\n", rc == EXIT_OK ? "pass" : "FAIL");
-  if (emit_records(o.json, &recs)) { cli_print_error(s->name); rc = EXIT_CHECK_FAILED; }
+  if (o.json && (s->write_json ? s->write_json(st, &x, &recs, o.json) : eng_write_json(&recs, o.json))) {
+    cli_print_error(s->name);
+    rc = EXIT_CHECK_FAILED;
+  }
 out:
   s->free(st);
   free(st);
