@@ -9,7 +9,7 @@
  * host copy when a path reads host weights), running the cases in order with each case's records
  * stored in the run before the next case starts (veng, eng_flush), the verdict and the exit code.
  * A suite with no_model (kernels) gets only --seed and --json; one with its own --json format
- * (kernels) writes it (write_json).
+ * (kernels, sweep) writes it (write_json).
  *
  * vsuite_main(s, argc, argv) (argv[0]: the suite's last command word):
  *   init; option for each argument that is not the driver's; the paths (--paths split, or the
@@ -17,13 +17,13 @@
  *   check; prepare; the planned records of every case (plan: under `vouch run` stored as not_run);
  *   for each case c: kept(c) when a resumed run holds all of its planned records (skip_stored),
  *   else run(c), record(c), flush (its records replace their not_run ones), print_case(c);
- *   print; "verdict: pass|FAIL" (unless quiet_verdict); every record to --json FILE (or write_json);
- *   free.
+ *   finish (records made of every case, flushed); print; the verdict (the records', and passed);
+ *   "verdict: pass|FAIL" (unless quiet_verdict); every record to --json FILE (or write_json); free.
  * Exit codes (runner/cli.h): EXIT_USAGE for a bad option (found up to paths_done, or by check), and
  * with the usage text on stderr when no path is given (default_paths NULL, or `paths` names none);
- * EXIT_CHECK_FAILED when the model does not open, prepare, run or record fails, a record of the
- * invocation has status fail or error, a case made none or only part of its planned records (the
- * verdict), or --json cannot be written; EXIT_INTERRUPTED when SIGINT/SIGTERM stopped it between
+ * EXIT_CHECK_FAILED when the model does not open, prepare, run, record or finish fails, a record of
+ * the invocation has status fail or error, a case made none or only part of its planned records, or
+ * passed says no (the verdict), or --json cannot be written; EXIT_INTERRUPTED when SIGINT/SIGTERM stopped it between
  * cases (no report, no --json); else EXIT_OK.
  * A resumed run (`vouch run --resume`) runs the cases again, and eng_flush does not store a record
  * the run already holds; a suite with skip_stored (its cases do not feed each other: not the evals,
@@ -50,6 +50,7 @@ typedef struct {
   uint64_t seed;                  /* --seed (default 1, or 0 with vsuite.seed_zero): the suite's prompts and draws */
   int n_threads;                  /* --threads (default 0: the path's own choice): CPU threads of host paths */
   const ds_model *model;          /* --model, open (NULL for a suite with no_model) */
+  double open_s;                  /* seconds the model took to open (for print) */
   const construct_layout *layout; /* the constructed model's layout (vsuite.constructed), else NULL */
   double wall_s;                  /* seconds from the first case's start to the last one's end (for print) */
 } vsuite_ctx;
@@ -110,11 +111,18 @@ typedef struct {
    * finish; a case that finishes without making all of them fails the verdict (their not_run
    * copies stay). A case's records beyond these are stored as usual. NULL: no planned records. */
   vstatus (*plan)(void *st, const vsuite_ctx *x, int c, veng *recs);
-  /* ---- optional: what kernels needs (zero / NULL: as for the evals) ---- */
+  /* ---- optional: what kernels and sweep need (zero / NULL: as for the evals) ---- */
   bool no_model;             /* the suite runs no model (kernels): the driver takes no --model, --paths,
                                 --path-lib or --threads, and opens nothing (vsuite_ctx.model NULL) */
-  bool seed_zero;            /* --seed defaults to 0, not 1 (kernels: its seeds before the driver) */
-  /* Writes --json FILE in the suite's own format (kernels); NULL: {"records": [...]}. */
+  bool seed_zero;            /* --seed defaults to 0, not 1 (kernels, sweep: their seeds before the driver) */
+  /* After the last case, before print: what is made of every case together (sweep: the peers'
+   * records merged, speedups over the baseline, the rounds' agreement); records it adds to recs
+   * are stored by the driver. Error: EXIT_CHECK_FAILED, no report. */
+  vstatus (*finish)(void *st, const vsuite_ctx *x, veng *recs);
+  /* The suite's part of the verdict, after print: false fails it (sweep --require-agreement) and
+   * says why on stderr. NULL: the records alone. */
+  bool (*passed)(const void *st, const vsuite_ctx *x);
+  /* Writes --json FILE in the suite's own format (kernels, sweep); NULL: {"records": [...]}. */
   vstatus (*write_json)(const void *st, const vsuite_ctx *x, const veng *recs, const char *file);
   /* Case c is not run: a resumed run holds its planned records (skip_stored); e.g. prints a line. */
   void (*kept)(void *st, const vsuite_ctx *x, int c);

@@ -194,12 +194,14 @@ int vsuite_main(const vsuite *s, int argc, char **argv) {
       rc = EXIT_USAGE;
       goto out;
     }
+    const double t_open = vclock_now();
     if (open_model(&m, o.model, s->constructed ? o.model_seed : o.seed, (int)o.layers, any_host(x.paths, x.n_paths),
                    s->constructed ? &o.knobs : NULL, &L, s->constructed)) {
       cli_print_error(s->name);
       rc = EXIT_CHECK_FAILED;
       goto out;
     }
+    x.open_s = vclock_now() - t_open;
     model_open = true;
   }
   if (s->check && s->check(st, &x)) { cli_print_error(s->name); rc = EXIT_USAGE; goto out; }
@@ -236,8 +238,14 @@ int vsuite_main(const vsuite *s, int argc, char **argv) {
     if (s->print_case) s->print_case(st, &x, c);
   }
   x.wall_s = vclock_now() - t0;
+  if (s->finish && (s->finish(st, &x, &recs) || eng_flush(&recs))) {
+    cli_print_error(s->name);
+    rc = EXIT_CHECK_FAILED;
+    goto out;
+  }
   if (s->print) s->print(st, &x);
   if (!records_pass(&recs) || unmade) rc = EXIT_CHECK_FAILED;
+  if (s->passed && !s->passed(st, &x)) rc = EXIT_CHECK_FAILED;
   if (!s->quiet_verdict) printf("\nverdict: %s\n", rc == EXIT_OK ? "pass" : "FAIL");
   if (o.json && (s->write_json ? s->write_json(st, &x, &recs, o.json) : eng_write_json(&recs, o.json))) {
     cli_print_error(s->name);
