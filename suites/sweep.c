@@ -306,11 +306,11 @@ static vstatus grow(void **p, size_t *cap, size_t n, size_t esz) {
   return V_OK;
 }
 
-static bool is_host(const vpath_ops *ops) { return ops->last_step_ms == NULL; }
-
+/* The copy bandwidth of the memory the path's steps read: host memory for a path that declares host
+ * weights (vpath_caps.host_weights), else the GPU's. */
 static vstatus membw_for(runner *R, const vpath_ops *ops, double *gbs, const char **how) {
   sweep_result *res = R->res;
-  if (is_host(ops)) {
+  if (ops->caps.host_weights) {
     if (isnan(res->membw_host_gbs))
       VTRY(host_membw(R->o->membw_bytes, &res->membw_host_gbs, R->membw_host_how, sizeof R->membw_host_how));
     *gbs = res->membw_host_gbs;

@@ -18,8 +18,9 @@
  *   under forced routing; under natural routing the experts the path reports it selected
  *   (vpath_ops.last_experts, read after each timed step), or, for a path that cannot tell, the
  *   expected number for uniform choice, and the point says which) and the KV layout of the path
- *   (vpath_ops.latent_kv), over the copy bandwidth measured in the same run (cuda_membw on
- *   the GPU for paths with last_step_ms, a memcpy for host paths).
+ *   (vpath_ops.latent_kv), over the copy bandwidth measured in the same run of the memory the
+ *   path's steps read: a host memcpy for a path that declares host weights (vpath_caps.host_weights),
+ *   else cuda_membw on the GPU.
  *
  * Routing trace file (--routing trace:FILE): JSON lines, one line per token, each line an
  * array with one entry per MoE layer, each entry the num_experts_per_tok expert ids of that
