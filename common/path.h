@@ -79,8 +79,10 @@ typedef enum {
  * step by supports() (multi-token steps, batch and context envelopes). */
 typedef struct {
   bool host_weights;      /* open() reads the weights from host memory, so callers open the model with a
-                           * host copy (ds_model_open's `host`: synthetic tensors materialized); false: the
-                           * path generates or uploads each tensor itself (the GPU paths) */
+                           * host copy (ds_model_open's `host`: synthetic tensors materialized), and its steps
+                           * read them there: a host path (the sweep's roofline takes the host's bandwidth, the
+                           * dry run prices it on the host); false: the path generates or uploads each tensor
+                           * itself (the GPU paths) */
   vpath_tp_kind tp;       /* tensor parallelism through the TP wrapper (reference/cpu/cpu_tp.h): each rank's
                            * open() gets its shard and vpath_opts.comm */
   bool dcp;               /* honours vpath_opts.dcp (KV cache split by position over the TP ranks); needs tp */

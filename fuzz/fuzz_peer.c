@@ -1,4 +1,4 @@
-/* libFuzzer target: a --peer records file (runner/cmd_sweep.c sweep_read_peer, records by
+/* libFuzzer target: a --peer records file (runner/suite_sweep.c sweep_read_peer, records by
  * runner/record.c rec_from_json). Each accepted record is finalized and its derived figures are
  * re-derived from its samples, as vouch sweep and vouch verify do. */
 #include <stdio.h>

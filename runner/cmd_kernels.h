@@ -1,9 +1,10 @@
-/* `vouch kernels`: the kernel numerics suite (suites/kernels.h) from the command line. */
+/* `vouch kernels`: the kernel numerics suite (suites/kernels.h) on the suite driver
+ * (runner/suite_kernels.c). Exit code: 0 all ran cases passed, 1 a case failed, 2 usage error. */
 #ifndef VOUCH_RUNNER_CMD_KERNELS_H
 #define VOUCH_RUNNER_CMD_KERNELS_H
 
-/* argv[0] is "kernels"; returns the exit code: 0 all ran cases passed, 1 a case failed,
- * 2 usage error. */
-int cmd_kernels(int argc, char **argv);
+#include "runner/suite.h"
+
+extern const vsuite vsuite_kernels;
 
 #endif

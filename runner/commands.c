@@ -34,7 +34,7 @@ const vcommand vcommands[] = {
     {"model", cmd_model, "synth | info: synthetic checkpoints and architecture facts", false, NULL},
     {"generate", cmd_generate, "decode a batch of prompts on a path (cpu-ref, cuda-ref, ...)", true, NULL},
     {"trace", cmd_trace, "generate, printing which op variants ran per step and every fallback", false, NULL},
-    {"kernels", cmd_kernels, "op numerics: every op variant on every path against float64 oracles", true, NULL},
+    {"kernels", NULL, "op numerics: every op variant on every path against float64 oracles", true, &vsuite_kernels},
     {"diverge", NULL, "teacher-forced divergence of paths: KLD, top-token agreement, max |dlogit|", true,
      &vsuite_diverge},
     {"eval", cmd_eval, "mrcr | chain: ground-truth evals on constructed checkpoints", true, NULL},

@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/atomic_file.h"
 
@@ -19,6 +20,16 @@ vstatus eng_add(veng *e, vrecord *r) {
       return s;
     }
     e->v = nv;
+    if (e->traces) { /* a trace was attached before: its slots grow with v */
+      char **nt = realloc(e->traces, (size_t)cap * sizeof *nt);
+      if (!nt) {
+        vstatus s = VERR("%s/%s: out of memory for %d traces", r->suite, r->case_id, cap);
+        rec_free(r);
+        return s;
+      }
+      memset(nt + e->cap, 0, (size_t)(cap - e->cap) * sizeof *nt);
+      e->traces = nt;
+    }
     e->cap = cap;
   }
   e->v[e->n++] = r;
@@ -31,10 +42,22 @@ vrecord *eng_new(veng *e, const char *suite, const char *case_id, const char *pa
   return r && eng_add(e, r) == V_OK ? r : NULL;
 }
 
+vstatus eng_trace(veng *e, const char *json_text) {
+  assert(e && json_text);
+  if (e->n == 0) return VERR("eng_trace: no record to attach a trace to");
+  if (!e->traces && !(e->traces = calloc((size_t)e->cap, sizeof *e->traces)))
+    return VERR("%s/%s: out of memory for its trace", e->v[e->n - 1]->suite, e->v[e->n - 1]->case_id);
+  char *t = strdup(json_text);
+  if (!t) return VERR("%s/%s: out of memory for its trace", e->v[e->n - 1]->suite, e->v[e->n - 1]->case_id);
+  free(e->traces[e->n - 1]);
+  e->traces[e->n - 1] = t;
+  return V_OK;
+}
+
 vstatus eng_flush(veng *e) {
   assert(e && e->stored <= e->n);
   if (!rec_current()) { e->stored = e->n; return V_OK; } /* a suite on its own: --json only */
-  for (; e->stored < e->n; e->stored++) VTRY(rec_emit(e->v[e->stored], NULL));
+  for (; e->stored < e->n; e->stored++) VTRY(rec_emit(e->v[e->stored], e->traces ? e->traces[e->stored] : NULL));
   return V_OK;
 }
 
@@ -49,6 +72,8 @@ vstatus eng_write_json(const veng *e, const char *file) {
 
 void eng_free(veng *e) {
   for (int i = 0; i < e->n; i++) rec_free(e->v[i]);
+  for (int i = 0; e->traces && i < e->n; i++) free(e->traces[i]);
+  free(e->traces);
   free(e->v);
   *e = (veng){0};
 }

@@ -19,12 +19,16 @@ typedef struct {
   vrecord **v;   /* [n] the invocation's records, in the order made (owned) */
   int n, cap;    /* records made; slots allocated */
   int stored;    /* v[0..stored) have been through eng_flush */
+  char **traces; /* [cap] the path trace (JSON text) stored with v[i] (owned; NULL, or NULL entries: none) */
 } veng;
 
 /* A new record (rec_new) owned by e; NULL on out of memory (error set). */
 vrecord *eng_new(veng *e, const char *suite, const char *case_id, const char *path);
 /* Hands r (from rec_new) to e. On out of memory r is freed and the error set. */
 vstatus eng_add(veng *e, vrecord *r);
+/* Attaches a path trace (JSON text, copied) to the last record made in e: eng_flush stores it with
+ * the record (rec_emit). Error: no record yet, or out of memory. */
+vstatus eng_trace(veng *e, const char *json_text);
 /* Finalizes and stores v[stored..n) in the current run, in order. On a store error the records
  * before the failing one are stored, the rest stay unflushed; the error names the record. */
 vstatus eng_flush(veng *e);

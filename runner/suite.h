@@ -8,6 +8,8 @@
  * --answer-logit; with vsuite.layers, --layers), checking the paths, opening the model (with a
  * host copy when a path reads host weights), running the cases in order with each case's records
  * stored in the run before the next case starts (veng, eng_flush), the verdict and the exit code.
+ * A suite with no_model (kernels) gets only --seed and --json; one with its own --json format
+ * (kernels, sweep) writes it (write_json).
  *
  * vsuite_main(s, argc, argv) (argv[0]: the suite's last command word):
  *   init; option for each argument that is not the driver's; the paths (--paths split, or the
@@ -15,12 +17,13 @@
  *   check; prepare; the planned records of every case (plan: under `vouch run` stored as not_run);
  *   for each case c: kept(c) when a resumed run holds all of its planned records (skip_stored),
  *   else run(c), record(c), flush (its records replace their not_run ones), print_case(c);
- *   print; "verdict: pass|FAIL" (unless quiet_verdict); every record to --json FILE; free.
+ *   finish (records made of every case, flushed); print; the verdict (the records', and passed);
+ *   "verdict: pass|FAIL" (unless quiet_verdict); every record to --json FILE (or write_json); free.
  * Exit codes (runner/cli.h): EXIT_USAGE for a bad option (found up to paths_done, or by check), and
  * with the usage text on stderr when no path is given (default_paths NULL, or `paths` names none);
- * EXIT_CHECK_FAILED when the model does not open, prepare, run or record fails, a record of the
- * invocation has status fail or error, a case made none or only part of its planned records (the
- * verdict), or --json cannot be written; EXIT_INTERRUPTED when SIGINT/SIGTERM stopped it between
+ * EXIT_CHECK_FAILED when the model does not open, prepare, run, record or finish fails, a record of
+ * the invocation has status fail or error, a case made none or only part of its planned records, or
+ * passed says no (the verdict), or --json cannot be written; EXIT_INTERRUPTED when SIGINT/SIGTERM stopped it between
  * cases (no report, no --json); else EXIT_OK.
  * A resumed run (`vouch run --resume`) runs the cases again, and eng_flush does not store a record
  * the run already holds; a suite with skip_stored (its cases do not feed each other: not the evals,
@@ -44,9 +47,10 @@ typedef struct {
   const char *const *paths;       /* [n_paths] --paths (or the suite's default), each a registered path */
   int n_paths;
   bool paths_given;               /* --paths was on the command line */
-  uint64_t seed;                  /* --seed (default 1): the suite's prompts and draws */
+  uint64_t seed;                  /* --seed (default 1, or 0 with vsuite.seed_zero): the suite's prompts and draws */
   int n_threads;                  /* --threads (default 0: the path's own choice): CPU threads of host paths */
-  const ds_model *model;          /* --model, open */
+  const ds_model *model;          /* --model, open (NULL for a suite with no_model) */
+  double open_s;                  /* seconds the model took to open (for print) */
   const construct_layout *layout; /* the constructed model's layout (vsuite.constructed), else NULL */
   double wall_s;                  /* seconds from the first case's start to the last one's end (for print) */
 } vsuite_ctx;
@@ -107,6 +111,19 @@ typedef struct {
    * finish; a case that finishes without making all of them fails the verdict (their not_run
    * copies stay). A case's records beyond these are stored as usual. NULL: no planned records. */
   vstatus (*plan)(void *st, const vsuite_ctx *x, int c, veng *recs);
+  /* ---- optional: what kernels and sweep need (zero / NULL: as for the evals) ---- */
+  bool no_model;             /* the suite runs no model (kernels): the driver takes no --model, --paths,
+                                --path-lib or --threads, and opens nothing (vsuite_ctx.model NULL) */
+  bool seed_zero;            /* --seed defaults to 0, not 1 (kernels, sweep: their seeds before the driver) */
+  /* After the last case, before print: what is made of every case together (sweep: the peers'
+   * records merged, speedups over the baseline, the rounds' agreement); records it adds to recs
+   * are stored by the driver. Error: EXIT_CHECK_FAILED, no report. */
+  vstatus (*finish)(void *st, const vsuite_ctx *x, veng *recs);
+  /* The suite's part of the verdict, after print: false fails it (sweep --require-agreement) and
+   * says why on stderr. NULL: the records alone. */
+  bool (*passed)(const void *st, const vsuite_ctx *x);
+  /* Writes --json FILE in the suite's own format (kernels, sweep); NULL: {"records": [...]}. */
+  vstatus (*write_json)(const void *st, const vsuite_ctx *x, const veng *recs, const char *file);
   /* Case c is not run: a resumed run holds its planned records (skip_stored); e.g. prints a line. */
   void (*kept)(void *st, const vsuite_ctx *x, int c);
   /* After case c's records are stored (so a printed case is in the run): its lines of the report. */
@@ -115,22 +132,5 @@ typedef struct {
 
 /* Runs suite s as a command: argv[0] is its last command word. Returns the exit code. */
 int vsuite_main(const vsuite *s, int argc, char **argv);
-
-/* ---- the driver's steps, for commands not yet on it (sweep) ---- */
-
-/* Splits "a,b,c" into names (pointers into a malloc'ed copy held in *buf; *out malloc'ed). Error
- * names option `opt` when the list is empty. */
-vstatus vsuite_split_names(const char *opt, const char *s, char **buf, const char ***out, int *n);
-/* Error (naming --paths and the known paths) unless every name is a registered path. */
-vstatus vsuite_check_paths(const char *const *names, int n);
-/* True when one of the paths reads host weights (vpath_caps.host_weights). */
-bool vsuite_any_host(const char *const *paths, int n);
-/* Opens synth:recall-* through the constructor (knobs NULL, or a cos < 0, gap <= 0, answer_logit
- * <= 0: the preset's value) with its layout in *L (NULL: not kept), anything else through ds_model_open (a host copy when `host`), then
- * with `need_layout` reads its layout into *L. `layers` > 0 keeps that many layers. */
-vstatus vsuite_open_model(ds_model *m, const char *spec, uint64_t seed, int layers, bool host, const construct_opts *knobs,
-                          construct_layout *L, bool need_layout);
-/* The end of a suite: records not yet stored go to the run, every record to --json `file` (NULL: none). */
-vstatus vsuite_emit_records(const char *file, veng *recs);
 
 #endif

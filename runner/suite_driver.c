@@ -11,7 +11,9 @@
 #include "runner/record.h"
 #include "suites/paths.h"
 
-vstatus vsuite_split_names(const char *opt, const char *s, char **buf, const char ***out, int *n) {
+/* Splits "a,b,c" into names (pointers into a malloc'ed copy held in *buf; *out malloc'ed). Error
+ * names option `opt` when the list is empty. */
+static vstatus split_names(const char *opt, const char *s, char **buf, const char ***out, int *n) {
   *buf = strdup(s);
   int cap = 1;
   for (const char *p = s; *p; p++) cap += *p == ',';
@@ -26,19 +28,24 @@ vstatus vsuite_split_names(const char *opt, const char *s, char **buf, const cha
   return V_OK;
 }
 
-vstatus vsuite_check_paths(const char *const *names, int n) {
+/* Error (naming --paths and the known paths) unless every name is a registered path. */
+static vstatus check_paths(const char *const *names, int n) {
   for (int i = 0; i < n; i++)
     if (!vpaths_find(names[i])) return VERR("option --paths: unknown path '%s' (known: %s)", names[i], vpaths_names());
   return V_OK;
 }
 
-bool vsuite_any_host(const char *const *paths, int n) {
+/* True when one of the paths reads host weights (vpath_caps.host_weights). */
+static bool any_host(const char *const *paths, int n) {
   for (int i = 0; i < n; i++)
     if (vpaths_host_weights(paths[i])) return true;
   return false;
 }
 
-vstatus vsuite_open_model(ds_model *m, const char *spec, uint64_t seed, int layers, bool host, const construct_opts *knobs,
+/* Opens synth:recall-* through the constructor (knobs NULL, or a cos < 0, gap <= 0, answer_logit
+ * <= 0: the preset's value) with its layout in *L, anything else through ds_model_open (a host copy
+ * when `host`), then with `need_layout` reads its layout into *L. `layers` > 0 keeps that many layers. */
+static vstatus open_model(ds_model *m, const char *spec, uint64_t seed, int layers, bool host, const construct_opts *knobs,
                           construct_layout *L, bool need_layout) {
   if (!strncmp(spec, "synth:", 6) && construct_is_preset(spec + 6)) {
     construct_opts o;
@@ -49,8 +56,7 @@ vstatus vsuite_open_model(ds_model *m, const char *spec, uint64_t seed, int laye
       if (knobs->answer_logit > 0) o.answer_logit = knobs->answer_logit;
     }
     if (layers > 0) o.layers = layers;
-    construct_layout tmp;
-    return construct_model_open(m, spec + 6, &o, seed, L ? L : &tmp);
+    return construct_model_open(m, spec + 6, &o, seed, L);
   }
   VTRY(ds_model_open(m, spec, seed, layers, host));
   if (need_layout) {
@@ -58,11 +64,6 @@ vstatus vsuite_open_model(ds_model *m, const char *spec, uint64_t seed, int laye
     if (s) { ds_model_close(m); return s; }
   }
   return V_OK;
-}
-
-vstatus vsuite_emit_records(const char *file, veng *recs) {
-  VTRY(eng_flush(recs));
-  return eng_write_json(recs, file);
 }
 
 /* The options every suite shares, as given. */
@@ -82,11 +83,12 @@ typedef struct {
  * in *err, naming the option). */
 static bool shared_option(const vsuite *s, shared_opts *o, int argc, char **argv, int *i, vstatus *err) {
   const char *v;
-  if (cli_opt(argc, argv, i, "--model", &v, err)) { if (v) o->model = v; }
-  else if (!s->paths && cli_opt(argc, argv, i, "--paths", &v, err)) { if (v) { o->paths = v; o->paths_given = true; } }
-  else if (cli_opt(argc, argv, i, "--json", &v, err)) { if (v) o->json = v; }
-  else if (cli_opt(argc, argv, i, "--path-lib", &v, err)) { if (v) *err = vpaths_load_lib(v); }
+  if (cli_opt(argc, argv, i, "--json", &v, err)) { if (v) o->json = v; }
   else if (cli_opt(argc, argv, i, "--seed", &v, err)) { if (v) *err = cli_u64("--seed", v, &o->seed); }
+  else if (s->no_model) return false;
+  else if (cli_opt(argc, argv, i, "--model", &v, err)) { if (v) o->model = v; }
+  else if (!s->paths && cli_opt(argc, argv, i, "--paths", &v, err)) { if (v) { o->paths = v; o->paths_given = true; } }
+  else if (cli_opt(argc, argv, i, "--path-lib", &v, err)) { if (v) *err = vpaths_load_lib(v); }
   else if (cli_opt(argc, argv, i, "--threads", &v, err)) { if (v) *err = cli_int("--threads", v, 0, 4096, &o->threads); }
   else if (s->layers && cli_opt(argc, argv, i, "--layers", &v, err)) { if (v) *err = cli_int("--layers", v, 1, 1000, &o->layers); }
   else if (!s->constructed) return false;
@@ -149,14 +151,14 @@ static bool case_made(const planned *p, int c, const veng *recs, int from) {
 }
 
 int vsuite_main(const vsuite *s, int argc, char **argv) {
-  shared_opts o = {.model = s->default_model, .paths = s->default_paths, .seed = 1,
+  shared_opts o = {.model = s->default_model, .paths = s->default_paths, .seed = s->seed_zero ? 0 : 1,
                    .knobs = {.cos = -1, .gap = -1, .answer_logit = -1}};
   void *st = calloc(1, s->state_size);
   char *pbuf = NULL;
   const char **paths = NULL; /* --paths split (malloc'ed; names in pbuf) */
   ds_model m;
   construct_layout L;
-  vsuite_ctx x = {.model = &m, .layout = s->constructed ? &L : NULL};
+  vsuite_ctx x = {.model = s->no_model ? NULL : &m, .layout = s->constructed ? &L : NULL};
   bool model_open = false, done = false, unmade = false; /* unmade: a case did not make its planned records */
   double t0 = 0; /* when the first case started */
   veng recs = {0};
@@ -175,27 +177,33 @@ int vsuite_main(const vsuite *s, int argc, char **argv) {
   x.paths_given = o.paths_given;
   x.seed = o.seed;
   x.n_threads = (int)o.threads;
-  if (s->paths ? s->paths(st, &x.paths, &x.n_paths) : o.paths ? vsuite_split_names("--paths", o.paths, &pbuf, &paths,
-                                                                                   &x.n_paths) : V_OK) {
-    cli_print_error(s->name);
-    rc = EXIT_USAGE;
-    goto out;
+  if (s->no_model) { /* no paths, no model */
+    if (s->options_done(st)) { cli_print_error(s->name); rc = EXIT_USAGE; goto out; }
+  } else {
+    if (s->paths ? s->paths(st, &x.paths, &x.n_paths)
+                 : o.paths ? split_names("--paths", o.paths, &pbuf, &paths, &x.n_paths) : V_OK) {
+      cli_print_error(s->name);
+      rc = EXIT_USAGE;
+      goto out;
+    }
+    if (!s->paths) x.paths = paths;
+    if (x.n_paths == 0) { fputs(s->usage, stderr); rc = EXIT_USAGE; goto out; } /* a required path is missing */
+    if (check_paths(x.paths, x.n_paths) || s->options_done(st) ||
+        (s->paths_done && s->paths_done(st, x.paths, x.n_paths))) {
+      cli_print_error(s->name);
+      rc = EXIT_USAGE;
+      goto out;
+    }
+    const double t_open = vclock_now();
+    if (open_model(&m, o.model, s->constructed ? o.model_seed : o.seed, (int)o.layers, any_host(x.paths, x.n_paths),
+                   s->constructed ? &o.knobs : NULL, &L, s->constructed)) {
+      cli_print_error(s->name);
+      rc = EXIT_CHECK_FAILED;
+      goto out;
+    }
+    x.open_s = vclock_now() - t_open;
+    model_open = true;
   }
-  if (!s->paths) x.paths = paths;
-  if (x.n_paths == 0) { fputs(s->usage, stderr); rc = EXIT_USAGE; goto out; } /* a required path is missing */
-  if (vsuite_check_paths(x.paths, x.n_paths) || s->options_done(st) ||
-      (s->paths_done && s->paths_done(st, x.paths, x.n_paths))) {
-    cli_print_error(s->name);
-    rc = EXIT_USAGE;
-    goto out;
-  }
-  if (vsuite_open_model(&m, o.model, s->constructed ? o.model_seed : o.seed, (int)o.layers,
-                        vsuite_any_host(x.paths, x.n_paths), s->constructed ? &o.knobs : NULL, &L, s->constructed)) {
-    cli_print_error(s->name);
-    rc = EXIT_CHECK_FAILED;
-    goto out;
-  }
-  model_open = true;
   if (s->check && s->check(st, &x)) { cli_print_error(s->name); rc = EXIT_USAGE; goto out; }
   if (s->prepare(st, &x, &done)) { cli_print_error(s->name); rc = EXIT_CHECK_FAILED; goto out; }
   if (done) goto out;
@@ -230,10 +238,19 @@ int vsuite_main(const vsuite *s, int argc, char **argv) {
     if (s->print_case) s->print_case(st, &x, c);
   }
   x.wall_s = vclock_now() - t0;
+  if (s->finish && (s->finish(st, &x, &recs) || eng_flush(&recs))) {
+    cli_print_error(s->name);
+    rc = EXIT_CHECK_FAILED;
+    goto out;
+  }
   if (s->print) s->print(st, &x);
   if (!records_pass(&recs) || unmade) rc = EXIT_CHECK_FAILED;
+  if (s->passed && !s->passed(st, &x)) rc = EXIT_CHECK_FAILED;
   if (!s->quiet_verdict) printf("\nverdict: %s\n", rc == EXIT_OK ? "pass" : "FAIL");
-  if (vsuite_emit_records(o.json, &recs)) { cli_print_error(s->name); rc = EXIT_CHECK_FAILED; }
+  if (o.json && (s->write_json ? s->write_json(st, &x, &recs, o.json) : eng_write_json(&recs, o.json))) {
+    cli_print_error(s->name);
+    rc = EXIT_CHECK_FAILED;
+  }
 out:
   s->free(st);
   free(st);

@@ -2,7 +2,6 @@
  * a second run, checking against the float64 oracle, the table and the JSON records. */
 #include "common/atomic_file.h"
 #include "common/clock.h"
-#include "common/interrupt.h"
 #include "suites/kernels.h"
 
 #include <cjson/cJSON.h>
@@ -665,11 +664,14 @@ done:
 
 /* ======================= the suite ======================= */
 
-static vstatus push_record(kernels_result *res, kernels_record *r) {
+vstatus kernels_result_add(kernels_result *res, kernels_record *r) {
   if (res->n == res->cap) {
     int cap = res->cap ? 2 * res->cap : 256;
     kernels_record *p = realloc(res->r, (size_t)cap * sizeof *p);
-    if (!p) return VERR("kernels: out of memory for %d records", cap);
+    if (!p) {
+      free(r->trace_json);
+      return VERR("kernels: out of memory for %d records", cap);
+    }
     res->r = p;
     res->cap = cap;
   }
@@ -687,12 +689,12 @@ static void fmt_dims(const vop_case *c, char *buf, size_t n) {
     len += (size_t)snprintf(buf + len, n - len, "%s%s=%d", i ? " " : "", c->op->dim_names[i], c->d[i]);
 }
 
-static void print_header(FILE *f) {
+void kernels_print_header(FILE *f) {
   fprintf(f, "%-12s %-8s %-9s %-30s %3s %-12s %-8s %-13s %9s %9s  %s\n", "op", "path", "variant", "shape", "B", "dtype",
           "dist", "metric", "error", "bound", "status");
 }
 
-static void print_row(FILE *f, const kernels_record *r) {
+void kernels_print_row(FILE *f, const kernels_record *r) {
   char err[24], bound[24];
   snprintf(err, sizeof err, "%.3g", r->error);
   snprintf(bound, sizeof bound, "%.3g", r->bound);
@@ -703,27 +705,6 @@ static void print_row(FILE *f, const kernels_record *r) {
           r->dtype, vop_dist_name(r->dist), r->metric, err, bound, kernels_status_name(r->status));
   if (r->status != KS_PASS && r->reason[0]) fprintf(f, "  (%s)", r->reason);
   fprintf(f, "\n");
-}
-
-/* Sets the variant's fields of r (path, variant, dtype, id) for case c. */
-static void set_variant(kernels_record *r, const vop_case *c, const vop_variant *v) {
-  r->path = v->path;
-  r->variant = v->name;
-  snprintf(r->dtype, sizeof r->dtype, "w:bf16 a:%s",
-           v->act_dtype == DT_BF16 ? "bf16" : v->bf16_inputs ? "f32+bf16 in" : "f32");
-  snprintf(r->id, sizeof r->id, "%s/%s/%s/%s/%s/B%d/%s/s%llu", c->op->name, r->path, r->variant, c->preset, c->shape,
-           c->batch, vop_dist_name(c->dist), (unsigned long long)c->seed);
-}
-
-/* A finished case: handed to on_case (stored), then printed, then kept in res. */
-static vstatus case_done(const kernels_opts *o, kernels_result *res, kernels_record *r) {
-  if (o->on_case) {
-    vstatus s = o->on_case(o->ctx, r);
-    if (s) { free(r->trace_json); return s; }
-  }
-  if (o->table) print_row(o->table, r);
-  if (o->progress) fprintf(o->progress, "\r%d cases, %d failed  ", res->n + 1, res->failed + (r->status == KS_FAIL));
-  return push_record(res, r);
 }
 
 static bool variant_selected(const vop_variant *v, const kernels_opts *o) {
@@ -750,30 +731,98 @@ static vstatus check_filters(const kernels_opts *o) {
     return VERR("--path '%s': no variant registered on this path (cpu-ref, cuda-ref, latency, test; "
                 "cuda-ref needs a CUDA build)", o->path);
   if (o->variant && !var_ok) return VERR("--variant '%s': no variant with this name is registered", o->variant);
+  if (o->preset && strcmp(o->preset, "all") && strcmp(o->preset, "tiny") && strcmp(o->preset, "small") &&
+      strcmp(o->preset, "k2-slice") && strcmp(o->preset, "edge"))
+    return VERR("--preset '%s': expected tiny, small, k2-slice, edge or all", o->preset);
   return V_OK;
 }
 
-vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
-  memset(res, 0, sizeof *res);
+/* One planned case: a variant on a generated case. */
+typedef struct {
+  const vop_case *c;      /* the case (in one of the plan's lists) */
+  const vop_variant *v;   /* the variant that runs it */
+  bool supported;         /* v->supports(c) said yes */
+  kernels_status no;      /* !supported: KS_UNSUPPORTED, or KS_FAIL when supports() failed */
+  char *why;              /* !supported: the reason (owned) */
+} kitem;
+
+struct kernels_plan {
+  vop_case_list *lists;   /* [n_lists] the generated cases, one list per op and preset (owned) */
+  int n_lists;
+  kitem *it;              /* [n] the planned cases, in run order (owned) */
+  int n, cap;
+  int skipped_budget;     /* cases left out by the --quick size budget */
+  /* the inputs and oracle outputs of case `cur`, reused by its variants (NULL: none made) */
+  const vop_case *cur;
+  vop_layout l;
+  vstatus st;             /* making them: V_OK, or the error (then `st_why`) */
+  char st_why[300];
+  void *host[VOP_MAX_BUFS];
+  double *ref[VOP_MAX_BUFS];
+  void *host_bf[VOP_MAX_BUFS];  /* inputs rounded to the bf16 grid (bf16 variants) */
+  double *ref_bf[VOP_MAX_BUFS]; /* the oracle on those inputs */
+  void *host_mx[VOP_MAX_BUFS];  /* mixed grid: one fp32 variant's bf16_inputs rounded */
+  double *ref_mx[VOP_MAX_BUFS];
+  uint32_t mx_mask;             /* the mask host_mx was made for (0: none yet) */
+};
+
+/* Frees the inputs and oracle outputs of p->cur. */
+static void drop_inputs(kernels_plan *p) {
+  if (!p->cur) return;
+  free_bufs(&p->l, p->host, p->ref);
+  free_bufs(&p->l, p->host_bf, p->ref_bf);
+  free_bufs(&p->l, p->host_mx, p->ref_mx);
+  p->mx_mask = 0;
+  p->cur = NULL;
+}
+
+static vstatus add_item(kernels_plan *p, const kitem *k) {
+  if (p->n == p->cap) {
+    const int cap = p->cap ? 2 * p->cap : 256;
+    kitem *q = realloc(p->it, (size_t)cap * sizeof *q);
+    if (!q) { free(k->why); return VERR("kernels: out of memory for %d cases", cap); }
+    p->it = q;
+    p->cap = cap;
+  }
+  p->it[p->n++] = *k;
+  return V_OK;
+}
+
+/* The planned cases of list cl: per case the variants that do not support it, then those that do. */
+static vstatus plan_list(kernels_plan *p, const vop_case_list *cl, const vop_variant *const *vars, int nv) {
+  for (int ci = 0; ci < cl->n; ci++) {
+    const vop_case *c = &cl->c[ci];
+    int sup[64], n_sup = 0;
+    for (int vi = 0; vi < nv; vi++) {
+      verr_clear();
+      vstatus s = vars[vi]->supports ? vars[vi]->supports(c) : V_OK;
+      if (s == V_OK) { sup[n_sup++] = vi; continue; }
+      kitem k = {.c = c, .v = vars[vi], .no = s == V_UNSUPPORTED ? KS_UNSUPPORTED : KS_FAIL};
+      char why[320];
+      snprintf(why, sizeof why, "%s%s", s == V_UNSUPPORTED ? "" : "supports() failed: ", verr_msg());
+      if (!(k.why = strdup(why))) return VERR("kernels: out of memory");
+      VTRY(add_item(p, &k));
+    }
+    for (int k = 0; k < n_sup; k++) VTRY(add_item(p, &(kitem){.c = c, .v = vars[sup[k]], .supported = true}));
+  }
+  return V_OK;
+}
+
+vstatus kernels_plan_make(const kernels_opts *o, kernels_plan **out) {
   vopreg_init();
   VTRY(check_filters(o));
   const char *presets_default[] = {"tiny", "edge", "small", "k2-slice"};
-  const char *one[1];
   const char *const *presets = presets_default;
   int n_presets = 4;
-  if (o->preset && strcmp(o->preset, "all") != 0) {
-    if (strcmp(o->preset, "tiny") && strcmp(o->preset, "small") && strcmp(o->preset, "k2-slice") &&
-        strcmp(o->preset, "edge"))
-      return VERR("--preset '%s': expected tiny, small, k2-slice, edge or all", o->preset);
-    one[0] = o->preset;
-    presets = one;
-    n_presets = 1;
-  }
+  if (o->preset && strcmp(o->preset, "all") != 0) presets = &o->preset, n_presets = 1;
+  kernels_plan *p = calloc(1, sizeof *p);
+  const int max_lists = vopreg_n_ops() * n_presets;
+  if (p) p->lists = calloc((size_t)(max_lists > 0 ? max_lists : 1), sizeof *p->lists);
+  if (!p || !p->lists) { free(p); return VERR("kernels: out of memory"); }
   vop_gen_opts g = {.batches = o->batches, .n_batches = o->n_batches, .seeds = o->seeds, .seed0 = o->seed0, .quick = o->quick,
                     .tp = o->tp};
-  if (o->table) print_header(o->table);
-  double t0 = vclock_now();
-  for (int oi = 0; oi < vopreg_n_ops() && !res->interrupted; oi++) {
+  vstatus s = V_OK;
+  for (int oi = 0; oi < vopreg_n_ops() && s == V_OK; oi++) {
     const vop *op = vopreg_op(oi);
     if (o->op && strcmp(op->name, o->op) != 0) continue;
     if (o->tp > 0 && (!op->dim_names[0] || strcmp(op->dim_names[0], "ranks") != 0)) continue; /* --tp: comm ops */
@@ -783,114 +832,134 @@ vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
       const vop_variant *v = vopreg_variant(i);
       if (v->op == op && variant_selected(v, o)) vars[nv++] = v;
     }
-    if (!nv) continue;
-    for (int pi = 0; pi < n_presets && !res->interrupted; pi++) {
-      vop_case_list cl = {0};
+    for (int pi = 0; nv && pi < n_presets && s == V_OK; pi++) {
+      vop_case_list *cl = &p->lists[p->n_lists++];
       g_last_skipped = 0;
-      VTRY(kernels_gen_cases(op, presets[pi], &g, &cl));
-      res->skipped_budget += g_last_skipped;
-      for (int ci = 0; ci < cl.n && !res->interrupted; ci++) {
-        /* SIGINT / SIGTERM under `vouch run` (common/interrupt.h): stop after the case in flight */
-        if (vinterrupted()) { res->interrupted = true; break; }
-        const vop_case *c = &cl.c[ci];
-        vop_layout l;
-        void *host[VOP_MAX_BUFS] = {0};
-        double *ref[VOP_MAX_BUFS] = {0};
-        void *host_bf[VOP_MAX_BUFS] = {0};   /* inputs rounded to the bf16 grid (bf16 variants) */
-        double *ref_bf[VOP_MAX_BUFS] = {0};  /* the oracle on those inputs */
-        kernels_record base;
-        memset(&base, 0, sizeof base);
-        base.op = op->name;
-        snprintf(base.preset, sizeof base.preset, "%s", c->preset);
-        snprintf(base.shape, sizeof base.shape, "%s", c->shape);
-        base.batch = c->batch;
-        base.dist = c->dist;
-        base.seed = c->seed;
-        fmt_dims(c, base.dims, sizeof base.dims);
-        /* which variants support this case (before paying for inputs and the oracle) */
-        int sup[64], n_sup = 0;
-        for (int vi = 0; vi < nv; vi++) {
-          verr_clear();
-          vstatus s = vars[vi]->supports ? vars[vi]->supports(c) : V_OK;
-          if (s == V_OK) { sup[n_sup++] = vi; continue; }
-          kernels_record r = base;
-          set_variant(&r, c, vars[vi]);
-          if (o->skip && o->skip(o->ctx, &r)) { res->skipped_kept++; continue; }
-          r.status = s == V_UNSUPPORTED ? KS_UNSUPPORTED : KS_FAIL;
-          snprintf(r.reason, sizeof r.reason, "%s%s", s == V_UNSUPPORTED ? "" : "supports() failed: ", verr_msg());
-          snprintf(r.metric, sizeof r.metric, "-");
-          r.trace_json = NULL;
-          VTRY(case_done(o, res, &r));
-        }
-        /* variants whose record a resumed run holds are left out before paying for inputs */
-        for (int k = 0; o->skip && k < n_sup; k++) {
-          kernels_record r = base;
-          set_variant(&r, c, vars[sup[k]]);
-          if (!o->skip(o->ctx, &r)) continue;
-          res->skipped_kept++;
-          sup[k--] = sup[--n_sup];
-        }
-        if (!n_sup) continue;
-        vstatus st = op->layout(c, &l);
-        for (int i = 0; i < l.n && st == V_OK; i++) {
-          size_t bytes = (size_t)l.b[i].n * vdtype_size(l.b[i].dtype);
-          if (!l.b[i].is_output) {
-            host[i] = vmalloc(bytes, "kernel input");
-            if (!host[i]) st = V_ERR;
-          } else {
-            ref[i] = vmalloc((size_t)l.b[i].n * sizeof(double), "oracle output");
-            if (!ref[i]) st = V_ERR;
-          }
-        }
-        if (st == V_OK) st = op->gen_inputs(c, &l, host);
-        if (st == V_OK) st = op->oracle(c, &l, host, ref);
-        /* bf16 variants take their float inputs on the bf16 grid, and the oracle is recomputed on
-         * those same inputs, so a case measures the kernel's own error, not the rounding of its
-         * inputs (which can flip near-argmax softmaxes of heavy-tailed scores or cancel one-element
-         * dot products: seen 5 of 722 cases otherwise). An fp32 variant that rounds some inputs
-         * itself (vop_variant.bf16_inputs) gets those on the grid and the rest as they are. */
-        bool any_bf16 = false;
-        for (int k = 0; k < n_sup; k++) any_bf16 |= vars[sup[k]]->act_dtype == DT_BF16;
-        if (st == V_OK && any_bf16) st = grid_inputs(op, c, &l, host, ~0u, host_bf, ref_bf);
-        void *host_mx[VOP_MAX_BUFS] = {0}; /* mixed grid: one fp32 variant's bf16_inputs rounded */
-        double *ref_mx[VOP_MAX_BUFS] = {0};
-        uint32_t mx_mask = 0;              /* the mask host_mx was made for (0: none yet) */
-        for (int k = 0; k < n_sup; k++) {
-          const vop_variant *v = vars[sup[k]];
-          vstatus vs = st;
-          void **in = host;
-          double **want = ref;
-          if (v->act_dtype == DT_BF16) {
-            in = host_bf, want = ref_bf;
-          } else if (v->bf16_inputs && vs == V_OK) {
-            if (v->bf16_inputs != mx_mask) {
-              free_bufs(&l, host_mx, ref_mx);
-              vs = grid_inputs(op, c, &l, host, v->bf16_inputs, host_mx, ref_mx);
-              mx_mask = vs == V_OK ? v->bf16_inputs : 0;
-            }
-            in = host_mx, want = ref_mx;
-          }
-          kernels_record r = base;
-          set_variant(&r, c, v);
-          if (vs != V_OK) {
-            r.status = KS_FAIL;
-            snprintf(r.reason, sizeof r.reason, "inputs/oracle: %s", verr_msg());
-            snprintf(r.metric, sizeof r.metric, "-");
-          } else {
-            VTRY(run_variant(c, &l, in, want, v, &r));
-          }
-          VTRY(case_done(o, res, &r));
-        }
-        free_bufs(&l, host, ref);
-        free_bufs(&l, host_bf, ref_bf);
-        free_bufs(&l, host_mx, ref_mx);
-      }
-      vop_case_list_free(&cl);
+      s = kernels_gen_cases(op, presets[pi], &g, cl);
+      p->skipped_budget += g_last_skipped;
+      if (s == V_OK) s = plan_list(p, cl, vars, nv);
     }
   }
-  if (o->progress) fprintf(o->progress, "\n");
-  res->wall_s = vclock_now() - t0;
+  if (s != V_OK) { kernels_plan_free(p); return s; }
+  *out = p;
   return V_OK;
+}
+
+int kernels_plan_n(const kernels_plan *p) { return p->n; }
+int kernels_plan_skipped(const kernels_plan *p) { return p->skipped_budget; }
+
+void kernels_plan_key(const kernels_plan *p, int i, kernels_record *r) {
+  const vop_case *c = p->it[i].c;
+  const vop_variant *v = p->it[i].v;
+  memset(r, 0, sizeof *r);
+  r->op = c->op->name;
+  snprintf(r->preset, sizeof r->preset, "%s", c->preset);
+  snprintf(r->shape, sizeof r->shape, "%s", c->shape);
+  r->batch = c->batch;
+  r->dist = c->dist;
+  r->seed = c->seed;
+  fmt_dims(c, r->dims, sizeof r->dims);
+  r->path = v->path;
+  r->variant = v->name;
+  snprintf(r->dtype, sizeof r->dtype, "w:bf16 a:%s",
+           v->act_dtype == DT_BF16 ? "bf16" : v->bf16_inputs ? "f32+bf16 in" : "f32");
+  snprintf(r->id, sizeof r->id, "%s/%s/%s/%s/%s/B%d/%s/s%llu", c->op->name, r->path, r->variant, c->preset, c->shape,
+           c->batch, vop_dist_name(c->dist), (unsigned long long)c->seed);
+}
+
+/* Makes the inputs and oracle outputs of item i's case, unless they are made (p->cur). bf16 variants
+ * take their float inputs on the bf16 grid, and the oracle is recomputed on those same inputs, so a
+ * case measures the kernel's own error, not the rounding of its inputs (which can flip near-argmax
+ * softmaxes of heavy-tailed scores or cancel one-element dot products: seen 5 of 722 cases
+ * otherwise); the grid is made when a variant of the case that supports it computes in bf16. A
+ * failure is p->st (each variant's record then fails), not an error. */
+static void make_inputs(kernels_plan *p, int i) {
+  const vop_case *c = p->it[i].c;
+  if (p->cur == c) return;
+  drop_inputs(p);
+  const vop *op = c->op;
+  p->cur = c;
+  vstatus st = op->layout(c, &p->l);
+  for (int k = 0; k < p->l.n && st == V_OK; k++) {
+    size_t bytes = (size_t)p->l.b[k].n * vdtype_size(p->l.b[k].dtype);
+    if (!p->l.b[k].is_output) {
+      p->host[k] = vmalloc(bytes, "kernel input");
+      if (!p->host[k]) st = V_ERR;
+    } else {
+      p->ref[k] = vmalloc((size_t)p->l.b[k].n * sizeof(double), "oracle output");
+      if (!p->ref[k]) st = V_ERR;
+    }
+  }
+  if (st == V_OK) st = op->gen_inputs(c, &p->l, p->host);
+  if (st == V_OK) st = op->oracle(c, &p->l, p->host, p->ref);
+  bool any_bf16 = false; /* the case's items are consecutive */
+  for (int k = i; k < p->n && p->it[k].c == c; k++) any_bf16 |= p->it[k].supported && p->it[k].v->act_dtype == DT_BF16;
+  if (st == V_OK && any_bf16) st = grid_inputs(op, c, &p->l, p->host, ~0u, p->host_bf, p->ref_bf);
+  p->st = st;
+  if (st != V_OK) snprintf(p->st_why, sizeof p->st_why, "%s", verr_msg());
+}
+
+vstatus kernels_plan_run(kernels_plan *p, int i, kernels_record *r) {
+  const kitem *k = &p->it[i];
+  kernels_plan_key(p, i, r);
+  if (!k->supported) {
+    r->status = k->no;
+    snprintf(r->reason, sizeof r->reason, "%s", k->why);
+    snprintf(r->metric, sizeof r->metric, "-");
+    return V_OK;
+  }
+  make_inputs(p, i);
+  const vop_variant *v = k->v;
+  vstatus vs = p->st;
+  char why[300];
+  snprintf(why, sizeof why, "%s", p->st_why);
+  void **in = p->host;
+  double **want = p->ref;
+  if (v->act_dtype == DT_BF16) {
+    in = p->host_bf, want = p->ref_bf;
+  } else if (v->bf16_inputs && vs == V_OK) { /* an fp32 variant that rounds some inputs itself */
+    if (v->bf16_inputs != p->mx_mask) {
+      free_bufs(&p->l, p->host_mx, p->ref_mx);
+      vs = grid_inputs(k->c->op, k->c, &p->l, p->host, v->bf16_inputs, p->host_mx, p->ref_mx);
+      p->mx_mask = vs == V_OK ? v->bf16_inputs : 0;
+      if (vs != V_OK) snprintf(why, sizeof why, "%s", verr_msg());
+    }
+    in = p->host_mx, want = p->ref_mx;
+  }
+  if (vs != V_OK) {
+    r->status = KS_FAIL;
+    snprintf(r->reason, sizeof r->reason, "inputs/oracle: %s", why);
+    snprintf(r->metric, sizeof r->metric, "-");
+    return V_OK;
+  }
+  return run_variant(k->c, &p->l, in, want, v, r);
+}
+
+void kernels_plan_free(kernels_plan *p) {
+  if (!p) return;
+  drop_inputs(p);
+  for (int i = 0; i < p->n; i++) free(p->it[i].why);
+  free(p->it);
+  for (int i = 0; i < p->n_lists; i++) vop_case_list_free(&p->lists[i]);
+  free(p->lists);
+  free(p);
+}
+
+vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
+  memset(res, 0, sizeof *res);
+  kernels_plan *p;
+  VTRY(kernels_plan_make(o, &p));
+  res->skipped_budget = kernels_plan_skipped(p);
+  const double t0 = vclock_now();
+  vstatus s = V_OK;
+  for (int i = 0; i < p->n && s == V_OK; i++) {
+    kernels_record r;
+    s = kernels_plan_run(p, i, &r);
+    if (s == V_OK) s = kernels_result_add(res, &r);
+  }
+  kernels_plan_free(p);
+  res->wall_s = vclock_now() - t0;
+  return s;
 }
 
 void kernels_result_free(kernels_result *res) {

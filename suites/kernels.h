@@ -14,8 +14,6 @@
 typedef enum { KS_PASS = 0, KS_FAIL = 1, KS_UNSUPPORTED = 2 } kernels_status;
 const char *kernels_status_name(int s); /* "pass", "FAIL", "not supported" */
 
-struct kernels_record;
-
 typedef struct {
   const char *op;        /* only this op (NULL: all) */
   const char *path;      /* only this path (NULL: all except "test") */
@@ -27,16 +25,6 @@ typedef struct {
   const char *preset;    /* "tiny", "small", "k2-slice", "edge", "all" (NULL: tiny,small,edge,k2-slice) */
   bool quick;            /* CPU-sized subset (the default for `vouch kernels`) */
   int tp;                /* > 0: only the communication ops (first dim "ranks"), cases of exactly tp ranks */
-  FILE *table;           /* print one table row per case here (NULL: silent) */
-  FILE *progress;        /* progress lines (NULL: none) */
-  /* Called as each case finishes, before its table row is printed and before the next case runs:
-   * the driver stores its record there. An error it returns ends the run with that error. NULL:
-   * not called. */
-  vstatus (*on_case)(void *ctx, const struct kernels_record *r);
-  /* Called before a case is run (r: its id, path, variant): true leaves it out (a resumed run
-   * holds its record already). NULL: every case runs. */
-  bool (*skip)(void *ctx, const struct kernels_record *r);
-  void *ctx;             /* first argument of on_case and skip */
 } kernels_opts;
 
 typedef struct kernels_record {
@@ -64,13 +52,36 @@ typedef struct {
   int n, cap;
   int run, passed, failed, unsupported; /* counts of records by status (run = passed + failed) */
   int skipped_budget;    /* cases left out by the --quick size budget */
-  int skipped_kept;      /* cases left out because opts.skip said so (kept from a resumed run) */
-  bool interrupted;      /* stopped after a case by SIGINT/SIGTERM (common/interrupt.h): later cases not run */
   double wall_s;
 } kernels_result;
 
-/* Runs the suite; fills res (free with kernels_result_free). V_ERR only for usage errors
- * (unknown op/path/variant/preset); failing cases are records, not errors. */
+/* The suite's cases, made up front so a driver can run, store and print them one at a time
+ * (runner/suite_kernels.c): a planned case is one variant on one generated case, and makes one
+ * record; a generated case's variants are consecutive (those that do not support it first), and
+ * share its inputs and oracle outputs. */
+typedef struct kernels_plan kernels_plan;
+/* Checks the filters and generates the cases into *p (free with kernels_plan_free). V_ERR for
+ * usage errors (unknown op, path, variant or preset) and a case generator's failure. */
+vstatus kernels_plan_make(const kernels_opts *o, kernels_plan **p);
+/* How many cases p holds; how many the --quick size budget left out. */
+int kernels_plan_n(const kernels_plan *p);
+int kernels_plan_skipped(const kernels_plan *p);
+/* Case i's record as known before it runs (id, op, path, variant, preset, shape, batch, dims, dtype,
+ * dist, seed; no result). */
+void kernels_plan_key(const kernels_plan *p, int i, kernels_record *r);
+/* Runs case i (in order: a case's inputs are made at its first variant that runs) into r (its
+ * trace_json owned by the caller). A case that fails or is not supported is a record; V_ERR only
+ * for a failure of the harness itself. */
+vstatus kernels_plan_run(kernels_plan *p, int i, kernels_record *r);
+void kernels_plan_free(kernels_plan *p);
+/* Appends r to res and counts it (res takes r->trace_json; on out of memory it is freed). */
+vstatus kernels_result_add(kernels_result *res, kernels_record *r);
+/* The table: its header line, and the row of one record. */
+void kernels_print_header(FILE *f);
+void kernels_print_row(FILE *f, const kernels_record *r);
+
+/* Runs every case of the suite; fills res (free with kernels_result_free). Errors as
+ * kernels_plan_make's and kernels_plan_run's; failing cases are records, not errors. */
 vstatus kernels_run(const kernels_opts *o, kernels_result *res);
 void kernels_result_free(kernels_result *res);
 /* Writes res as a JSON array of records (suite "kernels"). */

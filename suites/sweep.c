@@ -306,11 +306,11 @@ static vstatus grow(void **p, size_t *cap, size_t n, size_t esz) {
   return V_OK;
 }
 
-static bool is_host(const vpath_ops *ops) { return ops->last_step_ms == NULL; }
-
+/* The copy bandwidth of the memory the path's steps read: host memory for a path that declares host
+ * weights (vpath_caps.host_weights), else the GPU's. */
 static vstatus membw_for(runner *R, const vpath_ops *ops, double *gbs, const char **how) {
   sweep_result *res = R->res;
-  if (is_host(ops)) {
+  if (ops->caps.host_weights) {
     if (isnan(res->membw_host_gbs))
       VTRY(host_membw(R->o->membw_bytes, &res->membw_host_gbs, R->membw_host_how, sizeof R->membw_host_how));
     *gbs = res->membw_host_gbs;
@@ -659,122 +659,170 @@ static vstatus run_group(runner *R, const int *act, int n, bool *pending, sweep_
 
 static int cmp_int(const void *a, const void *b) { return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b); }
 
-vstatus sweep_run(const sweep_opts *o_in, const ds_model *m, sweep_result *res) {
+/* A round of the sweep in progress (sweep_begin .. sweep_end). */
+struct sweep_round {
+  sweep_opts o;           /* the options, batches sorted and distinct (bs), at least one TP degree */
+  runner R;               /* the open paths and step buffers; R.o = &o */
+  int *bs;                /* [o.n_batches] the batches, ascending and distinct (owned) */
+  sweep_point **pts;      /* [n_paths * nb] the current pair's points, pts[pi * nb + bi] */
+  bool *pending, *pend1;  /* [nb] batches of the current pair not run yet (all paths; one path alone) */
+  char (*why)[400];       /* [nb] why a pending batch did not fit */
+};
+
+vstatus sweep_check(const sweep_opts *o) {
+  if (o->n_paths < 1 || o->n_paths > 64) return VERR("--paths: give 1 to 64 paths (got %d)", o->n_paths);
+  if (o->n_batches < 1 || o->n_contexts < 1) return VERR("--batch and --context need at least one value each");
+  if (o->n_batches > 64) return VERR("--batch: at most 64 batch sizes (got %d)", o->n_batches);
+  if (o->steps < 1) return VERR("--steps must be >= 1 (got %d)", o->steps);
+  if (o->warmup < 0) return VERR("--warmup must be >= 0 (got %d)", o->warmup);
+  if (o->spec_k < 0 || o->spec_al < 1 || o->spec_al > o->spec_k + 1)
+    return VERR("--spec: need K >= 0 and 1 <= AL <= K+1 (got K=%d AL=%d)", o->spec_k, o->spec_al);
+  for (int i = 0; i < o->n_paths; i++) {
+    if (!vpaths_find(o->paths[i])) return VERR("--paths: unknown path '%s' (known: %s)", o->paths[i], vpaths_names());
+    for (int j = 0; j < i; j++)
+      if (!strcmp(o->paths[i], o->paths[j])) return VERR("--paths: '%s' listed twice", o->paths[i]);
+  }
+  for (int i = 0; i < o->n_batches; i++)
+    if (o->batches[i] < 1) return VERR("--batch: %d must be >= 1", o->batches[i]);
+  for (int i = 0; i < o->n_contexts; i++)
+    if (o->contexts[i] < 0) return VERR("--context: %d must be >= 0", o->contexts[i]);
+  return V_OK;
+}
+
+int sweep_batches(const sweep_opts *o, int *bs) {
+  memcpy(bs, o->batches, (size_t)o->n_batches * sizeof(int));
+  qsort(bs, (size_t)o->n_batches, sizeof(int), cmp_int);
+  int nb = 0;
+  for (int i = 0; i < o->n_batches; i++)
+    if (!nb || bs[nb - 1] != bs[i]) bs[nb++] = bs[i];
+  return nb;
+}
+
+int sweep_n_pairs(const sweep_opts *o) { return o->n_contexts * (o->n_tps < 1 ? 1 : o->n_tps); }
+
+void sweep_end(sweep_round *w) {
+  if (!w) return;
+  runner *R = &w->R;
+  if (w->o.progress) fprintf(stderr, "\n");
+  close_all(R);
+  free(R->open);
+  free(w->pts);
+  free(w->pending);
+  free(w->pend1);
+  free(w->why);
+  free(R->seq);
+  free(R->ntok);
+  free(R->spos);
+  free(R->tok);
+  free(R->forced);
+  free(R->logits);
+  free(w->bs);
+  R->res->wall_s = vclock_now() - R->t_start;
+  free(w);
+}
+
+vstatus sweep_begin(const sweep_opts *o_in, const ds_model *m, sweep_result *res, sweep_round **out) {
   memset(res, 0, sizeof *res);
   res->membw_host_gbs = res->membw_gpu_gbs = NAN;
-  sweep_opts o = *o_in;
-  if (o.n_paths < 1 || o.n_paths > 64) return VERR("--paths: give 1 to 64 paths (got %d)", o.n_paths);
-  if (o.n_batches < 1 || o.n_contexts < 1) return VERR("--batch and --context need at least one value each");
-  if (o.n_batches > 64) return VERR("--batch: at most 64 batch sizes (got %d)", o.n_batches);
-  if (o.steps < 1) return VERR("--steps must be >= 1 (got %d)", o.steps);
-  if (o.warmup < 0) return VERR("--warmup must be >= 0 (got %d)", o.warmup);
-  if (o.spec_k < 0 || o.spec_al < 1 || o.spec_al > o.spec_k + 1)
-    return VERR("--spec: need K >= 0 and 1 <= AL <= K+1 (got K=%d AL=%d)", o.spec_k, o.spec_al);
+  VTRY(sweep_check(o_in));
+  sweep_round *w = calloc(1, sizeof *w);
+  int *bs = malloc((size_t)o_in->n_batches * sizeof(int));
+  if (!w || !bs) { free(w); free(bs); return VERR("sweep: out of memory"); }
+  w->o = *o_in;
+  sweep_opts *o = &w->o;
   static const int tp1 = 1;
-  if (o.n_tps < 1) o.tps = &tp1, o.n_tps = 1;
-  for (int i = 0; i < o.n_paths; i++) {
-    if (!vpaths_find(o.paths[i])) return VERR("--paths: unknown path '%s' (known: %s)", o.paths[i], vpaths_names());
-    for (int j = 0; j < i; j++)
-      if (!strcmp(o.paths[i], o.paths[j])) return VERR("--paths: '%s' listed twice", o.paths[i]);
-  }
-  for (int i = 0; i < o.n_batches; i++)
-    if (o.batches[i] < 1) return VERR("--batch: %d must be >= 1", o.batches[i]);
-  for (int i = 0; i < o.n_contexts; i++)
-    if (o.contexts[i] < 0) return VERR("--context: %d must be >= 0", o.contexts[i]);
+  if (o->n_tps < 1) o->tps = &tp1, o->n_tps = 1;
   /* batches ascending, distinct (the open-for-largest-that-fits logic relies on it) */
-  int *bs = malloc((size_t)o.n_batches * sizeof(int));
-  if (!bs) return VERR("sweep: out of memory");
-  memcpy(bs, o.batches, (size_t)o.n_batches * sizeof(int));
-  qsort(bs, (size_t)o.n_batches, sizeof(int), cmp_int);
-  int nb = 0;
-  for (int i = 0; i < o.n_batches; i++)
-    if (!nb || bs[nb - 1] != bs[i]) bs[nb++] = bs[i];
-  o.batches = bs;
-  o.n_batches = nb;
-  vstatus prep = sweep_routing_prepare(o.routing, &m->cfg, o.seed);
+  const int nb = sweep_batches(o, bs);
+  o->batches = w->bs = bs;
+  o->n_batches = nb;
+  vstatus prep = sweep_routing_prepare(o->routing, &m->cfg, o->seed);
   if (prep != V_OK) {
     free(bs);
+    free(w);
     return prep;
   }
-
-  runner R = {.o = &o, .m = m, .res = res, .n_moe = o.routing->n_moe, .t_start = vclock_now()};
-  const int np = o.n_paths;
-  res->cap = np * nb * o.n_contexts * o.n_tps;
+  runner *R = &w->R;
+  *R = (runner){.o = o, .m = m, .res = res, .n_moe = o->routing->n_moe, .t_start = vclock_now()};
+  const int np = o->n_paths;
+  res->cap = np * nb * o->n_contexts * o->n_tps;
   res->p = calloc((size_t)res->cap, sizeof(sweep_point));
-  R.open = calloc((size_t)np, sizeof(vpath));
-  sweep_point **pts = calloc((size_t)np * nb, sizeof(sweep_point *));
-  bool *pending = calloc((size_t)nb, sizeof(bool)), *pend1 = calloc((size_t)nb, sizeof(bool));
-  char(*why)[400] = calloc((size_t)nb, sizeof *why);
-  R.seq = calloc((size_t)bs[nb - 1], sizeof(int));
-  R.ntok = calloc((size_t)bs[nb - 1], sizeof(int));
-  R.spos = calloc((size_t)bs[nb - 1], sizeof(int));
-  vstatus s = V_OK;
-  if (!res->p || !R.open || !pts || !pending || !pend1 || !why || !R.seq || !R.ntok || !R.spos)
-    s = VERR("sweep: out of memory");
-  R.pts_total = nb * o.n_contexts * o.n_tps;
-  const int span = decode_span(&o);
-  for (int ci = 0; ci < o.n_contexts && s == V_OK; ci++) {
-    const int ctx = o.contexts[ci];
-    for (int ti = 0; ti < o.n_tps && s == V_OK; ti++) {
-      const int tp = o.tps[ti];
-      const int first = res->n; /* this pair's points */
-      for (int bi = 0; bi < nb; bi++)
-        for (int pi = 0; pi < np; pi++) pts[pi * nb + bi] = add_point(&R, pi, tp, bs[bi], ctx);
-      R.cur_tp = tp;
-      vstatus tps = tp > 1 ? ds_shard_check(&m->cfg, tp) : V_OK;
-      if (tps != V_OK || span > m->cfg.max_position_embeddings) {
-        for (int i = 0; i < np * nb; i++) {
-          if (tps != V_OK)
-            not_run(pts[i], false, "TP %d: %s", tp, verr_msg());
-          else
-            not_run(pts[i], false, "%d decode positions exceed max_position_embeddings %d", span,
-                    m->cfg.max_position_embeddings);
-        }
-        R.pts_done += nb;
-        progress(&R, "");
-        if (o.points_done) s = o.points_done(o.ctx, res, first);
-        continue;
-      }
-      for (int bi = 0; bi < nb; bi++) pending[bi] = true, why[bi][0] = 0;
-      int all[64];
-      for (int pi = 0; pi < np; pi++) all[pi] = pi;
-      s = run_group(&R, all, np, pending, pts, ctx, true, why);
-      for (int bi = 0; bi < nb && s == V_OK; bi++) {
-        if (!pending[bi]) continue;
-        if (np > 1) { /* the paths do not fit together: each alone for what is left */
-          for (int pi = 0; pi < np && s == V_OK; pi++) {
-            char w1[64][400];
-            for (int k = 0; k < nb; k++) pend1[k] = pending[k], w1[k][0] = 0;
-            s = run_group(&R, &all[pi], 1, pend1, pts, ctx, false, w1);
-            for (int k = 0; k < nb; k++)
-              if (pend1[k] && pending[k]) not_run(pts[pi * nb + k], false, "does not fit: %s", w1[k]);
-          }
-        } else {
-          for (int k = 0; k < nb; k++)
-            if (pending[k]) not_run(pts[k], false, "does not fit: %s", why[k]);
-        }
-        break;
-      }
-      R.pts_done += nb;
-      progress(&R, "");
-      if (s == V_OK && o.points_done) s = o.points_done(o.ctx, res, first);
-    }
+  R->open = calloc((size_t)np, sizeof(vpath));
+  w->pts = calloc((size_t)np * nb, sizeof(sweep_point *));
+  w->pending = calloc((size_t)nb, sizeof(bool));
+  w->pend1 = calloc((size_t)nb, sizeof(bool));
+  w->why = calloc((size_t)nb, sizeof *w->why);
+  R->seq = calloc((size_t)bs[nb - 1], sizeof(int));
+  R->ntok = calloc((size_t)bs[nb - 1], sizeof(int));
+  R->spos = calloc((size_t)bs[nb - 1], sizeof(int));
+  R->pts_total = nb * o->n_contexts * o->n_tps;
+  if (!res->p || !R->open || !w->pts || !w->pending || !w->pend1 || !w->why || !R->seq || !R->ntok || !R->spos) {
+    w->o.progress = false;
+    sweep_end(w);
+    return VERR("sweep: out of memory");
   }
-  if (o.progress) fprintf(stderr, "\n");
-  close_all(&R);
-  free(R.open);
-  free(pts);
-  free(pending);
-  free(pend1);
-  free(why);
-  free(R.seq);
-  free(R.ntok);
-  free(R.spos);
-  free(R.tok);
-  free(R.forced);
-  free(R.logits);
-  free(bs);
-  res->wall_s = vclock_now() - R.t_start;
+  *out = w;
+  return V_OK;
+}
+
+vstatus sweep_pair(sweep_round *w, int pair, int *first) {
+  const sweep_opts *o = &w->o;
+  runner *R = &w->R;
+  const ds_model *m = R->m;
+  sweep_result *res = R->res;
+  const int np = o->n_paths, nb = o->n_batches, span = decode_span(o);
+  const int ctx = o->contexts[pair / o->n_tps], tp = o->tps[pair % o->n_tps];
+  sweep_point **pts = w->pts;
+  bool *pending = w->pending, *pend1 = w->pend1;
+  char(*why)[400] = w->why;
+  *first = res->n; /* this pair's points */
+  for (int bi = 0; bi < nb; bi++)
+    for (int pi = 0; pi < np; pi++) pts[pi * nb + bi] = add_point(R, pi, tp, o->batches[bi], ctx);
+  R->cur_tp = tp;
+  vstatus tps = tp > 1 ? ds_shard_check(&m->cfg, tp) : V_OK;
+  if (tps != V_OK || span > m->cfg.max_position_embeddings) {
+    for (int i = 0; i < np * nb; i++) {
+      if (tps != V_OK)
+        not_run(pts[i], false, "TP %d: %s", tp, verr_msg());
+      else
+        not_run(pts[i], false, "%d decode positions exceed max_position_embeddings %d", span,
+                m->cfg.max_position_embeddings);
+    }
+    R->pts_done += nb;
+    progress(R, "");
+    return V_OK;
+  }
+  for (int bi = 0; bi < nb; bi++) pending[bi] = true, why[bi][0] = 0;
+  int all[64] = {0}; /* the paths' indices (np >= 1: sweep_check) */
+  for (int pi = 0; pi < np; pi++) all[pi] = pi;
+  vstatus s = run_group(R, all, np, pending, pts, ctx, true, why);
+  for (int bi = 0; bi < nb && s == V_OK; bi++) {
+    if (!pending[bi]) continue;
+    if (np > 1) { /* the paths do not fit together: each alone for what is left */
+      for (int pi = 0; pi < np && s == V_OK; pi++) {
+        char w1[64][400];
+        for (int k = 0; k < nb; k++) pend1[k] = pending[k], w1[k][0] = 0;
+        s = run_group(R, &all[pi], 1, pend1, pts, ctx, false, w1);
+        for (int k = 0; k < nb; k++)
+          if (pend1[k] && pending[k]) not_run(pts[pi * nb + k], false, "does not fit: %s", w1[k]);
+      }
+    } else {
+      for (int k = 0; k < nb; k++)
+        if (pending[k]) not_run(pts[k], false, "does not fit: %s", why[k]);
+    }
+    break;
+  }
+  R->pts_done += nb;
+  progress(R, "");
+  return s;
+}
+
+vstatus sweep_run(const sweep_opts *o, const ds_model *m, sweep_result *res) {
+  sweep_round *w;
+  VTRY(sweep_begin(o, m, res, &w));
+  vstatus s = V_OK;
+  for (int i = 0, first; i < sweep_n_pairs(o) && s == V_OK; i++) s = sweep_pair(w, i, &first);
+  sweep_end(w);
   return s;
 }
 

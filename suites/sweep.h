@@ -18,8 +18,9 @@
  *   under forced routing; under natural routing the experts the path reports it selected
  *   (vpath_ops.last_experts, read after each timed step), or, for a path that cannot tell, the
  *   expected number for uniform choice, and the point says which) and the KV layout of the path
- *   (vpath_ops.latent_kv), over the copy bandwidth measured in the same run (cuda_membw on
- *   the GPU for paths with last_step_ms, a memcpy for host paths).
+ *   (vpath_ops.latent_kv), over the copy bandwidth measured in the same run of the memory the
+ *   path's steps read: a host memcpy for a path that declares host weights (vpath_caps.host_weights),
+ *   else cuda_membw on the GPU.
  *
  * Routing trace file (--routing trace:FILE): JSON lines, one line per token, each line an
  * array with one entry per MoE layer, each entry the num_experts_per_tok expert ids of that
@@ -70,8 +71,6 @@ void sweep_routing_fill(const sweep_routing *r, uint64_t seed, int64_t step, int
 /* Mean over MoE layers of the distinct experts in ids [n_moe][T][K] (ids in [0, E)). */
 double sweep_distinct_experts(const int32_t *ids, int n_moe, int T, int K, int E);
 
-struct sweep_result;
-
 typedef struct {
   const char *const *paths; /* [n_paths] path names; the first is the baseline */
   int n_paths;
@@ -92,11 +91,6 @@ typedef struct {
   size_t membw_bytes;       /* copy size for the bandwidth measurement (0: 4 GiB GPU, 1 GiB host) */
   bool progress;            /* progress bar on stderr */
   double deadline;          /* vclock_now() time after which no point starts (not run, with the reason); 0: none */
-  /* Called when the points of one (context, TP) pair have finished, res->p[first..res->n), before
-   * the next pair starts: the driver stores their records there. An error it returns ends the
-   * sweep with that error. NULL: not called. */
-  vstatus (*points_done)(void *ctx, const struct sweep_result *res, int first);
-  void *ctx;                /* points_done's first argument */
 } sweep_opts;
 
 /* Where a point's experts_touched comes from. */
@@ -141,8 +135,6 @@ typedef struct sweep_result {
   double membw_host_gbs, membw_gpu_gbs; /* NaN when not measured */
 } sweep_result;
 
-/* Runs the sweep on model m. V_ERR for usage errors (unknown path, bad options) and failures
- * of the harness itself; points that cannot run are points with a reason. */
 /* Bytes one rank of TP `tp` must read per decode step of path `path` (NULL: a plain path): the
  * shard's weights (heads and MLP widths divided, latent projections, router and norms replicated,
  * its vocabulary block of lm_head) and its KV cache (the MLA latent is replicated on every rank;
@@ -150,6 +142,29 @@ typedef struct sweep_result {
  * is already split by head). "@tp_split_in" (latency): a rank reads ceil(rows / tp) of q_a|kv_a
  * and of the router. tp <= 1: the whole model. A config that does not shard counts whole. */
 double sweep_rank_bytes(const ds_config *c, int tp, const char *path, int b, int ctx, double experts, bool latent_kv);
+/* V_ERR naming the option when o cannot be swept: no path or more than 64, a path unknown or listed
+ * twice, no batch or context, more than 64 batches, a batch < 1, a context < 0, steps < 1, warmup < 0,
+ * or spec K/AL out of range. */
+vstatus sweep_check(const sweep_opts *o);
+/* The batches of a point's grid: o's, ascending and distinct, into bs[o->n_batches]; returns how many. */
+int sweep_batches(const sweep_opts *o, int *bs);
+/* How many (context, TP) pairs the grid has: n_contexts x n_tps (at least one TP degree). Pair i is
+ * context i / n_tps, TP i % n_tps. */
+int sweep_n_pairs(const sweep_opts *o);
+
+/* One round of the grid, run a (context, TP) pair at a time, so a driver stores the points of each
+ * pair before the next starts: sweep_begin, sweep_pair for every pair in order, sweep_end. */
+typedef struct sweep_round sweep_round;
+/* Checks o (sweep_check) and prepares o->routing for m; res is the round's result (its points
+ * appended by sweep_pair). V_ERR for a bad option or the routing, or out of memory. */
+vstatus sweep_begin(const sweep_opts *o, const ds_model *m, sweep_result *res, sweep_round **w);
+/* Runs pair `pair` (in order) on every path and batch: its points are res->p[*first .. res->n), in
+ * grid order (batch, then path); a point that cannot run is a point with the reason. V_ERR only for a
+ * failure of the harness itself. */
+vstatus sweep_pair(sweep_round *w, int pair, int *first);
+/* Closes the paths, frees w and sets res->wall_s (the round's wall time). */
+void sweep_end(sweep_round *w);
+/* Runs a whole round: sweep_begin, every pair, sweep_end. Errors as theirs. */
 vstatus sweep_run(const sweep_opts *o, const ds_model *m, sweep_result *res);
 void sweep_result_free(sweep_result *res);
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kill -9 of a plan step mid-suite, then `vouch run --resume`: every kernels case that printed its
-# table row is in the run's SQLite (stored before the row is printed; committed to its WAL), the unfinished steps are
-# not_run in the bundle, and the resumed run ends with the same records as an uninterrupted run
+# table row is in the run's SQLite (stored before the row is printed; committed to its WAL), the
+# kernels cases not finished (planned by the suite driver) and the unfinished steps are not_run in the bundle, and the resumed run ends with the same records as an uninterrupted run
 # without running the kept cases again; the same for a features step killed between two checks;
 # SIGTERM stops a suite after the case in flight and resumes the same way; a diverge step killed
 # mid-suite shows its unfinished points as not_run and resumes from the first one not stored; a run
@@ -27,8 +27,9 @@ mode=$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execu
   full/results.sqlite)
 [ "$mode" = delete ] && [ ! -e full/results.sqlite-wal ] && ok || bad "finished store: journal_mode '$mode', or a -wal left"
 
-# rows of the kernels table printed so far (the lines after its header)
-rows() { awk '/^op +path +variant/ {on = 1; next} on && NF == 0 {on = 0} on' "$1" | wc -l; }
+# rows of the kernels table printed so far (the lines after its header; an interrupted step prints no
+# summary after them, and `vouch run` its verdict)
+rows() { awk '/^op +path +variant/ {on = 1; next} on && (NF == 0 || /^verdict:/) {on = 0} on' "$1" | wc -l; }
 total=$(rows full.out)
 [ "$total" -ge 20 ] && ok || bad "the kernels step prints only $total rows: too few to kill it mid-suite"
 
@@ -62,10 +63,14 @@ import json, sys
 d, printed = sys.argv[1], int(sys.argv[2])
 res = json.load(open(d + "/results.json"))
 recs = res["records"]
-kernels = [r for r in recs if r["suite"] == "kernels"]
-not_run = sorted(r["case_id"] for r in recs if r["status"] == "not_run")
+kernels = [r for r in recs if r["suite"] == "kernels" and r["status"] != "not_run"]
+planned = [r for r in recs if r["suite"] == "kernels" and r["status"] == "not_run"]
+not_run = sorted(r["case_id"] for r in recs if r["status"] == "not_run" and r["suite"] != "kernels")
 # a case is stored before its row is printed: at most one stored case has no row yet
 assert printed <= len(kernels) <= printed + 1, (printed, len(kernels))
+# every case is planned: the rest are not_run records of their own (the suite driver's rec_plan)
+assert planned and all(r["reason"].startswith("not run") and "variant" in r["params"] for r in planned), planned[:1]
+assert len({(r["case_id"], r["path"]) for r in kernels + planned}) == len(kernels) + len(planned)
 assert not_run == ["step1-kernels", "step2-eval"], not_run
 assert any(r["suite"] == "diverge" for r in recs)
 assert res["verdict"] == "incomplete" and not res["complete"]
@@ -87,6 +92,7 @@ res = json.load(open(killed + "/results.json"))
 b = sorted(map(key, res["records"]))
 assert a == b, (set(a) ^ set(b))
 kept = sum(1 for r in res["records"] if r["suite"] == "kernels") - again
+assert not any(r["status"] == "not_run" for r in res["records"]), "a planned case stayed not_run"
 assert kept > 0 and again < total, (kept, again, total)
 assert res["verdict"] == "pass" and res["complete"]
 print(f"resumed: {again} kernels cases run again, {kept} kept; {len(b)} records as uninterrupted")
@@ -98,7 +104,7 @@ PY
 signal_when -TERM plan.json termed rows 3 --set seed=1
 printed=$(rows termed.out)
 [ $rc -eq 130 ] && ok || bad "SIGTERMed run exit $rc (want 130): $(tail -3 termed.err)"
-grep -q "^kernels: interrupted after [0-9]* records" termed.err && [ "$printed" -lt "$total" ] && ok ||
+grep -q "^kernels: interrupted after [0-9]* of [0-9]* records" termed.err && [ "$printed" -lt "$total" ] && ok ||
   bad "SIGTERM did not stop the kernels step after its case in flight: $printed of $total rows; $(tail -3 termed.err)"
 "$VOUCH" run --resume termed >termed2.out 2>termed2.err && ok || bad "resume after SIGTERM: $(tail -3 termed2.err)"
 python3 - full termed <<'PY' && ok || bad "records after SIGTERM and resume differ from the uninterrupted run's"

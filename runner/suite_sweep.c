@@ -1,8 +1,12 @@
-/* vouch sweep: runs suites/sweep over the grid, turns points into records (suite "sweep",
- * every raw step time kept), merges peer records (--peer, e.g. scripts/peers/hf_decode.py),
- * adds each path's speedup over the first path, prints a table per workload and writes the
- * records as JSON (--json). Records of the same grid point share case_id
- * "<workload>/tp<T>/b<B>/ctx<C>/spec<K>-<AL>/<routing>"; peers must use the same ids.
+/* vouch sweep in process (--server: cmd_sweep_server.c) as a suite on the driver (runner/suite.h):
+ * a case is one (context, TP) pair of one round, every path and batch of it, so the speedups over
+ * the first path are complete when it is stored; the driver owns --model, --paths, --path-lib,
+ * --seed (default 0), --threads, --layers and --json (the sweep's own format below). Runs
+ * suites/sweep over the grid, turns points into records (suite "sweep", every raw step time kept),
+ * merges peer records (--peer, e.g. scripts/peers/hf_decode.py), adds each path's speedup over the
+ * first path, prints a table per workload and writes the records as JSON (--json). Records of the
+ * same grid point share case_id "<workload>/tp<T>/b<B>/ctx<C>/spec<K>-<AL>/<routing>"; peers must
+ * use the same ids.
  * --repeat N runs the whole grid N times (rounds, each interleaved as one sweep); the records of
  * round r then get case_id "<...>/r<r>" (bundles key records by case_id and path) and params
  * round/repeat, speedups compare paths within a round (peers, which have no round, with round 1),
@@ -14,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -24,6 +27,7 @@
 #include "runner/cli.h"
 #include "runner/engine.h"
 #include "runner/record.h"
+#include "runner/suite.h"
 #include "suites/paths.h"
 #include "suites/sweep.h"
 #include "vouch_git_commit.h" /* VOUCH_GIT_COMMIT (build dir, cmake/git_commit.cmake) */
@@ -99,23 +103,21 @@ static const char *experts_from_text(sweep_experts_from f) {
   }
 }
 
-/* The record of point p in round `round` of `repeat` (case_id gets "/r<round>" when repeat > 1). */
-static vrecord *point_record(const sweep_point *p, const sweep_opts *o, const char *model, int round, int repeat,
-                             vstatus *err) {
+/* In recs, the record of the point of path `path` at (tp, b, ctx) in round `round` of `repeat`
+ * (case_id gets "/r<round>" when repeat > 1) with the parameters known before it runs; NULL on
+ * out of memory (*err set). */
+static vrecord *point_head(veng *recs, const char *path, int tp, int b, int ctx, const sweep_opts *o, const char *model,
+                           int round, int repeat, vstatus *err) {
   char id[176];
   const char *wl = sweep_workload_name(o->workload);
-  case_id(id, sizeof id, wl, p->tp, p->batch, p->ctx, o->spec_k, o->spec_al, o->routing->spec);
+  case_id(id, sizeof id, wl, tp, b, ctx, o->spec_k, o->spec_al, o->routing->spec);
   if (repeat > 1) snprintf(id + strlen(id), sizeof id - strlen(id), "/r%d", round);
-  vrecord *r = rec_new("sweep", id, p->path);
-  if (!r) {
-    *err = V_ERR;
-    return NULL;
-  }
-  vstatus s = V_OK;
+  vrecord *r = eng_new(recs, "sweep", id, path);
+  vstatus s = r ? V_OK : V_ERR;
   s = s ? s : rec_param_str(r, "workload", wl);
-  s = s ? s : rec_param_int(r, "tp", p->tp);
-  s = s ? s : rec_param_int(r, "batch", p->batch);
-  s = s ? s : rec_param_int(r, "context", p->ctx);
+  s = s ? s : rec_param_int(r, "tp", tp);
+  s = s ? s : rec_param_int(r, "batch", b);
+  s = s ? s : rec_param_int(r, "context", ctx);
   s = s ? s : rec_param_int(r, "spec_k", o->spec_k);
   s = s ? s : rec_param_int(r, "spec_al", o->spec_al);
   s = s ? s : rec_param_str(r, "routing", o->routing->spec);
@@ -123,6 +125,16 @@ static vrecord *point_record(const sweep_point *p, const sweep_opts *o, const ch
   s = s ? s : rec_param_int(r, "seed", (int64_t)o->seed);
   s = s ? s : rec_param_int(r, "round", round);
   s = s ? s : rec_param_int(r, "repeat", repeat);
+  *err = s;
+  return s ? NULL : r;
+}
+
+/* The record of point p in round `round` of `repeat`, in recs (point_head, then its figures). */
+static vstatus point_record(veng *recs, const sweep_point *p, const sweep_opts *o, const char *model, int round,
+                            int repeat) {
+  vstatus s;
+  vrecord *r = point_head(recs, p->path, p->tp, p->batch, p->ctx, o, model, round, repeat, &s);
+  if (!r) return s;
   if (!p->ran) {
     if (s == V_OK) rec_set_status(r, p->unsupported ? REC_NOT_SUPPORTED : REC_NOT_RUN, p->reason);
   } else {
@@ -159,13 +171,7 @@ static vrecord *point_record(const sweep_point *p, const sweep_opts *o, const ch
     }
     free(tps);
   }
-  if (s == V_OK) s = rec_finalize(r);
-  if (s != V_OK) {
-    rec_free(r);
-    *err = s;
-    return NULL;
-  }
-  return r;
+  return s ? s : rec_finalize(r);
 }
 
 static const char *param_str(const vrecord *r, const char *k, const char *dflt) {
@@ -596,198 +602,279 @@ static vstatus write_json(const char *file, vrecord **recs, int n, const sweep_o
   return s;
 }
 
-/* What sweep_points_done needs to make the records of finished points. */
+/* The suite's state: its options, the rounds' results and the agreement. */
 typedef struct {
-  veng *recs;          /* every record so far (this round's and the earlier rounds') */
-  const sweep_opts *o; /* the sweep */
-  const char *model;   /* model source, a parameter of every record */
-  int round, repeat;   /* this round (1-based) of --repeat */
-} sweep_ctx;
+  const char *batch_s, *ctx_s, *tp_s; /* --batch, --context, --tp as given */
+  const char *routing_s;     /* --routing as given */
+  const char *peers[8];      /* [n_peers] --peer files */
+  int n_peers;
+  long steps, warmup, device, membw, repeat; /* --steps, --warmup, --device, --membw-bytes, --repeat */
+  double agree_pct, max_cv;  /* --agree-pct, --max-cv: the bounds of the rounds' agreement */
+  double budget;             /* --time-budget seconds (0: none) */
+  int spec_k, spec_al;       /* --spec */
+  sweep_workload wl;         /* --workload */
+  bool no_progress, require_agreement; /* --no-progress, --require-agreement */
+  double t_cmd;              /* when the command started (init): --time-budget counts from it */
+  int *batches, *ctxs, *tps; /* [nb], [nc], [nt] the lists (options_done) */
+  int nb, nc, nt;
+  int *bs, n_bs;             /* [n_bs] the batches ascending and distinct: a pair's points (check) */
+  sweep_routing routing;     /* --routing parsed (options_done) */
+  sweep_opts o;              /* the sweep (check) */
+  sweep_result *res;         /* [repeat] each round's points (prepare) */
+  sweep_round *w;            /* the round in flight (NULL: none) */
+  int first;                 /* the pair just run: its points are res[round].p[first ..] */
+  double wall_s;             /* the rounds' wall time, summed */
+  agreement ag;              /* the rounds' agreement (repeat > 1; finish) */
+  const veng *recs;          /* every record of the invocation, the driver's (finish; for print) */
+} sweep_state;
 
-/* sweep_opts.points_done: the records of points [first, n) of this round, with their speedups over
- * the baseline path (the same grid pair, so the baseline's point is among them), stored before the
- * next pair starts. */
-static vstatus sweep_points_done(void *ctx, const sweep_result *res, int first) {
-  sweep_ctx *c = ctx;
-  vstatus s = V_OK;
-  for (int i = first; i < res->n && s == V_OK; i++) {
-    vrecord *r = point_record(&res->p[i], c->o, c->model, c->round, c->repeat, &s);
-    if (r) s = eng_add(c->recs, r);
-  }
-  VTRY(s);
-  VTRY(add_speedups(c->recs->v, c->recs->n, c->o->paths[0]));
-  return eng_flush(c->recs);
+static void sweep_init(void *st) {
+  sweep_state *s = st;
+  s->batch_s = "1";
+  s->ctx_s = "1k";
+  s->tp_s = "1";
+  s->routing_s = "natural";
+  s->steps = 20;
+  s->warmup = 3;
+  s->repeat = 1;
+  s->agree_pct = 2.0;
+  s->max_cv = 1.0;
+  s->spec_al = 1;
+  s->wl = SWEEP_DECODE;
+  s->t_cmd = vclock_now();
 }
+
+static bool sweep_option(void *st, int argc, char **argv, int *i, vstatus *err) {
+  sweep_state *s = st;
+  const char *a = argv[*i], *v;
+  if (!strcmp(a, "--no-progress")) s->no_progress = true;
+  else if (!strcmp(a, "--require-agreement")) s->require_agreement = true;
+  else if (cli_opt(argc, argv, i, "--batch", &v, err)) { if (v) s->batch_s = v; }
+  else if (cli_opt(argc, argv, i, "--context", &v, err)) { if (v) s->ctx_s = v; }
+  else if (cli_opt(argc, argv, i, "--tp", &v, err)) { if (v) s->tp_s = v; }
+  else if (cli_opt(argc, argv, i, "--routing", &v, err)) { if (v) s->routing_s = v; }
+  else if (cli_opt(argc, argv, i, "--peer", &v, err)) {
+    if (v && s->n_peers == 8) *err = VERR("--peer: at most 8 files");
+    else if (v) s->peers[s->n_peers++] = v;
+  }
+  else if (cli_opt(argc, argv, i, "--spec", &v, err)) { if (v) *err = sweep_spec_parse(v, &s->spec_k, &s->spec_al); }
+  else if (cli_opt(argc, argv, i, "--workload", &v, err)) {
+    if (v && !strcmp(v, "decode")) s->wl = SWEEP_DECODE;
+    else if (v && !strcmp(v, "prefill+decode")) s->wl = SWEEP_PREFILL_DECODE;
+    else if (v) *err = VERR("--workload '%s': expected decode or prefill+decode", v);
+  }
+  else if (cli_opt(argc, argv, i, "--steps", &v, err)) { if (v) *err = cli_int("--steps", v, 1, 1000000, &s->steps); }
+  else if (cli_opt(argc, argv, i, "--warmup", &v, err)) { if (v) *err = cli_int("--warmup", v, 0, 1000000, &s->warmup); }
+  else if (cli_opt(argc, argv, i, "--device", &v, err)) { if (v) *err = cli_int("--device", v, 0, 1024, &s->device); }
+  else if (cli_opt(argc, argv, i, "--membw-bytes", &v, err)) { if (v) *err = cli_size("--membw-bytes", v, &s->membw); }
+  else if (cli_opt(argc, argv, i, "--repeat", &v, err)) { if (v) *err = cli_int("--repeat", v, 1, 100, &s->repeat); }
+  else if (cli_opt(argc, argv, i, "--agree-pct", &v, err)) { if (v) *err = pct_opt("--agree-pct", v, &s->agree_pct); }
+  else if (cli_opt(argc, argv, i, "--max-cv", &v, err)) { if (v) *err = pct_opt("--max-cv", v, &s->max_cv); }
+  else if (cli_opt(argc, argv, i, "--time-budget", &v, err)) {
+    char *end = NULL;
+    if (v) s->budget = strtod(v, &end);
+    if (v && (end == v || *end || !(s->budget > 0 && s->budget <= 1e7)))
+      *err = VERR("--time-budget '%s': expected seconds > 0", v);
+  }
+  else return false;
+  return true;
+}
+
+/* --require-agreement's --repeat, the lists, --routing. */
+static vstatus sweep_options_done(void *st) {
+  sweep_state *s = st;
+  if (s->require_agreement && s->repeat < 2)
+    return VERR("--require-agreement needs --repeat N with N >= 2 (agreement compares rounds)");
+  VTRY(int_list("--batch", s->batch_s, &s->batches, &s->nb));
+  VTRY(int_list("--context", s->ctx_s, &s->ctxs, &s->nc));
+  VTRY(int_list("--tp", s->tp_s, &s->tps, &s->nt));
+  for (int i = 0; i < s->nb; i++)
+    if (s->batches[i] < 1 || s->batches[i] > 4096) return VERR("--batch: %d outside [1, 4096]", s->batches[i]);
+  for (int i = 0; i < s->nt; i++)
+    if (s->tps[i] < 1) return VERR("--tp: %d must be >= 1", s->tps[i]);
+  return sweep_routing_parse(s->routing_s, &s->routing);
+}
+
+/* At most 64 paths; a path that fixes its TP degree only with one --tp value. */
+static vstatus sweep_paths_done(void *st, const char *const *paths, int n) {
+  const sweep_state *s = st;
+  if (n > 64) return VERR("--paths: at most 64 paths");
+  for (int i = 0; i < n && s->nt > 1; i++)
+    if (vpaths_name_tp(paths[i]))
+      return VERR("--paths: '%s' fixes its TP degree, so it would run once per --tp value: give one --tp value or "
+                  "drop :tpN", paths[i]);
+  return V_OK;
+}
+
+/* The sweep's options from the suite's and the driver's. */
+static vstatus sweep_check_opts(void *st, const vsuite_ctx *x) {
+  sweep_state *s = st;
+  s->o = (sweep_opts){.paths = x->paths, .n_paths = x->n_paths, .batches = s->batches, .n_batches = s->nb,
+                      .contexts = s->ctxs, .n_contexts = s->nc, .tps = s->tps, .n_tps = s->nt, .spec_k = s->spec_k,
+                      .spec_al = s->spec_al, .workload = s->wl, .routing = &s->routing, .steps = (int)s->steps,
+                      .warmup = (int)s->warmup, .seed = x->seed, .device = (int)s->device, .n_threads = x->n_threads,
+                      .membw_bytes = (size_t)s->membw, .progress = !s->no_progress && cli_is_tty(2),
+                      .deadline = s->budget > 0 ? s->t_cmd + s->budget : 0};
+  s->bs = malloc((size_t)(s->nb > 0 ? s->nb : 1) * sizeof(int));
+  if (!s->bs) return VERR("sweep: out of memory");
+  s->n_bs = sweep_batches(&s->o, s->bs);
+  return V_OK;
+}
+
+/* Round k (0-based) starts: its share of what is left of --time-budget, then sweep_begin. */
+static vstatus round_begin(sweep_state *s, const vsuite_ctx *x, int k) {
+  const int repeat = (int)s->repeat;
+  if (repeat > 1 && s->o.progress) fprintf(stderr, "round %d of %d\n", k + 1, repeat);
+  /* --time-budget is shared by the rounds: round k may run until its share of what is left ends */
+  if (s->budget > 0 && repeat > 1) s->o.deadline = vclock_now() + (s->t_cmd + s->budget - vclock_now()) / (double)(repeat - k);
+  return sweep_begin(&s->o, x->model, &s->res[k], &s->w);
+}
+
+/* The rounds' results, and round 1 begun (a bad option of the sweep ends it here). */
+static vstatus sweep_prepare(void *st, const vsuite_ctx *x, bool *done) {
+  sweep_state *s = st;
+  (void)done;
+  s->res = calloc((size_t)s->repeat, sizeof *s->res);
+  if (!s->res) return VERR("sweep: out of memory");
+  return round_begin(s, x, 0);
+}
+
+/* A case is one (context, TP) pair of one round: every path and batch of it, so the speedups over
+ * the baseline are complete when it is stored. */
+static int sweep_n_cases(const void *st, const vsuite_ctx *x) {
+  const sweep_state *s = st;
+  (void)x;
+  return (int)s->repeat * sweep_n_pairs(&s->o);
+}
+
+static vstatus sweep_plan(void *st, const vsuite_ctx *x, int c, veng *recs) {
+  const sweep_state *s = st;
+  const int np = sweep_n_pairs(&s->o), pair = c % np, nt = s->nt > 0 ? s->nt : 1;
+  const int ctx = s->ctxs[pair / nt], tp = s->nt > 0 ? s->tps[pair % nt] : 1;
+  vstatus e = V_OK;
+  for (int bi = 0; bi < s->n_bs && !e; bi++)
+    for (int pi = 0; pi < x->n_paths && !e; pi++) {
+      const int named = vpaths_name_tp(x->paths[pi]); /* a name's ":tpN" wins over the grid's --tp */
+      point_head(recs, x->paths[pi], named ? named : tp, s->bs[bi], ctx, &s->o, x->model->source, c / np + 1,
+                 (int)s->repeat, &e);
+    }
+  return e;
+}
+
+static vstatus sweep_run_case(void *st, const vsuite_ctx *x, int c) {
+  sweep_state *s = st;
+  const int np = sweep_n_pairs(&s->o), k = c / np;
+  if (c % np == 0 && k > 0) VTRY(round_begin(s, x, k));
+  VTRY(sweep_pair(s->w, c % np, &s->first));
+  if (c % np == np - 1) { /* the round's last pair */
+    sweep_end(s->w);
+    s->w = NULL;
+    s->wall_s += s->res[k].wall_s;
+  }
+  return V_OK;
+}
+
+/* The pair's records, with their speedups over the baseline path (the same pair holds its points). */
+static vstatus sweep_record(void *st, const vsuite_ctx *x, int c, veng *recs) {
+  const sweep_state *s = st;
+  const int k = c / sweep_n_pairs(&s->o);
+  const sweep_result *res = &s->res[k];
+  for (int i = s->first; i < res->n; i++)
+    VTRY(point_record(recs, &res->p[i], &s->o, x->model->source, k + 1, (int)s->repeat));
+  return add_speedups(recs->v, recs->n, x->paths[0]);
+}
+
+/* The peers' records, their speedups, the rounds' agreement. */
+static vstatus sweep_finish(void *st, const vsuite_ctx *x, veng *recs) {
+  sweep_state *s = st;
+  for (int i = 0; i < s->n_peers; i++) {
+    vrecord **pr = NULL;
+    int n = 0, cap = 0;
+    vstatus e = sweep_read_peer(s->peers[i], &pr, &n, &cap);
+    for (int k = 0; k < n; k++)
+      if (e == V_OK) e = eng_add(recs, pr[k]);
+      else rec_free(pr[k]);
+    free(pr);
+    VTRY(e);
+  }
+  VTRY(add_speedups(recs->v, recs->n, x->paths[0]));
+  s->recs = recs;
+  if (s->repeat > 1) VTRY(agreement_compute(recs->v, recs->n, (int)s->repeat, s->agree_pct, s->max_cv, &s->ag));
+  return V_OK;
+}
+
+static void sweep_print(const void *st, const vsuite_ctx *x) {
+  const sweep_state *s = st;
+  const int repeat = (int)s->repeat;
+  print_tables(stdout, s->recs->v, s->recs->n, &s->o, s->res, repeat);
+  if (repeat > 1) print_agreement(stdout, s->recs->v, &s->ag, repeat);
+  printf("\nsweep wall time %.1f s", s->wall_s);
+  if (repeat > 1) {
+    printf(" (rounds:");
+    for (int k = 0; k < repeat; k++) printf(" %.1f", s->res[k].wall_s);
+    printf(" s)");
+  }
+  printf(", model open %.1f s\n", x->open_s);
+}
+
+/* --require-agreement: every point's rounds agree, and some point was judged. */
+static bool sweep_passed(const void *st, const vsuite_ctx *x) {
+  const sweep_state *s = st;
+  (void)x;
+  if (!s->require_agreement || (!s->ag.failed && s->ag.judged > 0)) return true;
+  fprintf(stderr, "vouch sweep: repeat-run agreement failed (%d of %d points)\n", s->ag.failed, s->ag.judged);
+  return false;
+}
+
+static vstatus sweep_json(const void *st, const vsuite_ctx *x, const veng *recs, const char *file) {
+  const sweep_state *s = st;
+  const int repeat = (int)s->repeat;
+  return write_json(file, recs->v, recs->n, &s->o, s->res, repeat, repeat > 1 ? &s->ag : NULL, x->open_s, s->wall_s,
+                    x->model->source);
+}
+
+static void sweep_free(void *st) {
+  sweep_state *s = st;
+  sweep_end(s->w); /* a round a failed pair left open */
+  for (int k = 0; s->res && k < s->repeat; k++) sweep_result_free(&s->res[k]);
+  free(s->res);
+  agreement_free(&s->ag);
+  sweep_routing_free(&s->routing);
+  free(s->batches);
+  free(s->ctxs);
+  free(s->tps);
+  free(s->bs);
+}
+
+static const vsuite vsuite_sweep = {
+    .name = "sweep",
+    .usage = USAGE,
+    .default_model = "synth:tiny",
+    .default_paths = "cpu-ref",
+    .state_size = sizeof(sweep_state),
+    .init = sweep_init,
+    .option = sweep_option,
+    .options_done = sweep_options_done,
+    .check = sweep_check_opts,
+    .prepare = sweep_prepare,
+    .n_cases = sweep_n_cases,
+    .run = sweep_run_case,
+    .record = sweep_record,
+    .print = sweep_print,
+    .free = sweep_free,
+    .layers = true,
+    .quiet_verdict = true,
+    .case_noun = "(context, TP) pairs",
+    .paths_done = sweep_paths_done,
+    .plan = sweep_plan,
+    .seed_zero = true,
+    .finish = sweep_finish,
+    .passed = sweep_passed,
+    .write_json = sweep_json,
+};
 
 int cmd_sweep(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--server") || !strncmp(argv[i], "--server=", 9)) return cmd_sweep_server(argc, argv);
-  const char *model_spec = "synth:tiny", *paths_s = "cpu-ref", *batch_s = "1", *ctx_s = "1k", *tp_s = "1";
-  const char *routing_s = "natural", *json_file = NULL, *v;
-  const char *peers[8];
-  int n_peers = 0;
-  long steps = 20, warmup = 3, layers = 0, threads = 0, device = 0, membw = 0, repeat = 1;
-  double agree_pct = 2.0, max_cv = 1.0, budget = 0;
-  const double t_cmd = vclock_now();
-  uint64_t seed = 0;
-  int spec_k = 0, spec_al = 1;
-  sweep_workload wl = SWEEP_DECODE;
-  bool no_progress = false, require_agreement = false;
-  vstatus err = V_OK;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      fputs(USAGE, stdout);
-      return EXIT_OK;
-    }
-    if (!strcmp(a, "--no-progress")) no_progress = true;
-    else if (!strcmp(a, "--require-agreement")) require_agreement = true;
-    else if (cli_opt(argc, argv, &i, "--model", &v, &err)) { if (v) model_spec = v; }
-    else if (cli_opt(argc, argv, &i, "--paths", &v, &err)) { if (v) paths_s = v; }
-    else if (cli_opt(argc, argv, &i, "--batch", &v, &err)) { if (v) batch_s = v; }
-    else if (cli_opt(argc, argv, &i, "--context", &v, &err)) { if (v) ctx_s = v; }
-    else if (cli_opt(argc, argv, &i, "--tp", &v, &err)) { if (v) tp_s = v; }
-    else if (cli_opt(argc, argv, &i, "--routing", &v, &err)) { if (v) routing_s = v; }
-    else if (cli_opt(argc, argv, &i, "--json", &v, &err)) { if (v) json_file = v; }
-    else if (cli_opt(argc, argv, &i, "--path-lib", &v, &err)) { if (v) err = vpaths_load_lib(v); }
-    else if (cli_opt(argc, argv, &i, "--peer", &v, &err)) {
-      if (v && n_peers == 8) err = VERR("--peer: at most 8 files");
-      else if (v) peers[n_peers++] = v;
-    }
-    else if (cli_opt(argc, argv, &i, "--spec", &v, &err)) { if (v) err = sweep_spec_parse(v, &spec_k, &spec_al); }
-    else if (cli_opt(argc, argv, &i, "--workload", &v, &err)) {
-      if (v && !strcmp(v, "decode")) wl = SWEEP_DECODE;
-      else if (v && !strcmp(v, "prefill+decode")) wl = SWEEP_PREFILL_DECODE;
-      else if (v) err = VERR("--workload '%s': expected decode or prefill+decode", v);
-    }
-    else if (cli_opt(argc, argv, &i, "--steps", &v, &err)) { if (v) err = cli_int("--steps", v, 1, 1000000, &steps); }
-    else if (cli_opt(argc, argv, &i, "--warmup", &v, &err)) { if (v) err = cli_int("--warmup", v, 0, 1000000, &warmup); }
-    else if (cli_opt(argc, argv, &i, "--layers", &v, &err)) { if (v) err = cli_int("--layers", v, 1, 1000, &layers); }
-    else if (cli_opt(argc, argv, &i, "--threads", &v, &err)) { if (v) err = cli_int("--threads", v, 0, 4096, &threads); }
-    else if (cli_opt(argc, argv, &i, "--device", &v, &err)) { if (v) err = cli_int("--device", v, 0, 1024, &device); }
-    else if (cli_opt(argc, argv, &i, "--membw-bytes", &v, &err)) { if (v) err = cli_size("--membw-bytes", v, &membw); }
-    else if (cli_opt(argc, argv, &i, "--seed", &v, &err)) { if (v) err = cli_u64("--seed", v, &seed); }
-    else if (cli_opt(argc, argv, &i, "--repeat", &v, &err)) { if (v) err = cli_int("--repeat", v, 1, 100, &repeat); }
-    else if (cli_opt(argc, argv, &i, "--agree-pct", &v, &err)) { if (v) err = pct_opt("--agree-pct", v, &agree_pct); }
-    else if (cli_opt(argc, argv, &i, "--max-cv", &v, &err)) { if (v) err = pct_opt("--max-cv", v, &max_cv); }
-    else if (cli_opt(argc, argv, &i, "--time-budget", &v, &err)) {
-      char *end = NULL;
-      if (v) budget = strtod(v, &end);
-      if (v && (end == v || *end || !(budget > 0 && budget <= 1e7)))
-        err = VERR("--time-budget '%s': expected seconds > 0", v);
-    }
-    else err = VERR("unknown option '%s' (see vouch sweep --help)", a);
-    if (err) {
-      cli_print_error("sweep");
-      return EXIT_USAGE;
-    }
-  }
-  if (require_agreement && repeat < 2) {
-    VERR("--require-agreement needs --repeat N with N >= 2 (agreement compares rounds)");
-    cli_print_error("sweep");
-    return EXIT_USAGE;
-  }
-  /* lists */
-  int *batches = NULL, *ctxs = NULL, *tps = NULL, nb = 0, nc = 0, nt = 0;
-  char *paths_buf = strdup(paths_s);
-  const char *paths[64];
-  int np = 0;
-  sweep_routing routing;
-  memset(&routing, 0, sizeof routing);
-  int rc = EXIT_USAGE;
-  veng recs = {0}; /* stored as each (context, TP) pair finishes */
-  sweep_result *res = calloc((size_t)repeat, sizeof *res);
-  agreement ag;
-  memset(&ag, 0, sizeof ag);
-  ds_model m;
-  bool model_open = false;
-  if (!paths_buf || !res) { VERR("out of memory"); goto usage; }
-  for (char *save = NULL, *t = strtok_r(paths_buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-    if (np == 64) { VERR("--paths: at most 64 paths"); goto usage; }
-    paths[np++] = t;
-  }
-  if (np == 0) { VERR("--paths: give at least one path"); goto usage; }
-  for (int i = 0; i < np; i++)
-    if (!vpaths_find(paths[i])) { VERR("--paths: unknown path '%s' (known: %s)", paths[i], vpaths_names()); goto usage; }
-  if (int_list("--batch", batch_s, &batches, &nb) || int_list("--context", ctx_s, &ctxs, &nc) ||
-      int_list("--tp", tp_s, &tps, &nt))
-    goto usage;
-  for (int i = 0; i < nb; i++)
-    if (batches[i] < 1 || batches[i] > 4096) { VERR("--batch: %d outside [1, 4096]", batches[i]); goto usage; }
-  for (int i = 0; i < nt; i++)
-    if (tps[i] < 1) { VERR("--tp: %d must be >= 1", tps[i]); goto usage; }
-  for (int i = 0; i < np && nt > 1; i++) {
-    if (vpaths_name_tp(paths[i])) {
-      VERR("--paths: '%s' fixes its TP degree, so it would run once per --tp value: give one --tp value or drop "
-           ":tpN", paths[i]);
-      goto usage;
-    }
-  }
-  if (sweep_routing_parse(routing_s, &routing)) goto usage;
-
-  rc = EXIT_CHECK_FAILED;
-  bool host = false;
-  for (int i = 0; i < np; i++) host |= vpaths_host_weights(paths[i]);
-  const double t_open = vclock_now();
-  if (ds_model_open(&m, model_spec, seed, (int)layers, host)) { cli_print_error("sweep"); goto end; }
-  model_open = true;
-  const double open_s = vclock_now() - t_open;
-  sweep_opts o = {.paths = paths, .n_paths = np, .batches = batches, .n_batches = nb, .contexts = ctxs,
-                  .n_contexts = nc, .tps = tps, .n_tps = nt, .spec_k = spec_k, .spec_al = spec_al, .workload = wl,
-                  .routing = &routing, .steps = (int)steps, .warmup = (int)warmup, .seed = seed,
-                  .device = (int)device, .n_threads = (int)threads, .membw_bytes = (size_t)membw,
-                  .progress = !no_progress && cli_is_tty(2), .deadline = budget > 0 ? t_cmd + budget : 0};
-  vstatus s = V_OK;
-  double wall_s = 0;
-  sweep_ctx sc = {.recs = &recs, .o = &o, .model = m.source, .repeat = (int)repeat};
-  o.points_done = sweep_points_done;
-  o.ctx = &sc;
-  for (int k = 0; k < repeat && s == V_OK; k++) {
-    if (repeat > 1 && o.progress) fprintf(stderr, "round %d of %ld\n", k + 1, repeat);
-    /* --time-budget is shared by the rounds: round k may run until its share of what is left ends */
-    if (budget > 0 && repeat > 1) o.deadline = vclock_now() + (t_cmd + budget - vclock_now()) / (double)(repeat - k);
-    sc.round = k + 1;
-    if (sweep_run(&o, &m, &res[k])) { cli_print_error("sweep"); goto end; }
-    wall_s += res[k].wall_s;
-  }
-  const int n_run = recs.n; /* the peers' records follow */
-  for (int i = 0; s == V_OK && i < n_peers; i++) s = sweep_read_peer(peers[i], &recs.v, &recs.n, &recs.cap);
-  if (s == V_OK) s = add_speedups(recs.v, recs.n, paths[0]);
-  if (s == V_OK && recs.stored != n_run) s = VERR("sweep: %d of %d records not stored", n_run - recs.stored, n_run);
-  if (s == V_OK && repeat > 1) s = agreement_compute(recs.v, recs.n, (int)repeat, agree_pct, max_cv, &ag);
-  if (s == V_OK) {
-    print_tables(stdout, recs.v, recs.n, &o, res, (int)repeat);
-    if (repeat > 1) print_agreement(stdout, recs.v, &ag, (int)repeat);
-    printf("\nsweep wall time %.1f s", wall_s);
-    if (repeat > 1) {
-      printf(" (rounds:");
-      for (int k = 0; k < repeat; k++) printf(" %.1f", res[k].wall_s);
-      printf(" s)");
-    }
-    printf(", model open %.1f s\n", open_s);
-  }
-  if (s == V_OK && json_file)
-    s = write_json(json_file, recs.v, recs.n, &o, res, (int)repeat, repeat > 1 ? &ag : NULL, open_s, wall_s, m.source);
-  if (s == V_OK) s = eng_flush(&recs); /* the peers' records */
-  if (s != V_OK) { cli_print_error("sweep"); goto end; }
-  rc = EXIT_OK;
-  if (require_agreement && (ag.failed || ag.judged == 0)) {
-    fprintf(stderr, "vouch sweep: repeat-run agreement failed (%d of %d points)\n", ag.failed, ag.judged);
-    rc = EXIT_CHECK_FAILED;
-  }
-  goto end;
-usage:
-  cli_print_error("sweep");
-end:
-  eng_free(&recs);
-  for (int k = 0; res && k < repeat; k++) sweep_result_free(&res[k]);
-  free(res);
-  agreement_free(&ag);
-  sweep_routing_free(&routing);
-  if (model_open) ds_model_close(&m);
-  free(batches);
-  free(ctxs);
-  free(tps);
-  free(paths_buf);
-  return rc;
+  return vsuite_main(&vsuite_sweep, argc, argv);
 }
