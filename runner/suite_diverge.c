@@ -58,6 +58,8 @@ typedef struct {
   long only_p, only_b; /* rows only the path missed, only the baseline missed */
   double mcn_p;       /* McNemar p of only_p vs only_b */
   double eps;         /* the margin epsilon of the argmax rule */
+  double kld_bound;   /* the KLD bound it was judged by */
+  bool lp_ok;         /* a server: it gave at least the top logprobs asked on every row (else true) */
 } path_verdict;
 
 /* The suite's state: its options, and the point in flight. */
@@ -299,8 +301,10 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
   for (int p = 0; p < s->n_res; p++) {
     const diverge_result *r = &s->res[p];
     path_verdict *v = &s->v[p];
-    *v = (path_verdict){.is_base = rb && r == rb, .eps = eps};
     const double kld_bound = rb ? kr * kr * (rb->kld_mean + 3 * rb->kld_se) : s->max_kld;
+    /* a server that gives fewer top logprobs than asked compared less than the verdict says */
+    *v = (path_verdict){.is_base = rb && r == rb, .eps = eps, .kld_bound = kld_bound,
+                        .lp_ok = !is_server(s, x, p) || s->sd.given_min >= s->sd.asked};
     for (int i = 0; r->supported && i < r->rows; i++)
       if (r->margin[i] > eps) { v->decided++; v->flips += !r->same[i]; }
     /* rows where only the path's argmax left the reference's, and where only the baseline's did */
@@ -327,7 +331,7 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
        * row of either bf16 engine, a defect flips many */
       for (int i = 0; rb && !v->is_base && i < r->rows && i < rb->rows; i++) v->dec_b += r->margin[i] > eps && !rb->same[i];
       v->same_ok = rb ? !(v->flips > v->dec_b && v->only_p > v->only_b && v->mcn_p < 0.01) : same_dec >= s->min_same;
-      bool ok = v->is_base ? finite : r->kld_mean <= kld_bound && v->same_ok && finite;
+      bool ok = v->is_base ? finite : r->kld_mean <= kld_bound && v->same_ok && finite && v->lp_ok;
       v->status = ok ? (v->is_base ? "base" : "pass") : "FAIL";
       if (rec) {
         int n = 0;
@@ -356,6 +360,7 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
           rec_metric_value(rec, "max_dlogprob_topk", "", RB_LOWER, d->max_dlogprob);
           rec_metric_value(rec, "tail_mass_ref_max", "", RB_NONE, d->tail_ref_max);
           rec_metric_value(rec, "tail_mass_server_max", "", RB_NONE, d->tail_srv_max);
+          rec_check_add(rec, "server_logprobs_given", v->lp_ok);
         } else {
           rec_metric_value(rec, "max_dlogit", "", RB_LOWER, isfinite(r->max_dlogit) ? r->max_dlogit : 1e300);
         }
@@ -401,6 +406,13 @@ static void diverge_print_case(void *st, const vsuite_ctx *x, int c) {
     printf("%-10s %5d %7d %10.3g +/- %-7.2g %10.3g %10.3g %10.3g %10.3g %8.2f %9.3g %10.3g %6ld %7s\n", r->path, o.batch,
            o.context, r->kld_mean, r->kld_se, r->kld_p999, r->kld_p99, r->kld_p95, r->kld_median, r->same_top_pct,
            r->rms_dp, is_server(s, x, p) ? s->sd.max_dlogprob : r->max_dlogit, r->nonfinite, v->status);
+    if (is_server(s, x, p) && strcmp(v->status, "pass")) { /* one line: which rule it broke, with its numbers */
+      printf("%-10s   %s FAIL:", "", r->path);
+      if (r->kld_mean > v->kld_bound) printf(" mean KLD over its top-k %.3g > bound %.3g (kld);", r->kld_mean, v->kld_bound);
+      if (!v->lp_ok) printf(" %d top logprobs given of %d asked (server_logprobs_given);", s->sd.given_min, s->sd.asked);
+      if (!v->same_ok) printf(" its greedy token left the reference's argmax on %d of %d decided rows;", v->flips, v->decided);
+      printf("\n");
+    }
     if (is_server(s, x, p))
       printf("%-10s   %s: %d requests, %d-%d top logprobs given of %d asked; max|dl| is of logprobs over them; mass "
              "outside them up to %.3g (reference) / %.3g (server); KLD over them and the rest (a lower bound)\n", "",
