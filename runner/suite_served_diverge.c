@@ -11,12 +11,25 @@
 #include "runner/served_suites.h"
 #include "suites/stats_tests.h"
 
-/* Why row q cannot be compared, or NULL: it failed, holds no token, or no logprobs named by id. */
-static const char *row_problem(const served_req *q) {
+/* Why row q cannot be compared, or NULL: it failed, holds no token, no logprobs named by id, or a
+ * field the server filled wrongly (an id outside the vocabulary of V, a logprob above 0); the message
+ * names the field. buf holds a message made here. */
+static const char *row_problem(const served_req *q, int V, char *buf, size_t cap) {
   if (!q->ok) return q->t_send == 0 ? "not sent (interrupted)" : q->error;
   if (q->n_tokens < 1 || q->ids[0] < 0) return "the server returned no token id";
-  if (!q->top || q->top[0].n == 0)
+  if (q->ids[0] >= V) {
+    snprintf(buf, cap, "token_ids holds %d, outside the vocabulary of %d", q->ids[0], V);
+    return buf;
+  }
+  const served_top *t = q->top ? &q->top[0] : NULL;
+  if (!t || t->n == 0)
     return "the server gave no logprobs named by token id (it needs 'logprobs' and 'return_tokens_as_token_ids')";
+  for (int k = 0; k < t->n; k++) {
+    if (t->id[k] >= V) snprintf(buf, cap, "logprobs.top_logprobs names token_id:%d, outside the vocabulary of %d", t->id[k], V);
+    else if (t->lp[k] > 1e-6) snprintf(buf, cap, "logprobs.top_logprobs gives token_id:%d the logprob %g, above 0", t->id[k], t->lp[k]);
+    else continue;
+    return buf;
+  }
   return NULL;
 }
 
@@ -38,8 +51,7 @@ static void served_row(diverge_result *r, served_div *d, size_t row, const float
   /* KLD over the partition {the server's top-k tokens, the rest} */
   double kl = 0, mp = 0, mq = 0, dp = NAN;
   for (int k = 0; k < t->n; k++) {
-    const int32_t id = t->id[k];
-    if (id >= V) { r->nonfinite++; continue; } /* an id outside the vocabulary: counted as a broken logit */
+    const int32_t id = t->id[k]; /* inside the vocabulary (row_problem) */
     const double p = exp(lp[id]), lq = t->lp[k];
     kl += p * (lp[id] - lq);
     mp += p, mq += exp(lq);
@@ -91,7 +103,8 @@ vstatus diverge_run_served(const served_target *t, int logprobs, int batch, int 
   char first[400] = "";
   for (int i = 0; i < n && !st; i++) {
     const int tt = i / B, b = i % B;
-    const char *why = row_problem(&reqs[i]);
+    char buf[160];
+    const char *why = row_problem(&reqs[i], V, buf, sizeof buf);
     if (why) {
       if (d->n_failed++ == 0) snprintf(first, sizeof first, "step %d, sequence %d): %.300s", tt, b, why);
       continue;

@@ -18,8 +18,9 @@
  *                   other tokens unless the chance that it repeats them, at most the product over the
  *                   steps of p(token) / (mass of it and the tokens above it), is >= 0.001.
  *  logprobs         8 greedy tokens with 5 logprobs: at least 5 alternatives at every position, all
- *                   named by token id, each <= 0, their mass <= 1 + 1e-4, the chosen token the most
- *                   likely with the same logprob (1e-5); how many the server gave is reported.
+ *                   named by a token id of the vocabulary, each <= 0, their mass <= 1 + 1e-4, the
+ *                   chosen token the most likely with the same logprob (1e-5); how many the server
+ *                   gave is reported.
  *  structured       structured_outputs.choice = 3 token-id lists whose first tokens differ from the
  *                   reference's greedy first token: the output is exactly one of them, finish "stop".
  *                   An HTTP 4xx is not_supported (the server says no); output outside the choices
@@ -188,11 +189,13 @@ static vstatus check_min_tokens(feat_served *f, feat_check *c) {
     int at = -1; /* the stop id among the first min_tokens tokens */
     for (int i = 0; q.ok && i < q.n_tokens && i < mt && at < 0; i++)
       if (q.ids[i] == stop) at = i;
-    const bool ok = q.ok && q.n_tokens >= mt && at < 0 && first_diff(f, q.ids, e) < 0;
+    const bool same = !q.ok || first_diff(f, q.ids, e) < 0;
+    const bool ok = q.ok && q.n_tokens >= mt && at < 0 && same;
     feat_set(c, NAMES[2], ok ? FEAT_PASS : FEAT_FAIL, q.n_tokens, mt, "exact: min_tokens masks the stop ids; margin rule (--margin-eps)",
-        "stop_token_ids [%d] (the reference's token at step %d) with min_tokens %d: %d tokens returned%s%s%s",
+        "stop_token_ids [%d] (the reference's token at step %d) with min_tokens %d: %d tokens returned%s%s%s%s",
         stop, e, mt, q.n_tokens, at >= 0 ? ", the stop id at a step before min_tokens" : q.ok && q.n_tokens < mt ?
-        ": it stopped before min_tokens" : "", q.ok ? "" : ": refused: ", q.ok ? "" : q.error);
+        ": it stopped before min_tokens" : "", same ? "" : ", the tokens before the stop differ from the reference's",
+        q.ok ? "" : ": refused: ", q.ok ? "" : q.error);
   }
   served_req_free(&q);
   return st;
@@ -251,7 +254,7 @@ static vstatus check_seeded(feat_served *f, feat_check *c) {
 }
 
 static vstatus check_logprobs(feat_served *f, feat_check *c) {
-  const int K = 5, N = 8;
+  const int K = 5, N = 8, V = f->o.m->cfg.vocab_size;
   served_req q = greedy_req(f, N, NULL);
   q.logprobs = K;
   vstatus st = send(f, NAMES[4], &q);
@@ -266,7 +269,7 @@ static vstatus check_logprobs(feat_served *f, feat_check *c) {
       double mass = 0;
       for (int k = 0; k < t->n; k++) {
         mass += exp(t->lp[k]);
-        if (t->lp[k] > 1e-6 && bad_val < 0) bad_val = i;
+        if ((t->lp[k] > 1e-6 || t->id[k] >= V) && bad_val < 0) bad_val = i;
       }
       if (mass > 1 + 1e-4 && bad_val < 0) bad_val = i;
       /* greedy: the chosen token is the most likely one, and its logprob is that one's */
@@ -276,7 +279,7 @@ static vstatus check_logprobs(feat_served *f, feat_check *c) {
     feat_set(c, NAMES[4], ok ? FEAT_PASS : FEAT_FAIL, gmin, K, "exact: the logprobs asked; a distribution's logprobs",
         "%d greedy tokens with logprobs %d: the server gave %d-%d top logprobs per position%s%s%s", q.n_tokens, K, gmin,
         gmax, gmin < K ? ", FEWER than asked" : "", unnamed >= 0 ? ", some not named by token id" : "",
-        bad_val >= 0 ? ", logprobs above 0 or a mass above 1" : not_top >= 0 ? ", the greedy token not the most likely" : "");
+        bad_val >= 0 ? ", logprobs above 0, a mass above 1 or ids outside the vocabulary" : not_top >= 0 ? ", the greedy token not the most likely" : "");
   }
   served_req_free(&q);
   return st;

@@ -8,6 +8,8 @@
 #   /nostruct  drops structured_outputs (ignores the constraint, answers 200)
 #   /fewlp     keeps 2 of the top_logprobs per position
 #   /badlp     multiplies every logprob by 1.25 (a wrong temperature: still sorted, <= 0 and of mass <= 1)
+#   /wrongtok  returns every token id + 1 (mod 1024, synth:tiny's vocabulary) with the logprobs as they are
+#   /bigid     names a top logprob token_id:99999 (outside the vocabulary)
 #   /shortlen  declares a max_model_len 8 below the upstream's (so it serves past what it declares)
 #   /500       answers completions with HTTP 500 and an OpenAI error
 #   /text      streams text without token ids
@@ -71,13 +73,18 @@ class H(http.server.BaseHTTPRequestHandler):
         code, text, ctype = self.upstream(path, json.dumps(req).encode())
         out = []
         for line in text.split("\n"):
-            if line.startswith("data: {") and mode in ("fewlp", "badlp"):
+            if line.startswith("data: {") and mode in ("fewlp", "badlp", "wrongtok", "bigid"):
                 ev = json.loads(line[6:])
                 for c in ev.get("choices", []):
+                    if mode == "wrongtok":
+                        c["token_ids"] = [(i + 1) % 1024 for i in c.get("token_ids") or []]
+                        continue
                     lp = c.get("logprobs")
                     if not lp:
                         continue
-                    if mode == "fewlp":
+                    if mode == "bigid":
+                        lp["top_logprobs"] = [dict(d, **{"token_id:99999": -30.0}) for d in lp["top_logprobs"]]
+                    elif mode == "fewlp":
                         lp["top_logprobs"] = [dict(sorted(d.items(), key=lambda kv: -kv[1])[:2]) for d in lp["top_logprobs"]]
                     else:
                         scale_lp(lp, 1.25)

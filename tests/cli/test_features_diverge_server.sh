@@ -78,15 +78,21 @@ PY
 # planted defects: each fails the check named for it, with a line naming it, exit 1; the rest pass
 for d in "nostop:stop_tokens=fail,min_tokens=fail:stop_tokens" "nomin:min_tokens=fail:min_tokens" \
          "noseed:seeded_sampling=fail:seeded_sampling" "nostruct:structured=fail:structured" \
-         "fewlp:logprobs=fail:logprobs" "shortlen:max_model_len=fail:max_model_len" "badlp::"; do
+         "fewlp:logprobs=fail:logprobs" "bigid:logprobs=fail:logprobs" "shortlen:max_model_len=fail:max_model_len" \
+         "badlp::"; do
   mode=${d%%:*} rest=${d#*:} want=${d#*:}; want=${want%:*} name=${rest#*:}
   "$VOUCH" "${F[@]}" --server "$B/$mode" --json "$t/p.json" >"$t/p.out" 2>"$t/p.err"; rc=$?
   [ "$rc" -eq "$([ -n "$name" ] && echo 1 || echo 0)" ] && checks "$t/p.json" "${want:+$want,}*=pass" \
     && { [ -z "$name" ] || grep -q "^  $name *fail " "$t/p.out"; } && ok || bad "features /$mode: rc $rc $(cat "$t/p.err" "$t/p.out")"
 done
-# wrong logprobs (every logprob x 1.25: a consistent distribution, so only the reference can tell) and
-# fewer than asked fail diverge, each with a line naming the rule
-for d in "badlp:mean KLD over its top-k .* > bound 0.01 (kld)" "fewlp:2 top logprobs given of 20 asked (server_logprobs_given)"; do
+# wrong tokens (every id + 1) fail the greedy checks of features
+"$VOUCH" "${F[@]}" --server "$B/wrongtok" >"$t/p.out" 2>&1; rc=$?
+[ "$rc" -eq 1 ] && grep -q "^  max_tokens *fail .*tokens differ over the reference's decided prefix" "$t/p.out" \
+  && ok || bad "features /wrongtok: rc $rc $(cat "$t/p.out")"
+# wrong logprobs (every logprob x 1.25: a consistent distribution, so only the reference can tell),
+# fewer than asked and wrong tokens fail diverge, each with a line naming the rule
+for d in "badlp:mean KLD over its top-k .* > bound 0.01 (kld)" "fewlp:2 top logprobs given of 20 asked (server_logprobs_given)" \
+         "wrongtok:its greedy token left the reference's argmax on 16 of 16 decided rows"; do
   "$VOUCH" "${D[@]}" --paths cpu-ref --server "$B/${d%%:*}" --json "$t/p.json" >"$t/p.out" 2>"$t/p.err"; rc=$?
   [ "$rc" -eq 1 ] && grep -q "server:synth:tiny FAIL: ${d#*:}" "$t/p.out" && python3 - "$t/p.json" <<'PY' \
     && ok || bad "diverge /${d%%:*}: rc $rc $(cat "$t/p.err" "$t/p.out")"
@@ -110,6 +116,8 @@ expect_error 1 "server $B/500: 16 of 16 requests failed (not retried), the first
   "$VOUCH" "${D[@]}" --paths cpu-ref --server "$B/500"
 expect_error 1 "server $B/text: 16 of 16 requests failed .*the server returned text, not token ids" \
   "$VOUCH" "${D[@]}" --paths cpu-ref --server "$B/text"
+expect_error 1 "server $B/bigid: 16 of 16 requests failed .*logprobs.top_logprobs names token_id:99999, outside the vocabulary of 1024" \
+  "$VOUCH" "${D[@]}" --paths cpu-ref --server "$B/bigid"
 
 # credentials stay out: the key and the URL's user:password are in no output and no record
 host=${B#http://}
