@@ -265,7 +265,8 @@ static vstatus diverge_run_case(void *st, const vsuite_ctx *x, int c) {
   if (!why && (!s->stream || !s->ref_rows)) return VERR("diverge: out of memory for the reference's rows");
   o.stream_out = s->stream;
   o.ref_rows_out = s->ref_rows;
-  s->ran = diverge_run(x->model, &o, s->res) == V_OK;
+  /* a point the server cannot take runs the in-process paths alone (none: nothing to run) */
+  s->ran = why && x->n_paths == 1 ? true : diverge_run(x->model, &o, s->res) == V_OK;
   if (!s->ran) { cli_print_error("diverge"); return V_OK; }
   memset(r, 0, sizeof *r);
   snprintf(r->path, sizeof r->path, "%.120s", s->srv.path);

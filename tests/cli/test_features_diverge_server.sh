@@ -67,12 +67,16 @@ for r in rs:
 b = {r["path"]: r for r in json.load(open(sys.argv[2]))["records"]}
 assert b["server:synth:tiny"]["status"] == "pass" and "floor: baseline cpu-ref:tp2" in b["server:synth:tiny"]["params"]["bound_source"], b
 PY
-# a point the API cannot express (a fill_cache context) is not supported for the server
+# a point the API cannot express (a fill_cache context) is not supported for the server, with or
+# without other compared paths
 "$VOUCH" "${D[@]}" --paths cpu-ref,cpu-ref:tp2 --context 8 --server "$S" --json "$t/dc.json" >"$t/dc.out" 2>&1 \
-  && python3 - "$t/dc.json" <<'PY' && ok || bad "diverge --server --context: $(cat "$t/dc.out")"
+  && "$VOUCH" "${D[@]}" --paths cpu-ref --context 0,8 --server "$S" --json "$t/dc1.json" >>"$t/dc.out" 2>&1 \
+  && python3 - "$t/dc.json" "$t/dc1.json" <<'PY' && ok || bad "diverge --server --context: $(cat "$t/dc.out")"
 import json, sys
 st = {r["path"]: (r["status"], r.get("reason", "")) for r in json.load(open(sys.argv[1]))["records"]}
 assert st["cpu-ref:tp2"][0] == "pass" and st["server:synth:tiny"][0] == "not_supported" and "context 0 only" in st["server:synth:tiny"][1], st
+st = [(r["case_id"], r["status"]) for r in json.load(open(sys.argv[2]))["records"]]
+assert st == [("b1_c0_t16_vs_cpu-ref", "pass"), ("b1_c8_t16_vs_cpu-ref", "not_supported")], st
 PY
 
 # planted defects: each fails the check named for it, with a line naming it, exit 1; the rest pass
