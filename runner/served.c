@@ -172,6 +172,19 @@ vstatus served_models(const served_conn *c, char *model, int model_cap, int *voc
   return V_OK;
 }
 
+vstatus served_target_open(served_target *t, const char *url, const char *model, double timeout_s, int vocab,
+                           const char *source) {
+  memset(t, 0, sizeof *t);
+  VTRY(served_conn_init(&t->conn, url, timeout_s));
+  snprintf(t->model, sizeof t->model, "%s", model ? model : "");
+  VTRY(served_models(&t->conn, t->model, sizeof t->model, &t->vocab, &t->max_len));
+  if (t->vocab && t->vocab != vocab)
+    return VERR("server %s: model '%s' has vocab_size %d, the model %s has %d: it does not serve that checkpoint",
+                t->conn.shown, t->model, t->vocab, source, vocab);
+  snprintf(t->path, sizeof t->path, "server:%.150s", t->model);
+  return V_OK;
+}
+
 /* Value of the series starting at line p ("name{labels} value" or "name value"), its labels in lab. */
 static bool series(const char *p, const char *name, const char **lab, size_t *lab_n, double *v) {
   const size_t n = strlen(name);
@@ -266,13 +279,13 @@ static int32_t lp_token_id(const char *name) {
   return end != name + 9 && !*end && v >= 0 && v < 2147483647L ? (int32_t)v : -1;
 }
 
-/* Adds (id, lp) to t, which stays sorted most likely first, without repeats, at most SERVED_TOP. */
-static void top_add(served_top *t, int32_t id, double lp) {
+/* Adds (id, lp) to t, which stays sorted most likely first, without repeats, at most cap entries. */
+static void top_add(served_top *t, int32_t id, double lp, int cap) {
   if (isnan(lp)) return;
   for (int k = 0; k < t->n; k++)
     if (t->id[k] == id) return;
   int k = t->n;
-  if (k == SERVED_TOP) {
+  if (k == cap) {
     if (!(lp > t->lp[k - 1])) return;
     k--;
   } else {
@@ -289,22 +302,25 @@ static void keep_logprobs(served_req *r, const cJSON *lp, int at, int n) {
   const cJSON *toks = cJSON_GetObjectItemCaseSensitive(lp, "tokens");
   const cJSON *tlp = cJSON_GetObjectItemCaseSensitive(lp, "token_logprobs");
   const cJSON *top = cJSON_GetObjectItemCaseSensitive(lp, "top_logprobs");
+  const int cap = r->logprobs + 1 < SERVED_TOP_MAX ? r->logprobs + 1 : SERVED_TOP_MAX;
   for (int i = 0; i < n; i++) {
     served_top *t = &r->top[at + i];
     memset(t, 0, sizeof *t);
+    t->chosen_lp = NAN;
     bool named = true; /* every name is a token id */
     const cJSON *d = cJSON_IsArray(top) ? cJSON_GetArrayItem(top, i) : NULL, *e;
     if (cJSON_IsObject(d)) cJSON_ArrayForEach(e, d) {
         const int32_t id = lp_token_id(e->string);
+        t->given++;
         if (id < 0 || !cJSON_IsNumber(e)) named = false;
-        else top_add(t, id, e->valuedouble);
+        else top_add(t, id, e->valuedouble, cap);
       }
     const cJSON *nm = cJSON_IsArray(toks) ? cJSON_GetArrayItem(toks, i) : NULL;
     const cJSON *v = cJSON_IsArray(tlp) ? cJSON_GetArrayItem(tlp, i) : NULL;
     if (cJSON_IsString(nm) && cJSON_IsNumber(v)) {
       const int32_t id = lp_token_id(nm->valuestring);
       if (id < 0) named = false;
-      else top_add(t, id, v->valuedouble);
+      else top_add(t, id, v->valuedouble, cap), t->chosen_lp = (float)v->valuedouble;
     }
     if (!named) t->n = 0;
   }
@@ -325,7 +341,7 @@ static bool keep_id(served_req *r, double d) {
     r->cap_ids = cap;
   }
   r->ids[r->n_tokens] = d >= 0 && d < 2147483647.0 ? (int32_t)d : -1; /* judged by the caller */
-  if (r->logprobs > 0) r->top[r->n_tokens].n = 0;
+  if (r->logprobs > 0) r->top[r->n_tokens] = (served_top){.chosen_lp = NAN};
   return true;
 }
 
@@ -378,7 +394,10 @@ static void on_event(xfer *x, const char *data, double now) {
       req_fail(r, "the server returned text, not token ids (vLLM: it needs 'return_token_ids'; a server that cannot "
                   "return token ids cannot be measured per token here)");
     }
-    if (cJSON_IsString(fin)) x->finish_seen = true;
+    if (cJSON_IsString(fin)) {
+      x->finish_seen = true;
+      snprintf(r->finish, sizeof r->finish, "%s", fin->valuestring);
+    }
   }
   cJSON_Delete(j);
 }
@@ -426,6 +445,19 @@ static vstatus xfer_start(const served_conn *c, const char *model, xfer *x, CURL
   cJSON_AddBoolToObject(o, "return_token_ids", true);
   cJSON_AddItemToObject(o, "stream_options", cJSON_CreateObject());
   cJSON_AddBoolToObject(cJSON_GetObjectItem(o, "stream_options"), "include_usage", true);
+  if (r->extra) { /* the caller's fields replace the ones above */
+    cJSON *ex = cJSON_Parse(r->extra), *f;
+    if (!cJSON_IsObject(ex)) {
+      cJSON_Delete(ex);
+      cJSON_Delete(o);
+      return VERR("served request: 'extra' is not a JSON object: %.80s", r->extra);
+    }
+    cJSON_ArrayForEach(f, ex) {
+      cJSON_DeleteItemFromObjectCaseSensitive(o, f->string);
+      cJSON_AddItemToObject(o, f->string, cJSON_Duplicate(f, true));
+    }
+    cJSON_Delete(ex);
+  }
   x->body = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   x->e = curl_easy_init();
@@ -452,6 +484,7 @@ static void xfer_end(const served_conn *c, xfer *x, CURLcode rc) {
   served_req *r = x->r;
   r->t_end = vclock_now();
   if (!x->http) curl_easy_getinfo(x->e, CURLINFO_RESPONSE_CODE, &x->http);
+  r->http = x->http;
   char msg[400];
   if (rc != CURLE_OK && !(x->http >= 300 && rc == CURLE_WRITE_ERROR)) {
     transfer_error(msg, sizeof msg, rc, x->errbuf, c->shown, "/v1/completions");

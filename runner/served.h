@@ -34,6 +34,21 @@ vstatus served_get(const served_conn *c, const char *path, char **body, long *co
  * or the error names the models served). vocab / max_len: the server's figures, 0 when it gives none. */
 vstatus served_models(const served_conn *c, char *model, int model_cap, int *vocab, int *max_len);
 
+/* A served system under test as a path of a suite (evals, diverge, features): the connection, the
+ * model it serves and what it declares. */
+typedef struct {
+  served_conn conn;       /* the URL, its form without credentials (conn.shown) and the API key */
+  char model[256];        /* the served model: --server-model, else the server's first */
+  int vocab, max_len;     /* the server's vocab_size and max_model_len (0: it gives none) */
+  char path[160];         /* the records' path name: "server:<model>" */
+} served_target;
+
+/* Connects to url (model NULL or "": the server's first model) and reads /v1/models. Error (naming
+ * the server) when it cannot be reached, answers an HTTP error, does not serve the model (the ones it
+ * serves are listed) or declares a vocab_size other than `vocab` (the checkpoint `source`'s). */
+vstatus served_target_open(served_target *t, const char *url, const char *model, double timeout_s, int vocab,
+                           const char *source);
+
 /* Counters read from /metrics (vLLM names; vouch serve adds vouch:forward_* and vouch:decode_*). */
 #define SERVED_MAX_POS 64
 typedef struct {
@@ -53,10 +68,16 @@ double served_prom_sum(const char *text, const char *name);
 /* The most likely tokens at one generated position, from the server's logprobs (an eval's
  * answer margin: logprob(answer) - best other logprob). */
 #define SERVED_TOP 5
+#define SERVED_TOP_MAX 21    /* the most entries kept per position: 20 top logprobs (vLLM's default
+                                max_logprobs) and the chosen token */
 typedef struct {
-  int n;                     /* entries known (0: the server gave no logprobs for this token) */
-  int32_t id[SERVED_TOP];    /* token ids, most likely first */
-  float lp[SERVED_TOP];      /* their logprobs */
+  int n;                     /* entries known (0: the server gave no logprobs for this token, or named
+                                one by text) */
+  int given;                 /* entries the server's top_logprobs held at this position (before the
+                                chosen token was merged in) */
+  float chosen_lp;           /* the chosen token's logprob (token_logprobs; NaN: not given) */
+  int32_t id[SERVED_TOP_MAX]; /* token ids, most likely first */
+  float lp[SERVED_TOP_MAX];  /* their logprobs */
 } served_top;
 
 /* One streamed completion. */
@@ -69,12 +90,18 @@ typedef struct {
   bool held;                 /* not sent until a done hook clears it (the next turn of a session) */
   bool skip;                 /* never sent: counted as finished (its error says why) */
   bool keep_ids;             /* keep every received token id in ids (a session's next prompt needs them) */
-  int logprobs;              /* > 0 (with keep_ids): ask for that many top logprobs per token, named by id
-                                (vLLM's return_tokens_as_token_ids), kept in top; 0: none asked */
+  int logprobs;              /* > 0 (with keep_ids): ask for that many top logprobs per token (at most
+                                SERVED_TOP_MAX - 1), named by id (vLLM's return_tokens_as_token_ids), kept
+                                in top; 0: none asked */
   const vsampling *sampling; /* NULL: greedy (temperature 0); else its temperature, top_k, top_p, seed sent */
+  const char *extra;         /* NULL, or a JSON object whose members are added to the request body, replacing
+                                fields of the same name (stop_token_ids, min_tokens, "ignore_eos": false,
+                                structured_outputs); must parse (else the run fails) */
   /* out */
   bool ok;
   char error[320];           /* why not ok */
+  long http;                 /* the HTTP status (0: no answer) */
+  char finish[24];           /* the last finish_reason the stream gave ("length", "stop"; "" none) */
   double t_send, t_first, t_end; /* vclock_now() seconds */
   double *chunk_t;           /* [n_chunks] arrival time of each event that carried tokens (owned) */
   int *chunk_n;              /* [n_chunks] tokens in it */

@@ -9,6 +9,7 @@
 #include "runner/cli.h"
 #include "runner/cmd_evals.h"
 #include "runner/record.h"
+#include "runner/served_suites.h"
 #include "suites/bounds.h"
 #include "suites/diverge.h"
 #include "suites/stats_tests.h"
@@ -17,7 +18,8 @@ static const char DIVERGE_USAGE[] =
     "usage: vouch diverge --paths REF,P1[,P2..] [--model DIR|synth:PRESET] [--batch 1,8,64] [--context 0,4k]\n"
     "                     [--tokens T] [--seed S] [--layers N] [--threads N] [--max-kld K] [--min-same-top PCT]\n"
     "                     [--margin-eps E] [--baseline PATH] [--ragged] [--spec K] [--routing natural|zipf:S|..]\n"
-    "                     [--alternate-natural] [--path-lib FILE] [--json FILE]\n"
+    "                     [--alternate-natural] [--server URL [--server-model NAME] [--server-logprobs K]]\n"
+    "                     [--path-lib FILE] [--json FILE]\n"
     "  Teacher-forced divergence of each path against the first on one token stream: the\n"
     "  first path's temperature-1 samples are fed to every path. For each batch x context:\n"
     "  the context is filled by fill_cache (the shared synthetic-cache rule, same seed on every\n"
@@ -38,6 +40,12 @@ static const char DIVERGE_USAGE[] =
     "  Path names take suffixes: NAME:tpN (TP N; cpu-ref as simulated ranks), NAME:tpN:dcp (plus\n"
     "  decode context parallelism) and NAME:tpN:ep (routed experts expert-parallel, cpu-ref only),\n"
     "  e.g. --paths cpu-ref,cpu-ref:tp4,cpu-ref:tp4:dcp,cpu-ref:tp4:ep.\n"
+    "  --server URL: an OpenAI-compatible server of the same checkpoint as one more compared path\n"
+    "  (server:MODEL; --paths may then name the reference alone), teacher-forced on the reference's\n"
+    "  stream, one completion per row (prompt = the row's inputs, 1 greedy token, --server-logprobs top\n"
+    "  logprobs, default 20): its token against the reference's argmax, its top-k logprobs against the\n"
+    "  reference's log-softmax (KLD over the top-k tokens and the rest: a lower bound of the KLD);\n"
+    "  context 0 only, no --spec or forced routing (docs/serving.md).\n"
     "  defaults: --model synth:tiny --batch 1 --context 0 --tokens 32\n";
 
 /* The verdict of one compared path at the point just run (diverge_record), for its table row. */
@@ -50,6 +58,8 @@ typedef struct {
   long only_p, only_b; /* rows only the path missed, only the baseline missed */
   double mcn_p;       /* McNemar p of only_p vs only_b */
   double eps;         /* the margin epsilon of the argmax rule */
+  double kld_bound;   /* the KLD bound it was judged by */
+  bool lp_ok;         /* a server: it gave at least the top logprobs asked on every row (else true) */
 } path_verdict;
 
 /* The suite's state: its options, and the point in flight. */
@@ -67,8 +77,14 @@ typedef struct {
   sweep_routing routing;         /* --routing parsed and prepared for the model (check) */
   diverge_result *res;           /* [n_res] the point's results, paths 1.. (prepare) */
   int n_res;                     /* n_paths - 1 */
-  path_verdict *v;               /* [n_paths - 1] their verdicts (record) */
+  path_verdict *v;               /* [n_res] their verdicts (record) */
   bool ran;                      /* res holds the point just run (diverge_run did not fail) */
+  const char *server, *server_model; /* --server URL, --server-model (NULL: none / the server's first) */
+  long server_lp;                /* --server-logprobs: top logprobs asked per served row */
+  served_target srv;             /* the server (prepare), the last compared path res[n_res - 1] */
+  served_div sd;                 /* its figures at the point just run */
+  int32_t *stream;               /* [batch * (tokens + 1)] the reference's stream of the point (run) */
+  float *ref_rows;               /* [tokens * batch * vocab] the reference's logits of the point (run) */
 } diverge_state;
 
 static void diverge_init(void *st) {
@@ -79,6 +95,7 @@ static void diverge_init(void *st) {
   s->max_kld = 0.01;
   s->min_same = 90;
   s->routing_s = "natural";
+  s->server_lp = 20;
 }
 
 static bool diverge_option(void *st, int argc, char **argv, int *i, vstatus *err) {
@@ -93,6 +110,11 @@ static bool diverge_option(void *st, int argc, char **argv, int *i, vstatus *err
   else if (cli_opt(argc, argv, i, "--margin-eps", &v, err)) { if (v) *err = cli_double("--margin-eps", v, &s->margin_eps); }
   else if (cli_opt(argc, argv, i, "--spec", &v, err)) { if (v) *err = cli_int("--spec", v, 0, 15, &s->spec_k); }
   else if (cli_opt(argc, argv, i, "--routing", &v, err)) { if (v) s->routing_s = v; }
+  else if (cli_opt(argc, argv, i, "--server", &v, err)) { if (v) s->server = v; }
+  else if (cli_opt(argc, argv, i, "--server-model", &v, err)) { if (v) s->server_model = v; }
+  else if (cli_opt(argc, argv, i, "--server-logprobs", &v, err)) {
+    if (v) *err = cli_int("--server-logprobs", v, 1, SERVED_TOP_MAX - 1, &s->server_lp);
+  }
   else if (!strcmp(a, "--ragged")) s->ragged = true;
   else if (!strcmp(a, "--alternate-natural")) s->alternate = true;
   else return false;
@@ -102,14 +124,28 @@ static bool diverge_option(void *st, int argc, char **argv, int *i, vstatus *err
 static vstatus diverge_options_done(void *st) {
   diverge_state *s = st;
   VTRY(cli_size_list("--batch", s->batch_s, &s->batches, &s->nb));
-  return cli_size_list("--context", s->ctx_s, &s->ctxs, &s->nc);
+  VTRY(cli_size_list("--context", s->ctx_s, &s->ctxs, &s->nc));
+  if ((s->server_model || s->server_lp != 20) && !s->server)
+    return VERR("option %s needs --server URL", s->server_model ? "--server-model" : "--server-logprobs");
+  served_conn c;
+  return s->server ? served_conn_init(&c, s->server, 0) : V_OK;
 }
 
 static vstatus diverge_paths_done(void *st, const char *const *paths, int n) {
-  (void)st, (void)paths;
-  if (n < 2) return VERR("option --paths: give at least two paths (the first is the reference)");
+  const diverge_state *s = st;
+  (void)paths;
+  if (n < (s->server ? 1 : 2))
+    return VERR("option --paths: give at least two paths (the first is the reference), or the reference and --server");
   return V_OK;
 }
+
+/* The compared path of result p: --paths after the reference, then the server. */
+static const char *compared_name(const diverge_state *s, const vsuite_ctx *x, int p) {
+  return p < x->n_paths - 1 ? x->paths[p + 1] : s->srv.path;
+}
+
+/* Whether result p is the server's. */
+static bool is_server(const diverge_state *s, const vsuite_ctx *x, int p) { return s->server && p == x->n_paths - 1; }
 
 /* --routing against the model (forced experts need its MoE layout). */
 static vstatus diverge_check(void *st, const vsuite_ctx *x) {
@@ -126,10 +162,14 @@ static vstatus diverge_check(void *st, const vsuite_ctx *x) {
 static vstatus diverge_prepare(void *st, const vsuite_ctx *x, bool *done) {
   diverge_state *s = st;
   (void)done;
-  s->n_res = x->n_paths - 1;
+  if (s->server) /* error: the server cannot be reached, does not serve the model or its vocabulary */
+    VTRY(served_target_open(&s->srv, s->server, s->server_model, 600, x->model->cfg.vocab_size, x->model->source));
+  s->n_res = x->n_paths - 1 + (s->server ? 1 : 0);
   s->res = calloc((size_t)s->n_res, sizeof *s->res);
   s->v = calloc((size_t)s->n_res, sizeof *s->v);
   if (!s->res || !s->v) return VERR("diverge: out of memory for %d paths", x->n_paths);
+  if (s->server) printf("diverge: server %s, model %s (max_model_len %d): %ld top logprobs asked per row\n",
+                        s->srv.conn.shown, s->srv.model, s->srv.max_len, s->server_lp);
   printf("diverge: model %s, reference %s, %ld teacher-forced steps per sequence x %ld token%s%s, routing %s%s\n",
          x->model->source, x->paths[0], s->tokens, s->spec_k + 1, s->spec_k ? "s (verification steps)" : "",
          s->ragged ? ", ragged contexts" : "", s->routing_s, s->alternate ? " on even steps, natural on odd" : "");
@@ -169,8 +209,13 @@ static vrecord *point_record(const diverge_state *s, const vsuite_ctx *x, int c,
   const diverge_opts o = point_opts(s, x, c);
   char id[96];
   point_id(s, x, c, id, sizeof id);
-  vrecord *rec = eng_new(recs, "diverge", id, x->paths[p + 1]);
+  vrecord *rec = eng_new(recs, "diverge", id, compared_name(s, x, p));
   if (!rec) return NULL;
+  if (is_server(s, x, p)) {
+    rec_param_str(rec, "server", s->srv.conn.shown);
+    rec_param_str(rec, "server_model", s->srv.model);
+    rec_param_int(rec, "server_logprobs", s->server_lp);
+  }
   rec_param_str(rec, "model", x->model->source);
   rec_param_str(rec, "reference", x->paths[0]);
   rec_param_int(rec, "batch", o.batch);
@@ -186,7 +231,7 @@ static vrecord *point_record(const diverge_state *s, const vsuite_ctx *x, int c,
 
 static vstatus diverge_plan(void *st, const vsuite_ctx *x, int c, veng *recs) {
   const diverge_state *s = st;
-  for (int p = 0; p < x->n_paths - 1; p++)
+  for (int p = 0; p < s->n_res; p++)
     if (!point_record(s, x, c, p, recs)) return V_ERR;
   return V_OK;
 }
@@ -201,9 +246,38 @@ static void diverge_kept(void *st, const vsuite_ctx *x, int c) {
 static vstatus diverge_run_case(void *st, const vsuite_ctx *x, int c) {
   diverge_state *s = st;
   for (int p = 0; p < s->n_res; p++) diverge_result_free(&s->res[p]); /* the point before */
-  const diverge_opts o = point_opts(s, x, c);
-  s->ran = diverge_run(x->model, &o, s->res) == V_OK;
-  if (!s->ran) cli_print_error("diverge");
+  diverge_opts o = point_opts(s, x, c);
+  if (!s->server) {
+    s->ran = diverge_run(x->model, &o, s->res) == V_OK;
+    if (!s->ran) cli_print_error("diverge");
+    return V_OK;
+  }
+  /* with the server: the reference's stream and rows kept, the server's rows asked after them */
+  const int V = x->model->cfg.vocab_size, sp = x->n_paths - 1;
+  diverge_result *r = &s->res[sp];
+  const char *why = o.context ? "a context filled by fill_cache cannot be sent to a server (context 0 only)"
+                    : s->spec_k ? "verification steps (--spec) cannot be asked of a server"
+                    : s->routing.kind != ROUTE_NATURAL ? "forced routing cannot be asked of a server" : NULL;
+  free(s->stream);
+  free(s->ref_rows);
+  s->stream = why ? NULL : malloc((size_t)o.batch * (o.tokens + 1) * sizeof *s->stream);
+  s->ref_rows = why ? NULL : malloc((size_t)o.tokens * o.batch * V * sizeof *s->ref_rows);
+  if (!why && (!s->stream || !s->ref_rows)) return VERR("diverge: out of memory for the reference's rows");
+  o.stream_out = s->stream;
+  o.ref_rows_out = s->ref_rows;
+  /* a point the server cannot take runs the in-process paths alone (none: nothing to run) */
+  s->ran = why && x->n_paths == 1 ? true : diverge_run(x->model, &o, s->res) == V_OK;
+  if (!s->ran) { cli_print_error("diverge"); return V_OK; }
+  memset(r, 0, sizeof *r);
+  snprintf(r->path, sizeof r->path, "%.120s", s->srv.path);
+  if (why) {
+    r->supported = false;
+    snprintf(r->reason, sizeof r->reason, "%s", why);
+    return V_OK;
+  }
+  const int conc = o.batch * o.tokens < 8 ? o.batch * o.tokens : 8;
+  VTRY(diverge_run_served(&s->srv, (int)s->server_lp, o.batch, o.tokens, V, s->stream, s->ref_rows, conc, r, &s->sd));
+  if (r->errored) fprintf(stderr, "vouch diverge: error: %s\n", r->reason);
   return V_OK;
 }
 
@@ -217,20 +291,21 @@ static vstatus diverge_run_case(void *st, const vsuite_ctx *x, int c) {
 static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) {
   diverge_state *s = st;
   if (!s->ran) return V_OK;
-  const int np = x->n_paths;
   const diverge_result *rb = NULL;
-  for (int p = 0; s->baseline && p < np - 1; p++)
+  for (int p = 0; s->baseline && p < s->n_res; p++)
     if (s->res[p].supported && !strcmp(s->res[p].path, s->baseline)) rb = &s->res[p];
   const double kr = VOUCH_ACCURACY_RATIO;
   double b_top = 0;
   for (int i = 0; rb && i < rb->rows; i++)
     if (rb->top_err[i] > b_top) b_top = rb->top_err[i];
   const double eps = rb ? 2 * kr * b_top : s->margin_eps;
-  for (int p = 0; p < np - 1; p++) {
+  for (int p = 0; p < s->n_res; p++) {
     const diverge_result *r = &s->res[p];
     path_verdict *v = &s->v[p];
-    *v = (path_verdict){.is_base = rb && r == rb, .eps = eps};
     const double kld_bound = rb ? kr * kr * (rb->kld_mean + 3 * rb->kld_se) : s->max_kld;
+    /* a server that gives fewer top logprobs than asked compared less than the verdict says */
+    *v = (path_verdict){.is_base = rb && r == rb, .eps = eps, .kld_bound = kld_bound,
+                        .lp_ok = !is_server(s, x, p) || s->sd.given_min >= s->sd.asked};
     for (int i = 0; r->supported && i < r->rows; i++)
       if (r->margin[i] > eps) { v->decided++; v->flips += !r->same[i]; }
     /* rows where only the path's argmax left the reference's, and where only the baseline's did */
@@ -240,7 +315,7 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
     }
     v->mcn_p = stat_mcnemar_p(v->only_p, v->only_b);
     const double same_dec = v->decided ? 100.0 * (v->decided - v->flips) / v->decided : 100.0;
-    char bound_src[200];
+    char bound_src[320];
     if (rb)
       snprintf(bound_src, sizeof bound_src, "floor: baseline %s at this point (k=%g): mean KLD %.3g +/- %.2g, top-2 "
                "error %.3g", s->baseline, kr, rb->kld_mean, rb->kld_se, b_top);
@@ -257,16 +332,20 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
        * row of either bf16 engine, a defect flips many */
       for (int i = 0; rb && !v->is_base && i < r->rows && i < rb->rows; i++) v->dec_b += r->margin[i] > eps && !rb->same[i];
       v->same_ok = rb ? !(v->flips > v->dec_b && v->only_p > v->only_b && v->mcn_p < 0.01) : same_dec >= s->min_same;
-      bool ok = v->is_base ? finite : r->kld_mean <= kld_bound && v->same_ok && finite;
+      bool ok = v->is_base ? finite : r->kld_mean <= kld_bound && v->same_ok && finite && v->lp_ok;
       v->status = ok ? (v->is_base ? "base" : "pass") : "FAIL";
       if (rec) {
         int n = 0;
         double *k = malloc((size_t)r->rows * sizeof *k), *dp = malloc((size_t)r->rows * sizeof *dp);
+        int ndp = 0; /* a served row knows dp only where the next token is among its top-k */
         for (int i = 0; k && dp && i < r->rows; i++)
-          if (!isnan(r->kld[i])) { k[n] = r->kld[i]; dp[n] = r->dp[i] * r->dp[i]; n++; }
+          if (!isnan(r->kld[i])) {
+            k[n++] = r->kld[i];
+            if (!isnan(r->dp[i])) dp[ndp++] = r->dp[i] * r->dp[i];
+          }
         rec_metric_samples(rec, "kld", "nats", RD_MEAN, RB_LOWER, k, n, 0);
         rec_metric_samples(rec, "kld_p99", "nats", RD_P99, RB_LOWER, k, n, 0);
-        rec_metric_samples(rec, "dp_squared", "", RD_MEAN, RB_LOWER, dp, n, 0);
+        rec_metric_samples(rec, "dp_squared", "", RD_MEAN, RB_LOWER, dp, ndp, 0);
         free(k);
         free(dp);
         rec_metric_value(rec, "kld_se", "nats", RB_LOWER, r->kld_se);
@@ -274,8 +353,18 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
         rec_metric_value(rec, "kld_p95", "nats", RB_LOWER, r->kld_p95);
         rec_metric_value(rec, "kld_median", "nats", RB_LOWER, r->kld_median);
         rec_metric_value(rec, "same_top_pct", "%", RB_HIGHER, r->same_top_pct);
-        rec_metric_value(rec, "rms_dp", "", RB_LOWER, r->rms_dp);
-        rec_metric_value(rec, "max_dlogit", "", RB_LOWER, isfinite(r->max_dlogit) ? r->max_dlogit : 1e300);
+        if (isfinite(r->rms_dp)) rec_metric_value(rec, "rms_dp", "", RB_LOWER, r->rms_dp);
+        if (is_server(s, x, p)) { /* logprobs, not logits: what the server gave and how far they are */
+          const served_div *d = &s->sd;
+          rec_metric_value(rec, "logprobs_given_min", "", RB_HIGHER, d->given_min);
+          rec_metric_value(rec, "logprobs_given_max", "", RB_NONE, d->given_max);
+          rec_metric_value(rec, "max_dlogprob_topk", "", RB_LOWER, d->max_dlogprob);
+          rec_metric_value(rec, "tail_mass_ref_max", "", RB_NONE, d->tail_ref_max);
+          rec_metric_value(rec, "tail_mass_server_max", "", RB_NONE, d->tail_srv_max);
+          rec_check_add(rec, "server_logprobs_given", v->lp_ok);
+        } else {
+          rec_metric_value(rec, "max_dlogit", "", RB_LOWER, isfinite(r->max_dlogit) ? r->max_dlogit : 1e300);
+        }
         rec_metric_value(rec, "nonfinite_logits", "", RB_LOWER, (double)r->nonfinite);
         rec_metric_value(rec, "wall_s", "s", RB_LOWER, r->wall_s);
         if (rb) rec_param_str(rec, "baseline", s->baseline);
@@ -287,6 +376,9 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
           rec_metric_value(rec, "same_top_mcnemar_p", "", RB_HIGHER, v->mcn_p);
         }
         if (!v->is_base) {
+          if (is_server(s, x, p))
+            snprintf(bound_src + strlen(bound_src), sizeof bound_src - strlen(bound_src),
+                     "; the server's KLD is over its top-%ld tokens and the rest, a lower bound of its KLD", s->server_lp);
           rec_param_str(rec, "bound_source", bound_src);
           rec_param_num(rec, "margin_eps", eps);
           rec_set_threshold(rec, "kld", "<=", kld_bound);
@@ -305,7 +397,7 @@ static void diverge_print_case(void *st, const vsuite_ctx *x, int c) {
   const diverge_state *s = st;
   if (!s->ran) return;
   const diverge_opts o = point_opts(s, x, c);
-  for (int p = 0; p < x->n_paths - 1; p++) {
+  for (int p = 0; p < s->n_res; p++) {
     const diverge_result *r = &s->res[p];
     const path_verdict *v = &s->v[p];
     if (!r->supported) {
@@ -314,7 +406,18 @@ static void diverge_print_case(void *st, const vsuite_ctx *x, int c) {
     }
     printf("%-10s %5d %7d %10.3g +/- %-7.2g %10.3g %10.3g %10.3g %10.3g %8.2f %9.3g %10.3g %6ld %7s\n", r->path, o.batch,
            o.context, r->kld_mean, r->kld_se, r->kld_p999, r->kld_p99, r->kld_p95, r->kld_median, r->same_top_pct,
-           r->rms_dp, r->max_dlogit, r->nonfinite, v->status);
+           r->rms_dp, is_server(s, x, p) ? s->sd.max_dlogprob : r->max_dlogit, r->nonfinite, v->status);
+    if (is_server(s, x, p) && strcmp(v->status, "pass")) { /* one line: which rule it broke, with its numbers */
+      printf("%-10s   %s FAIL:", "", r->path);
+      if (r->kld_mean > v->kld_bound) printf(" mean KLD over its top-k %.3g > bound %.3g (kld);", r->kld_mean, v->kld_bound);
+      if (!v->lp_ok) printf(" %d top logprobs given of %d asked (server_logprobs_given);", s->sd.given_min, s->sd.asked);
+      if (!v->same_ok) printf(" its greedy token left the reference's argmax on %d of %d decided rows;", v->flips, v->decided);
+      printf("\n");
+    }
+    if (is_server(s, x, p))
+      printf("%-10s   %s: %d requests, %d-%d top logprobs given of %d asked; max|dl| is of logprobs over them; mass "
+             "outside them up to %.3g (reference) / %.3g (server); KLD over them and the rest (a lower bound)\n", "",
+             r->path, s->sd.n_req, s->sd.given_min, s->sd.given_max, s->sd.asked, s->sd.tail_ref_max, s->sd.tail_srv_max);
     if (!v->is_base && !v->same_ok)
       printf("%-10s   argmax differs on %d of %d rows whose reference margin > eps %.3g (baseline %ld); rows only the "
              "path missed %ld, only the baseline %ld, McNemar p %.3g\n", "", v->flips, v->decided, v->eps, v->dec_b,
@@ -329,6 +432,8 @@ static void diverge_free(void *st) {
   free(s->v);
   free(s->batches);
   free(s->ctxs);
+  free(s->stream);
+  free(s->ref_rows);
   sweep_routing_free(&s->routing);
 }
 

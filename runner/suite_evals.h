@@ -41,12 +41,7 @@ vstatus eval_options_done(const eval_opts *o);
  * constant from every logit); NaN (left out) where the server gives no logprobs or not the
  * answer's. A failed request is kept as a failed query (never retried: it may have run); a cell
  * whose prompt does not fit the server's max_model_len is not supported. */
-typedef struct {
-  served_conn conn;       /* the URL, its form without credentials (conn.shown) and the API key */
-  char model[256];        /* the served model: --server-model, else the server's first */
-  int vocab, max_len;     /* the server's vocab_size and max_model_len (0: it gives none) */
-  char path[160];         /* the records' path name: "server:<model>" */
-} eval_server;
+typedef served_target eval_server; /* the server, its model and what it declares */
 
 /* The paths of an eval: the in-process ones of --paths (none when --server comes without
  * --paths), then the server. */

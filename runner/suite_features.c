@@ -8,12 +8,14 @@
 #include "runner/cli.h"
 #include "runner/cmd_evals.h"
 #include "runner/record.h"
+#include "runner/served_suites.h"
 #include "suites/features.h"
 
 static const char FEATURES_USAGE[] =
     "usage: vouch features --path NAME [--ref cpu-ref] [--floor PATH] [--model DIR|synth:PRESET] [--full-ctx N]\n"
     "                      [--kld-tol K] [--margin-eps E] [--seed S] [--layers N] [--threads N] [--path-lib FILE]\n"
     "                      [--json FILE]\n"
+    "       vouch features --server URL [--server-model NAME] [--ref cpu-ref] [--model ...] [--margin-eps E] [--seed S]\n"
     "  Production features of a path against a reference path: full context (decode at the\n"
     "  last positions before --full-ctx, default max_position_embeddings, after fill_cache),\n"
     "  seeded sampling (the sampled distribution matches the reference's; 20000 draws fit it),\n"
@@ -24,7 +26,14 @@ static const char FEATURES_USAGE[] =
     "  bounds become multiples of its distance from the reference (docs/verdicts.md); without it\n"
     "  --kld-tol (nats) and --margin-eps (logits; argmax compared only where the reference's top-2\n"
     "  margin exceeds it) apply.\n"
+    "  --server URL (instead of --path): an OpenAI-compatible server of the same checkpoint, its\n"
+    "  features as requests (path server:MODEL): max_tokens, stop_tokens, min_tokens, seeded_sampling,\n"
+    "  logprobs, structured (structured_outputs.choice over token ids) and max_model_len; the reference\n"
+    "  picks the prompt whose greedy tokens it decides (margin > --margin-eps; docs/serving.md).\n"
     "  defaults: --model synth:tiny --ref cpu-ref --kld-tol 0.01 --margin-eps 0.001\n";
+
+/* The most checks of an invocation: the in-process ones or the server's. */
+#define MAX_CHECKS (FEAT_N_CHECKS > FEAT_SRV_N_CHECKS ? FEAT_N_CHECKS : FEAT_SRV_N_CHECKS)
 
 /* The suite's state: its options and the checks run. */
 typedef struct {
@@ -37,9 +46,12 @@ typedef struct {
   feat_session *fs;                 /* the checks' paths (prepare) */
   bool broken;                      /* features_begin or a check failed (reported): later checks do not
                                        run, their planned records stay not_run */
-  feat_check ch[FEAT_N_CHECKS];     /* the checks' results (run) */
-  bool ran[FEAT_N_CHECKS];          /* ch[i] holds check i's result */
-  bool kept[FEAT_N_CHECKS];         /* check i left out: a resumed run holds its record */
+  feat_check ch[MAX_CHECKS];        /* the checks' results (run) */
+  bool ran[MAX_CHECKS];             /* ch[i] holds check i's result */
+  bool kept[MAX_CHECKS];            /* check i left out: a resumed run holds its record */
+  const char *server, *server_model; /* --server URL (NULL: the in-process checks), --server-model */
+  served_target srv;                /* the server (prepare) */
+  feat_served *fsv;                 /* the server checks' session (prepare) */
 } features_state;
 
 static void features_init(void *st) {
@@ -58,17 +70,19 @@ static bool features_option(void *st, int argc, char **argv, int *i, vstatus *er
   else if (cli_opt(argc, argv, i, "--floor", &v, err)) { if (v) s->floor = v; }
   else if (cli_opt(argc, argv, i, "--kld-tol", &v, err)) { if (v) *err = cli_double("--kld-tol", v, &s->tol); }
   else if (cli_opt(argc, argv, i, "--margin-eps", &v, err)) { if (v) *err = cli_double("--margin-eps", v, &s->eps); }
+  else if (cli_opt(argc, argv, i, "--server", &v, err)) { if (v) s->server = v; }
+  else if (cli_opt(argc, argv, i, "--server-model", &v, err)) { if (v) s->server_model = v; }
   else return false;
   return true;
 }
 
-/* The paths: --ref, --path and --floor (none without --path: the usage). */
+/* The paths: --ref, --path and --floor (none without --path: the usage); with --server the reference. */
 static vstatus features_paths(void *st, const char *const **paths, int *n) {
   features_state *s = st;
   s->all[0] = s->ref;
   s->all[1] = s->path;
   s->all[2] = s->floor;
-  s->n_all = !s->path ? 0 : s->floor ? 3 : 2;
+  s->n_all = s->server && !s->path ? 1 : !s->path ? 0 : s->floor ? 3 : 2;
   *paths = s->all;
   *n = s->n_all;
   return V_OK;
@@ -77,7 +91,11 @@ static vstatus features_paths(void *st, const char *const **paths, int *n) {
 static vstatus features_options_done(void *st) {
   const features_state *s = st;
   if (!(s->tol > 0) || !(s->eps >= 0)) return VERR("--kld-tol must be > 0 and --margin-eps >= 0");
-  return V_OK;
+  if (s->server_model && !s->server) return VERR("option --server-model needs --server URL");
+  if (s->server && (s->path || s->floor || s->full))
+    return VERR("option --server: the server is the subject: no --path, --floor or --full-ctx with it");
+  served_conn c;
+  return s->server ? served_conn_init(&c, s->server, 0) : V_OK;
 }
 
 /* The header line, and the checks' session. Options the model cannot take (--full-ctx, a floor
@@ -86,6 +104,14 @@ static vstatus features_options_done(void *st) {
 static vstatus features_prepare(void *st, const vsuite_ctx *x, bool *done) {
   features_state *s = st;
   (void)done;
+  if (s->server) { /* error: the server cannot be reached, does not serve the model or its vocabulary */
+    VTRY(served_target_open(&s->srv, s->server, s->server_model, 600, x->model->cfg.vocab_size, x->model->source));
+    printf("features: server %s, model %s (max_model_len %d) vs %s on %s\n", s->srv.conn.shown, s->srv.model,
+           s->srv.max_len, s->ref, x->model->source);
+    const feat_served_opts fo = {.t = &s->srv, .m = x->model, .ref = s->ref, .margin_eps = s->eps, .seed = x->seed,
+                                 .n_threads = x->n_threads};
+    return features_served_begin(&fo, &s->fsv);
+  }
   s->o = (feat_opts){.path = s->path, .ref = s->ref, .floor = s->floor, .full_ctx = (int)s->full, .kld_tol = s->tol,
                      .margin_eps = s->eps, .seed = x->seed, .n_threads = x->n_threads};
   printf("features: path %s vs %s on %s\n", s->path, s->ref, x->model->source);
@@ -97,16 +123,26 @@ static vstatus features_prepare(void *st, const vsuite_ctx *x, bool *done) {
 }
 
 static int features_n_cases(const void *st, const vsuite_ctx *x) {
-  (void)st, (void)x;
-  return FEAT_N_CHECKS;
+  const features_state *s = st;
+  (void)x;
+  return s->server ? FEAT_SRV_N_CHECKS : FEAT_N_CHECKS;
+}
+
+/* The name of check i of this invocation. */
+static const char *check_name(const features_state *s, int i) {
+  return s->server ? features_served_check_name(i) : features_check_name(i);
 }
 
 /* Check c's record with the parameters known before it runs; NULL on out of memory (error set). */
 static vrecord *check_record(const features_state *s, const vsuite_ctx *x, int c, veng *recs) {
-  vrecord *rec = eng_new(recs, "features", features_check_name(c), s->path);
+  vrecord *rec = eng_new(recs, "features", check_name(s, c), s->server ? s->srv.path : s->path);
   if (!rec) return NULL;
   rec_param_str(rec, "model", x->model->source);
   rec_param_str(rec, "reference", s->ref);
+  if (s->server) {
+    rec_param_str(rec, "server", s->srv.conn.shown);
+    rec_param_str(rec, "server_model", s->srv.model);
+  }
   return rec;
 }
 
@@ -131,7 +167,7 @@ static vstatus features_run_case(void *st, const vsuite_ctx *x, int c) {
   features_state *s = st;
   (void)x;
   if (s->broken) return V_OK;
-  if (features_check(s->fs, c, &s->ch[c])) {
+  if (s->server ? features_served_check(s->fsv, c, &s->ch[c]) : features_check(s->fs, c, &s->ch[c])) {
     cli_print_error("features");
     s->broken = true;
     return V_OK;
@@ -165,7 +201,7 @@ static vstatus features_record(void *st, const vsuite_ctx *x, int c, veng *recs)
 static void features_print_case(void *st, const vsuite_ctx *x, int c) {
   const features_state *s = st;
   (void)x;
-  if (s->ran[c]) printf("  %-13s %-13s %s\n", s->ch[c].name, feat_status_name(s->ch[c].status), s->ch[c].detail);
+  if (s->ran[c]) printf("  %-15s %-13s %s\n", s->ch[c].name, feat_status_name(s->ch[c].status), s->ch[c].detail);
 }
 
 /* The checks a resumed run kept (none printed when a check broke). */
@@ -173,17 +209,18 @@ static void features_print(const void *st, const vsuite_ctx *x) {
   const features_state *s = st;
   (void)x;
   int n_kept = 0;
-  for (int i = 0; i < FEAT_N_CHECKS; i++) n_kept += s->kept[i];
+  for (int i = 0; i < MAX_CHECKS; i++) n_kept += s->kept[i];
   if (s->broken || !n_kept) return;
   printf("features: %d checks kept from the interrupted run (not run again):", n_kept);
-  for (int i = 0; i < FEAT_N_CHECKS; i++)
-    if (s->kept[i]) printf(" %s", features_check_name(i));
+  for (int i = 0; i < MAX_CHECKS; i++)
+    if (s->kept[i]) printf(" %s", check_name(s, i));
   printf("\n");
 }
 
 static void features_free(void *st) {
   features_state *s = st;
   features_end(s->fs);
+  features_served_end(s->fsv);
 }
 
 const vsuite vsuite_features = {

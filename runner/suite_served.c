@@ -27,13 +27,7 @@ vstatus eval_paths_open(eval_paths *ep, const eval_opts *e, const vsuite_ctx *x)
   ep->n = n_in;
   if (!e->server) return V_OK;
   eval_server *sv = &ep->sv;
-  VTRY(served_conn_init(&sv->conn, e->server, 600));
-  snprintf(sv->model, sizeof sv->model, "%s", e->server_model ? e->server_model : "");
-  VTRY(served_models(&sv->conn, sv->model, sizeof sv->model, &sv->vocab, &sv->max_len));
-  if (sv->vocab && sv->vocab != x->layout->vocab)
-    return VERR("server %s: model '%s' has vocab_size %d, the eval's model %s has %d: it does not serve that checkpoint",
-                sv->conn.shown, sv->model, sv->vocab, x->model->source, x->layout->vocab);
-  snprintf(sv->path, sizeof sv->path, "server:%.150s", sv->model);
+  VTRY(served_target_open(sv, e->server, e->server_model, 600, x->layout->vocab, x->model->source));
   ep->server = ep->n;
   ep->names[ep->n++] = sv->path;
   return V_OK;

@@ -66,16 +66,19 @@ void diverge_row(diverge_result *r, size_t row, const float *lr, const float *lt
 vstatus diverge_summarize(diverge_result *r) {
   double *k = calloc((size_t)(r->rows > 0 ? r->rows : 1), sizeof *k);
   if (!k) return VERR("diverge: out of memory");
-  int n = 0;
+  int n = 0, ndp = 0;
   double sdp = 0;
   for (int i = 0; i < r->rows; i++)
-    if (!isnan(r->kld[i])) { k[n++] = r->kld[i]; sdp += r->dp[i] * r->dp[i]; }
+    if (!isnan(r->kld[i])) {
+      k[n++] = r->kld[i];
+      if (!isnan(r->dp[i])) sdp += r->dp[i] * r->dp[i], ndp++; /* a served row may not know dp */
+    }
   stat_mean_se(k, n, &r->kld_mean, &r->kld_se);
   r->kld_p999 = stat_percentile(k, n, 99.9);
   r->kld_p99 = stat_percentile(k, n, 99);
   r->kld_p95 = stat_percentile(k, n, 95);
   r->kld_median = stat_percentile(k, n, 50);
-  r->rms_dp = n ? sqrt(sdp / n) : NAN;
+  r->rms_dp = ndp ? sqrt(sdp / ndp) : NAN;
   r->same_top_pct = r->rows ? 100.0 * r->same_top_pct / r->rows : NAN;
   free(k);
   return V_OK;
@@ -83,7 +86,10 @@ vstatus diverge_summarize(diverge_result *r) {
 
 vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *res) {
   if (!m || !o || !res) return VERR("diverge: model, options and results are required");
-  if (o->n_paths < 2) return VERR("diverge: option 'paths': at least two paths (the first is the reference)");
+  if (o->n_paths < (o->stream_out ? 1 : 2))
+    return VERR("diverge: option 'paths': at least two paths (the first is the reference)");
+  if ((o->stream_out || o->ref_rows_out) && o->spec_k)
+    return VERR("diverge: the stream and the reference's rows are kept only without 'spec'");
   if (o->batch < 1 || o->batch > 4096) return VERR("diverge: option 'batch' must be in [1, 4096] (got %d)", o->batch);
   if (o->tokens < 1) return VERR("diverge: option 'tokens' must be >= 1 (got %d)", o->tokens);
   if (o->context < 0) return VERR("diverge: option 'context' must be >= 0 (got %d)", o->context);
@@ -179,6 +185,11 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
     }
     /* the stream's next tokens, from the reference's last row of each sequence */
     for (int b = 0; b < B; b++) next[b] = (int32_t)vsample(logits + ((size_t)b * K1 + K1 - 1) * V, V, &samp, b, t, NULL);
+    if (o->ref_rows_out) memcpy(o->ref_rows_out + (size_t)t * R * V, logits, (size_t)R * V * sizeof(float));
+    for (int b = 0; o->stream_out && b < B; b++) {
+      o->stream_out[(size_t)b * (T + 1) + t] = tok[b];
+      if (t == T - 1) o->stream_out[(size_t)b * (T + 1) + T] = next[b];
+    }
     for (int p = 1; p < P; p++) {
       if (!live[p]) continue;
       diverge_result *r = &res[p - 1];

@@ -42,6 +42,11 @@ typedef struct {
   const sweep_routing *routing; /* forced experts (prepared for the model); NULL or natural: the router's */
   bool alternate_natural;   /* with forced routing: odd steps use the router's experts, so one path instance
                                switches between forced and natural routing at the same row count */
+  int32_t *stream_out;      /* NULL, or [batch * (tokens + 1)] (spec_k 0): sequence b's input at step t in
+                               [b * (tokens + 1) + t], then the token the reference sampled after the last
+                               (a served candidate is teacher-forced on it: runner/suite_served_diverge.c) */
+  float *ref_rows_out;      /* NULL, or [tokens * batch * vocab] (spec_k 0): the reference's logits of row
+                               t * batch + b (step t, sequence b) */
 } diverge_opts;
 
 typedef struct {
@@ -49,7 +54,7 @@ typedef struct {
   bool supported;           /* false: the path could not run this case (reason says why) */
   bool errored;             /* with !supported: it broke (open, fill_cache or forward returned an error
                                other than V_UNSUPPORTED): a failure of the check, never "not supported" */
-  char reason[256];
+  char reason[512];        /* why not supported (or the error)*/
   int rows;                 /* rows compared (tokens * batch * (spec_k + 1)) */
   double *kld;              /* [rows] per-row KLD in nats (owned; NaN for non-finite rows) */
   double *dp;               /* [rows] per-row dp (owned) */
@@ -66,7 +71,8 @@ typedef struct {
   double wall_s;            /* wall time of this path's forwards, seconds */
 } diverge_result;
 
-/* Runs one (batch, context) case. `res` gets n_paths - 1 entries (path 1.. vs path 0).
+/* Runs one (batch, context) case. `res` gets n_paths - 1 entries (path 1.. vs path 0); with
+ * stream_out the reference may run alone (n_paths 1: its stream and rows are the output).
  * A reference that cannot run the case is an error; another path that declines it (V_UNSUPPORTED)
  * is recorded as unsupported with the reason, one whose open, fill_cache or forward fails
  * otherwise as errored (the record's status is error and the suite exits non-zero). */

@@ -78,10 +78,8 @@ static vstatus step3(pair *P, int seq, int pos, const int32_t *tok, int n, bool 
   return V_OK;
 }
 
-static void set(feat_check *c, const char *name, feat_status st, double value, double bound, const char *src,
-                const char *fmt, ...) __attribute__((format(printf, 7, 8)));
-static void set(feat_check *c, const char *name, feat_status st, double value, double bound, const char *src,
-                const char *fmt, ...) {
+void feat_set(feat_check *c, const char *name, feat_status st, double value, double bound, const char *src,
+              const char *fmt, ...) {
   snprintf(c->name, sizeof c->name, "%s", name);
   c->status = st;
   c->value = value;
@@ -95,7 +93,7 @@ static void set(feat_check *c, const char *name, feat_status st, double value, d
 
 /* The test path's failure is not_supported (V_UNSUPPORTED) or a fail (an error). */
 static void path_failed(feat_check *c, const char *name, vstatus s) {
-  set(c, name, s == V_UNSUPPORTED ? FEAT_NOT_SUPPORTED : FEAT_FAIL, NAN, NAN, NULL, "%s", verr_msg());
+  feat_set(c, name, s == V_UNSUPPORTED ? FEAT_NOT_SUPPORTED : FEAT_FAIL, NAN, NAN, NULL, "%s", verr_msg());
 }
 
 static int32_t rnd_tok(uint64_t key, uint64_t i, int V) { return (int32_t)((int)(philox_unit(key, i) * V) % V); }
@@ -127,12 +125,12 @@ static vstatus check_full(pair *P, const feat_opts *o, feat_check *c) {
   char src[200];
   snprintf(src, sizeof src, "KLD: --kld-tol (no floor reaches this context); margin rule: %s", P->eps_src);
   if (!P->ref.ops->fill_cache || !P->test.ops->fill_cache) {
-    set(c, "full_context", FEAT_NOT_SUPPORTED, NAN, o->kld_tol, src, "fill_cache missing in %s",
+    feat_set(c, "full_context", FEAT_NOT_SUPPORTED, NAN, o->kld_tol, src, "fill_cache missing in %s",
         !P->test.ops->fill_cache ? P->test.ops->name : P->ref.ops->name);
     return V_OK;
   }
   vstatus s = P->ref.ops->fill_cache(P->ref.state, 0, ctx, o->seed);
-  if (s) { set(c, "full_context", FEAT_FAIL, NAN, o->kld_tol, src, "reference fill_cache: %s", verr_msg()); return V_OK; }
+  if (s) { feat_set(c, "full_context", FEAT_FAIL, NAN, o->kld_tol, src, "reference fill_cache: %s", verr_msg()); return V_OK; }
   if ((s = P->test.ops->fill_cache(P->test.state, 0, ctx, o->seed))) { path_failed(c, "full_context", s); return V_OK; }
   uint64_t key = philox_key(o->seed, "features.full");
   double mk = 0;
@@ -140,7 +138,7 @@ static vstatus check_full(pair *P, const feat_opts *o, feat_check *c) {
   for (int t = 0; t < T; t++) {
     int32_t tok = rnd_tok(key, (uint64_t)t, V);
     if ((s = step(&P->ref, 0, ctx + t, &tok, 1, false, lr))) {
-      set(c, "full_context", FEAT_FAIL, NAN, o->kld_tol, src, "reference at position %d: %s", ctx + t, verr_msg());
+      feat_set(c, "full_context", FEAT_FAIL, NAN, o->kld_tol, src, "reference at position %d: %s", ctx + t, verr_msg());
       return V_OK;
     }
     if ((s = step(&P->test, 0, ctx + t, &tok, 1, false, lt))) { path_failed(c, "full_context", s); return V_OK; }
@@ -151,7 +149,7 @@ static vstatus check_full(pair *P, const feat_opts *o, feat_check *c) {
     }
   }
   bool ok = mk <= o->kld_tol && same == decided;
-  set(c, "full_context", ok ? FEAT_PASS : FEAT_FAIL, mk, o->kld_tol, src,
+  feat_set(c, "full_context", ok ? FEAT_PASS : FEAT_FAIL, mk, o->kld_tol, src,
       "positions %d..%d after fill_cache: max KLD %.3g nats (bound %.3g), same top token %d/%d rows whose reference "
       "margin > eps %.3g (%d rows near a tie)",
       ctx, ctx + T - 1, mk, o->kld_tol, same, decided, P->eps_rows, T - decided);
@@ -217,7 +215,7 @@ static vstatus check_sampling(pair *P, const feat_opts *o, feat_check *c) {
   stat_chi2_gof(cnt, pa, V, &chi2, &dof, &p);
   const bounds b = derive(P, 0, ftv, fd);
   bool ok = p >= 0.001 && tv <= b.tv;
-  set(c, "sampling", ok ? FEAT_PASS : FEAT_FAIL, tv, b.tv, b.src,
+  feat_set(c, "sampling", ok ? FEAT_PASS : FEAT_FAIL, tv, b.tv, b.src,
       "total variation between the reference's and the path's sampled distributions (T=1, top-k 40, top-p 0.95), "
       "max over 8 rows %.3g (bound %.3g); %ld draws of the path vs its own distribution: chi2 %.1f, dof %d, p %.3g "
       "(bound 0.001); same seed -> same token %.2f%% of %ld draws (reported)",
@@ -271,7 +269,7 @@ static vstatus check_structured(pair *P, const feat_opts *o, feat_check *c) {
   if (ts) { path_failed(c, "structured", ts); return V_OK; }
   const bounds b = derive(P, fk, 0, 0);
   bool ok = accepted == T && mk <= b.kld;
-  set(c, "structured", ok ? FEAT_PASS : FEAT_FAIL, mk, b.kld, b.src,
+  feat_set(c, "structured", ok ? FEAT_PASS : FEAT_FAIL, mk, b.kld, b.src,
       "%d/%d sampled tokens accepted by the DFA; masked-distribution max KLD %.3g nats (bound %.3g)", accepted, T, mk,
       b.kld);
   return V_OK;
@@ -311,7 +309,7 @@ static vstatus check_spec(pair *P, const feat_opts *o, feat_check *c) {
     }
   }
   bool ok = mk <= b.kld && same == decided;
-  set(c, "speculative", ok ? FEAT_PASS : FEAT_FAIL, mk, b.kld, b.src,
+  feat_set(c, "speculative", ok ? FEAT_PASS : FEAT_FAIL, mk, b.kld, b.src,
       "%d tokens in one verification step vs %d single steps (path %s): max KLD %.3g nats (bound %.3g), max |dlogit| "
       "%.3g, same argmax %d/%d rows whose margin > eps %.3g",
       K1, K1, P->test.ops->name, mk, b.kld, mdl, same, decided, b.eps);
@@ -362,7 +360,7 @@ static vstatus check_stop(pair *P, const feat_opts *o, feat_check *c) {
     if (u > best_u) { best_u = u; best_first = first; best_eps = bc.eps; bb = bc; memcpy(best_a, a, sizeof a); }
   }
   if (best_u < 2) {
-    set(c, "stop_tokens", FEAT_NOT_SUPPORTED, NAN, NAN, bb.src,
+    feat_set(c, "stop_tokens", FEAT_NOT_SUPPORTED, NAN, NAN, bb.src,
         "every one of %d start tokens reaches a near-tie (reference margin <= eps %.3g) within 2 greedy steps: this "
         "model cannot decide a greedy sequence at this precision",
         CANDIDATES, best_eps);
@@ -380,7 +378,7 @@ static vstatus check_stop(pair *P, const feat_opts *o, feat_check *c) {
   const int L = expect + 1; /* tokens compared: the stop lies inside the decided prefix (sidx < best_u) */
   bool same = sa == expect && sb == expect;
   for (int i = 0; same && i < L; i++) same = a[i] == b[i];
-  set(c, "stop_tokens", same ? FEAT_PASS : FEAT_FAIL, sb, sa, bb.src,
+  feat_set(c, "stop_tokens", same ? FEAT_PASS : FEAT_FAIL, sb, sa, bb.src,
       "stop token %d: reference stops after %d tokens, path after %d; %d tokens compared (the reference's sequence is "
       "decided, margin > eps %.3g, for %d steps)%s",
       stop, sa + 1, sb + 1, L, best_eps, best_u, same ? ", same tokens" : ", tokens or stop step differ");
@@ -458,7 +456,7 @@ vstatus features_check(feat_session *f, int i, feat_check *out) {
   memset(out, 0, sizeof *out);
   vstatus s = f->opened ? V_OK : open_paths(f);
   if (!s && f->test_st) { /* every check reports the failed open */
-    set(out, CHECKS[i].name, f->test_st == V_UNSUPPORTED ? FEAT_NOT_SUPPORTED : FEAT_FAIL, NAN, NAN, NULL, "%s", f->test_msg);
+    feat_set(out, CHECKS[i].name, f->test_st == V_UNSUPPORTED ? FEAT_NOT_SUPPORTED : FEAT_FAIL, NAN, NAN, NULL, "%s", f->test_msg);
     return V_OK;
   }
   /* the sampling rows before the first of full_context (its margin epsilon) and sampling that runs */

@@ -84,5 +84,9 @@ void features_end(feat_session *f);
 /* The name of check i ("full_context", ...; NULL outside [0, FEAT_N_CHECKS)). */
 const char *features_check_name(int i);
 const char *feat_status_name(feat_status s);
+/* Fills check c: its name, status, main figure, bound, the bound's source (NULL: none) and detail
+ * (printf; cut at the field's size). */
+void feat_set(feat_check *c, const char *name, feat_status st, double value, double bound, const char *src,
+              const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 
 #endif

@@ -146,7 +146,7 @@ free_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1",
 ch=(eval chain --hops 4,8 --samples 2)
 expect_error 1 "cannot connect to http://127.0.0.1:$free_port/v1/models" "$VOUCH" "${ch[@]}" --server "http://127.0.0.1:$free_port"
 expect_error 1 "serves no model 'other' (it serves: synth:recall-chain)" "$VOUCH" "${ch[@]}" --server "$C" --server-model other
-expect_error 1 "server $F/vocab: model 'fake' has vocab_size 1024, the eval's model synth:recall-chain .* has 1216: it does not serve" \
+expect_error 1 "server $F/vocab: model 'fake' has vocab_size 1024, the model synth:recall-chain .* has 1216: it does not serve" \
   "$VOUCH" "${ch[@]}" --server "$F/vocab"
 for mode in "500:HTTP 500 from $F/500/v1/completions: the engine is on fire" \
             "text:the server returned text, not token ids" \
