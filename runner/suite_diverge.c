@@ -133,9 +133,20 @@ static vstatus diverge_options_done(void *st) {
 
 static vstatus diverge_paths_done(void *st, const char *const *paths, int n) {
   const diverge_state *s = st;
-  (void)paths;
   if (n < (s->server ? 1 : 2))
     return VERR("option --paths: give at least two paths (the first is the reference), or the reference and --server");
+  /* a baseline that is not compared would leave the bounds uncalibrated without a word: the
+   * reference (distance 0) and the server (the subject) cannot be one either */
+  if (s->baseline) {
+    char list[512] = "";
+    for (int i = 1; i < n; i++) {
+      if (!strcmp(paths[i], s->baseline)) return V_OK;
+      size_t l = strlen(list);
+      snprintf(list + l, sizeof list - l, "%s%s", i > 1 ? "," : "", paths[i]);
+    }
+    return VERR("option --baseline: '%s' is not one of the compared paths (--paths after the reference: %s)", s->baseline,
+                n > 1 ? list : "none");
+  }
   return V_OK;
 }
 

@@ -33,6 +33,12 @@ import json; r=json.load(open('$t/b.json'))['records']
 t=[x for x in r if x['path']=='cpu-ref:tp4'][0]
 assert t['status']=='pass' and 'floor: baseline cpu-ref:tp2' in t['params']['bound_source'], t
 assert t['case_id']=='b3_c48_t2_ragged_k2_forced_vs_cpu-ref', t['case_id']" && ok || bad "diverge --baseline records"
+# a --baseline that is not a compared path (a typo, the reference itself) would leave the bounds
+# uncalibrated: a usage error naming the compared paths
+expect_error 2 "option --baseline: 'cpu-ref:tp3' is not one of the compared paths (--paths after the reference: cpu-ref:tp2,cpu-ref:tp4)" \
+  "$VOUCH" diverge --paths cpu-ref,cpu-ref:tp2,cpu-ref:tp4 --baseline cpu-ref:tp3 --batch 1 --tokens 2
+expect_error 2 "option --baseline: 'cpu-ref' is not one of the compared paths" \
+  "$VOUCH" diverge --paths cpu-ref,cpu-ref:tp2 --baseline cpu-ref --batch 1 --tokens 2
 # two chain steps in one run (greedy and sampled) keep apart records
 "$VOUCH" eval chain --hops 16 --samples 1 --threads 2 --json "$t/c1.json" >/dev/null &&
   "$VOUCH" eval chain --hops 16 --samples 1 --threads 2 --temperature 0.5 --json "$t/c2.json" >/dev/null &&
