@@ -82,6 +82,7 @@ typedef struct {
   const char *server, *server_model; /* --server URL, --server-model (NULL: none / the server's first) */
   long server_lp;                /* --server-logprobs: top logprobs asked per served row */
   served_target srv;             /* the server (prepare), the last compared path res[n_res - 1] */
+  int col_w;                     /* width of the table's path column: the longest compared path, at least 10 */
   served_div sd;                 /* its figures at the point just run */
   int32_t *stream;               /* [batch * (tokens + 1)] the reference's stream of the point (run) */
   float *ref_rows;               /* [tokens * batch * vocab] the reference's logits of the point (run) */
@@ -179,12 +180,17 @@ static vstatus diverge_prepare(void *st, const vsuite_ctx *x, bool *done) {
   s->res = calloc((size_t)s->n_res, sizeof *s->res);
   s->v = calloc((size_t)s->n_res, sizeof *s->v);
   if (!s->res || !s->v) return VERR("diverge: out of memory for %d paths", x->n_paths);
+  s->col_w = 10;
+  for (int p = 0; p < s->n_res; p++) {
+    int l = (int)strlen(compared_name(s, x, p));
+    if (l > s->col_w) s->col_w = l;
+  }
   if (s->server) printf("diverge: server %s, model %s (max_model_len %d): %ld top logprobs asked per row\n",
                         s->srv.conn.shown, s->srv.model, s->srv.max_len, s->server_lp);
   printf("diverge: model %s, reference %s, %ld teacher-forced steps per sequence x %ld token%s%s, routing %s%s\n",
          x->model->source, x->paths[0], s->tokens, s->spec_k + 1, s->spec_k ? "s (verification steps)" : "",
          s->ragged ? ", ragged contexts" : "", s->routing_s, s->alternate ? " on even steps, natural on odd" : "");
-  printf("%-10s %5s %7s %20s %10s %10s %10s %10s %8s %9s %10s %6s %7s\n", "path", "batch", "context", "mean KLD +/- se",
+  printf("%-*s %5s %7s %20s %10s %10s %10s %10s %8s %9s %10s %6s %7s\n", s->col_w, "path", "batch", "context", "mean KLD +/- se",
          "p99.9", "p99", "p95", "median", "same%", "RMS dp", "max|dl|", "nan", "status");
   return V_OK;
 }
@@ -248,8 +254,9 @@ static vstatus diverge_plan(void *st, const vsuite_ctx *x, int c, veng *recs) {
 }
 
 static void diverge_kept(void *st, const vsuite_ctx *x, int c) {
+  const diverge_state *s = st;
   const diverge_opts o = point_opts(st, x, c);
-  printf("%-10s %5d %7d  kept from the interrupted run\n", "", o.batch, o.context);
+  printf("%-*s %5d %7d  kept from the interrupted run\n", s->col_w, "", o.batch, o.context);
 }
 
 /* Runs point c on every path. A point that cannot run (the reference broke, options the model
@@ -412,26 +419,26 @@ static void diverge_print_case(void *st, const vsuite_ctx *x, int c) {
     const diverge_result *r = &s->res[p];
     const path_verdict *v = &s->v[p];
     if (!r->supported) {
-      printf("%-10s %5d %7d  %s: %s\n", r->path, o.batch, o.context, r->errored ? "error" : "not supported", r->reason);
+      printf("%-*s %5d %7d  %s: %s\n", s->col_w, r->path, o.batch, o.context, r->errored ? "error" : "not supported", r->reason);
       continue;
     }
-    printf("%-10s %5d %7d %10.3g +/- %-7.2g %10.3g %10.3g %10.3g %10.3g %8.2f %9.3g %10.3g %6ld %7s\n", r->path, o.batch,
+    printf("%-*s %5d %7d %10.3g +/- %-7.2g %10.3g %10.3g %10.3g %10.3g %8.2f %9.3g %10.3g %6ld %7s\n", s->col_w, r->path, o.batch,
            o.context, r->kld_mean, r->kld_se, r->kld_p999, r->kld_p99, r->kld_p95, r->kld_median, r->same_top_pct,
            r->rms_dp, is_server(s, x, p) ? s->sd.max_dlogprob : r->max_dlogit, r->nonfinite, v->status);
     if (is_server(s, x, p) && strcmp(v->status, "pass")) { /* one line: which rule it broke, with its numbers */
-      printf("%-10s   %s FAIL:", "", r->path);
+      printf("%-*s   %s FAIL:", s->col_w, "", r->path);
       if (r->kld_mean > v->kld_bound) printf(" mean KLD over its top-k %.3g > bound %.3g (kld);", r->kld_mean, v->kld_bound);
       if (!v->lp_ok) printf(" %d top logprobs given of %d asked (server_logprobs_given);", s->sd.given_min, s->sd.asked);
       if (!v->same_ok) printf(" its greedy token left the reference's argmax on %d of %d decided rows;", v->flips, v->decided);
       printf("\n");
     }
     if (is_server(s, x, p))
-      printf("%-10s   %s: %d requests, %d-%d top logprobs given of %d asked; max|dl| is of logprobs over them; mass "
-             "outside them up to %.3g (reference) / %.3g (server); KLD over them and the rest (a lower bound)\n", "",
+      printf("%-*s   %s: %d requests, %d-%d top logprobs given of %d asked; max|dl| is of logprobs over them; mass "
+             "outside them up to %.3g (reference) / %.3g (server); KLD over them and the rest (a lower bound)\n", s->col_w, "",
              r->path, s->sd.n_req, s->sd.given_min, s->sd.given_max, s->sd.asked, s->sd.tail_ref_max, s->sd.tail_srv_max);
     if (!v->is_base && !v->same_ok)
-      printf("%-10s   argmax differs on %d of %d rows whose reference margin > eps %.3g (baseline %ld); rows only the "
-             "path missed %ld, only the baseline %ld, McNemar p %.3g\n", "", v->flips, v->decided, v->eps, v->dec_b,
+      printf("%-*s   argmax differs on %d of %d rows whose reference margin > eps %.3g (baseline %ld); rows only the "
+             "path missed %ld, only the baseline %ld, McNemar p %.3g\n", s->col_w, "", v->flips, v->decided, v->eps, v->dec_b,
              v->only_p, v->only_b, v->mcn_p);
   }
 }
