@@ -506,7 +506,7 @@ extern "C" vstatus lat_router_topk(int32_t *idx, float *wt, const float *logits,
                                    const int32_t *forced, int T, int E, int K, int n_group, int topk_group,
                                    int norm_topk_prob, float rsf, cudaStream_t stream) {
   if (T <= 0) return V_OK;
-  int G, TG;
+  int G = 0, TG = 0; /* set by router_shape on success */
   VTRY(router_shape(E, K, n_group, topk_group, &G, &TG));
   if (RT_SMEM(E) > 48 * 1024) return VERR("lat_router_topk: %d experts need too much shared memory", E);
   CUDA_CHECK(pdl_launch(router_topk_kernel, (T + RT_WARPS - 1) / RT_WARPS, RT_WARPS * 32, RT_SMEM(E), stream, idx, wt,
@@ -541,7 +541,7 @@ extern "C" vstatus lat_router_fused(float *logits, const uint16_t *W, const uint
   if (T <= 0) return V_OK;
   if (!lat_router_fused_ok(T, E, K, D))
     return VERR("lat_router_fused: %d rows, %d experts, top-%d, hidden %d outside the fused router", T, E, K, D);
-  int G, TG;
+  int G = 0, TG = 0; /* set by router_shape on success */
   VTRY(router_shape(E, K, n_group, topk_group, &G, &TG));
   const bucket_out b = {n_act, act_e, act_off, act_cnt, perm_tok, perm_pair};
   CUDA_CHECK(pdl_launch(router_fused_kernel, (E + RL_EXPERTS - 1) / RL_EXPERTS, RL_EXPERTS * RL_KSPLIT * 32,

@@ -98,7 +98,7 @@ vstatus rec_metric_samples(vrecord *r, const char *name, const char *unit, rec_d
   if (n < 0 || (d == RD_VALUE && n != 1))
     return VERR("record %s/%s: metric '%s': derive 'value' needs exactly 1 sample, got %d", r->suite, r->case_id, name, n);
   if (warmup < 0) return VERR("record %s/%s: metric '%s': negative warmup", r->suite, r->case_id, name);
-  rec_metric *m;
+  rec_metric *m = NULL; /* set by metric_new on success (gcc -O3 cannot see it) */
   VTRY(metric_new(r, name, unit, &m));
   m->derive = d;
   m->better = b;
@@ -119,7 +119,7 @@ vstatus rec_metric_value(vrecord *r, const char *name, const char *unit, rec_bet
 
 vstatus rec_metric_ratio(vrecord *r, const char *name, const char *unit, rec_better b,
                          const char *num, const char *den) {
-  rec_metric *m;
+  rec_metric *m = NULL;
   VTRY(metric_new(r, name, unit, &m));
   m->derive = RD_RATIO;
   m->better = b;
@@ -445,7 +445,7 @@ static vstatus get_num(const cJSON *v, const char *where, const char *key, doubl
 
 static vstatus metric_from_json(vrecord *r, const cJSON *o, const char *where) {
   if (!cJSON_IsObject(o)) return VERR("%s: not an object", where);
-  const char *name, *unit, *ds, *bs;
+  const char *name = NULL, *unit = NULL, *ds = NULL, *bs = NULL; /* set by get_str on success */
   VTRY(get_str(o, "name", where, false, &name));
   VTRY(get_str(o, "unit", where, false, &unit));
   VTRY(get_str(o, "derive", where, false, &ds));
@@ -502,7 +502,7 @@ static vstatus metric_from_json(vrecord *r, const cJSON *o, const char *where) {
 vstatus rec_from_json(const cJSON *j, const char *where, vrecord **out) {
   *out = NULL;
   if (!cJSON_IsObject(j)) return VERR("%s: not an object", where);
-  const char *suite, *case_id, *path, *status, *reason, *trace;
+  const char *suite = NULL, *case_id = NULL, *path = NULL, *status = NULL, *reason = NULL, *trace = NULL;
   VTRY(get_str(j, "suite", where, false, &suite));
   VTRY(get_str(j, "case_id", where, false, &case_id));
   VTRY(get_str(j, "path", where, false, &path));
@@ -532,7 +532,7 @@ vstatus rec_from_json(const cJSON *j, const char *where, vrecord **out) {
   i = 0;
   cJSON_ArrayForEach(e, cs) {
     snprintf(w, sizeof w, "%s: checks[%d]", where, i++);
-    const char *cn;
+    const char *cn = NULL;
     const cJSON *ok = cJSON_GetObjectItemCaseSensitive(e, "ok");
     if ((s = get_str(e, "name", w, false, &cn))) goto fail;
     if (!cJSON_IsBool(ok)) { s = VERR("%s: field 'ok': missing or not a boolean", w); goto fail; }

@@ -67,13 +67,15 @@ static size_t on_body(char *d, size_t sz, size_t nm, void *u) {
 
 /* The message of a failed transfer, naming the URL. */
 static void transfer_error(char *out, size_t n, CURLcode rc, const char *errbuf, const char *shown, const char *path) {
+  int w; /* a message longer than n - 1 characters is cut there, still one terminated line */
   if (rc == CURLE_COULDNT_CONNECT)
-    snprintf(out, n, "cannot connect to %s%s: %s (is the server running there?)", shown, path,
-             errbuf[0] ? errbuf : "connection refused");
+    w = snprintf(out, n, "cannot connect to %s%s: %s (is the server running there?)", shown, path,
+                 errbuf[0] ? errbuf : "connection refused");
   else if (rc == CURLE_OPERATION_TIMEDOUT)
-    snprintf(out, n, "%s%s: no complete answer within the timeout (%s)", shown, path, errbuf);
+    w = snprintf(out, n, "%s%s: no complete answer within the timeout (%s)", shown, path, errbuf);
   else
-    snprintf(out, n, "%s%s: %s%s%s", shown, path, curl_easy_strerror(rc), errbuf[0] ? ": " : "", errbuf);
+    w = snprintf(out, n, "%s%s: %s%s%s", shown, path, curl_easy_strerror(rc), errbuf[0] ? ": " : "", errbuf);
+  if (n > 0 && (w < 0 || (size_t)w >= n)) out[n - 1] = 0;
 }
 
 /* The message of an HTTP error body: OpenAI's error.message (or vLLM's/others' "message",

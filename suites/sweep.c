@@ -511,7 +511,7 @@ static vstatus run_point(runner *R, const int *act_in, int n_in, sweep_point **p
   /* the steps, interleaved */
   double experts_sum = 0;
   double got_sum[64] = {0}; /* natural routing: experts the path reported, summed over the timed steps */
-  bool got_ok[64];          /* every timed step of the path reported them */
+  bool got_ok[64] = {0};    /* every timed step of the path reported them */
   for (int a = 0; a < n; a++) got_ok[a] = !forced && R->open[act[a]].ops->last_experts != NULL;
   for (int step = 0; step < n_all; step++) {
     for (int i = 0; i < b; i++) R->ntok[i] = K1, R->spos[i] = fill + step * AL; /* rewinds K+1-AL each step */

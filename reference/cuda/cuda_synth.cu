@@ -90,7 +90,7 @@ static vstatus spec_numel(const ds_tensor_spec *spec, uint64_t *n) {
 }
 
 extern "C" vstatus cuda_synth_tensor(void *dev_out, const ds_tensor_spec *spec, uint64_t seed, vdtype out_dtype) {
-  uint64_t n;
+  uint64_t n = 0; /* set by spec_numel on success */
   VTRY(spec_numel(spec, &n));
   const float scale = spec->kind == SYN_LINEAR ? synth_linear_scale(spec->fan_in) : 0.0f;
   VTRY(curef_synth_fill(dev_out, (int)out_dtype, n, (int)spec->kind, scale, philox_key(seed, spec->name), 0, 0));
@@ -100,7 +100,7 @@ extern "C" vstatus cuda_synth_tensor(void *dev_out, const ds_tensor_spec *spec, 
 
 extern "C" vstatus cuda_synth_tensor_host(void *host_out, const ds_tensor_spec *spec, uint64_t seed,
                                           vdtype out_dtype) {
-  uint64_t n;
+  uint64_t n = 0; /* set by spec_numel on success */
   VTRY(spec_numel(spec, &n));
   const size_t bytes = (size_t)n * vdtype_size(out_dtype);
   void *d = NULL;
