@@ -340,7 +340,7 @@ int cmd_sweep_server(int argc, char **argv) {
     return EXIT_USAGE;
   }
   const char *replay = trace_file ? trace_file : sess_s; /* the lines' source, NULL: random prompts */
-  if (served_models(&c, model, sizeof model, &vocab, &max_len) ||
+  if (served_models(&c, model, sizeof model, &vocab, &max_len, NULL) ||
       (trace_file && trace_read(trace_file, (int)n_prompts, false, &tr, &n_tr)) ||
       (sess_s && !gen && trace_read(sess_s, (int)n_prompts, true, &tr, &n_tr)) ||
       (gen && session_generate(&sg, seed, (int)trace_block, &tr, &n_tr)) ||

@@ -446,6 +446,11 @@ static enum MHD_Result models(serve_http *h, struct MHD_Connection *c) {
   cJSON_AddNumberToObject(m, "max_model_len", s->max_ctx);
   cJSON_AddNumberToObject(m, "vocab_size", s->vocab); /* vouch's own field: token ids are [0, vocab_size) */
   cJSON_AddStringToObject(m, "path", s->path->ops->name);
+  if (s->model->is_synthetic) { /* vouch's own field: a client of a synth: model can check it has the same one */
+    cJSON *vs = cJSON_AddObjectToObject(m, "vouch_synth");
+    cJSON_AddNumberToObject(vs, "seed", (double)s->model->seed);
+    cJSON_AddNumberToObject(vs, "layers", s->model->cfg.num_hidden_layers);
+  }
   return send_json(c, 200, o);
 }
 

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "model/model.h"
 
 static void curl_once(void) {
   static bool done;
@@ -133,7 +134,7 @@ vstatus served_get(const served_conn *c, const char *path, char **body, long *co
   return V_OK;
 }
 
-vstatus served_models(const served_conn *c, char *model, int model_cap, int *vocab, int *max_len) {
+vstatus served_models(const served_conn *c, char *model, int model_cap, int *vocab, int *max_len, served_synth *synth) {
   char *body = NULL;
   long code = 0;
   VTRY(served_get(c, "/v1/models", &body, &code));
@@ -170,19 +171,33 @@ vstatus served_models(const served_conn *c, char *model, int model_cap, int *voc
   const cJSON *ml = cJSON_GetObjectItemCaseSensitive(found, "max_model_len");
   *vocab = cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble < 1e9 ? (int)v->valuedouble : 0;
   *max_len = cJSON_IsNumber(ml) && ml->valuedouble >= 1 && ml->valuedouble < 1e9 ? (int)ml->valuedouble : 0;
+  if (synth) {
+    const cJSON *vs = cJSON_GetObjectItemCaseSensitive(found, "vouch_synth");
+    const cJSON *sd = cJSON_GetObjectItemCaseSensitive(vs, "seed"), *ly = cJSON_GetObjectItemCaseSensitive(vs, "layers");
+    /* range first: a cast of a double outside the type's range is undefined */
+    synth->given = cJSON_IsNumber(sd) && sd->valuedouble >= 0 && sd->valuedouble < 9007199254740992.0 &&
+                   cJSON_IsNumber(ly) && ly->valuedouble >= 1 && ly->valuedouble <= 1000;
+    synth->seed = synth->given ? (uint64_t)sd->valuedouble : 0;
+    synth->layers = synth->given ? (int)ly->valuedouble : 0;
+  }
   cJSON_Delete(j);
   return V_OK;
 }
 
 vstatus served_target_open(served_target *t, const char *url, const char *model, double timeout_s, int vocab,
-                           const char *source) {
+                           const struct ds_model_s *m) {
   memset(t, 0, sizeof *t);
   VTRY(served_conn_init(&t->conn, url, timeout_s));
   snprintf(t->model, sizeof t->model, "%s", model ? model : "");
-  VTRY(served_models(&t->conn, t->model, sizeof t->model, &t->vocab, &t->max_len));
+  VTRY(served_models(&t->conn, t->model, sizeof t->model, &t->vocab, &t->max_len, &t->synth));
   if (t->vocab && t->vocab != vocab)
     return VERR("server %s: model '%s' has vocab_size %d, the model %s has %d: it does not serve that checkpoint",
-                t->conn.shown, t->model, t->vocab, source, vocab);
+                t->conn.shown, t->model, t->vocab, m->source, vocab);
+  if (t->synth.given && m->is_synthetic &&
+      (t->synth.seed != m->seed || t->synth.layers != m->cfg.num_hidden_layers))
+    return VERR("server %s: model '%s' is synthesized with seed %llu and %d layers, this suite opened %s: not the same "
+                "checkpoint (give both sides the same seed and layers: vouch serve --seed / --layers)", t->conn.shown,
+                t->model, (unsigned long long)t->synth.seed, t->synth.layers, m->source);
   snprintf(t->path, sizeof t->path, "server:%.150s", t->model);
   return V_OK;
 }

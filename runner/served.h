@@ -16,6 +16,8 @@
 #include "common/sampling.h"
 #include "common/vstatus.h"
 
+struct ds_model_s; /* model/model.h */
+
 typedef struct {
   char base[512];      /* server URL without a trailing slash ("http://127.0.0.1:8000") */
   char shown[512];     /* the same without user:password@ and query, for records and messages */
@@ -30,9 +32,18 @@ vstatus served_conn_init(served_conn *c, const char *url, double timeout_s);
  * the server cannot be reached; HTTP errors are returned as *code for the caller to judge. */
 vstatus served_get(const served_conn *c, const char *path, char **body, long *code);
 
+/* What vouch serve says of a synthesized checkpoint in /v1/models ("vouch_synth": {seed, layers}, its
+ * own field): the weights are a function of the preset, the seed and the layer count. */
+typedef struct {
+  bool given;      /* the server gave the field (a vouch serve of a synth: model) */
+  uint64_t seed;   /* the synthesis seed (vouch serve --seed) */
+  int layers;      /* layers kept (vouch serve --layers, else the preset's) */
+} served_synth;
+
 /* The served model: *model in/out ("" on input: take the server's first; else it must be listed,
- * or the error names the models served). vocab / max_len: the server's figures, 0 when it gives none. */
-vstatus served_models(const served_conn *c, char *model, int model_cap, int *vocab, int *max_len);
+ * or the error names the models served). vocab / max_len: the server's figures, 0 when it gives none;
+ * synth (may be NULL): its "vouch_synth" identity, given false when absent or malformed. */
+vstatus served_models(const served_conn *c, char *model, int model_cap, int *vocab, int *max_len, served_synth *synth);
 
 /* A served system under test as a path of a suite (evals, diverge, features): the connection, the
  * model it serves and what it declares. */
@@ -40,14 +51,17 @@ typedef struct {
   served_conn conn;       /* the URL, its form without credentials (conn.shown) and the API key */
   char model[256];        /* the served model: --server-model, else the server's first */
   int vocab, max_len;     /* the server's vocab_size and max_model_len (0: it gives none) */
+  served_synth synth;     /* vouch serve's synthesized checkpoint identity (synth.given false: none) */
   char path[160];         /* the records' path name: "server:<model>" */
 } served_target;
 
 /* Connects to url (model NULL or "": the server's first model) and reads /v1/models. Error (naming
  * the server) when it cannot be reached, answers an HTTP error, does not serve the model (the ones it
- * serves are listed) or declares a vocab_size other than `vocab` (the checkpoint `source`'s). */
+ * serves are listed), declares a vocab_size other than `vocab`, or (vouch serve of a synth: model,
+ * m synthesized too) synthesized its checkpoint with another seed or layer count than m: the suite
+ * would judge another checkpoint's answers against its own and fail correct code. */
 vstatus served_target_open(served_target *t, const char *url, const char *model, double timeout_s, int vocab,
-                           const char *source);
+                           const struct ds_model_s *m);
 
 /* Counters read from /metrics (vLLM names; vouch serve adds vouch:forward_* and vouch:decode_*). */
 #define SERVED_MAX_POS 64

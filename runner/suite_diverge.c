@@ -175,7 +175,7 @@ static vstatus diverge_prepare(void *st, const vsuite_ctx *x, bool *done) {
   diverge_state *s = st;
   (void)done;
   if (s->server) /* error: the server cannot be reached, does not serve the model or its vocabulary */
-    VTRY(served_target_open(&s->srv, s->server, s->server_model, 600, x->model->cfg.vocab_size, x->model->source));
+    VTRY(served_target_open(&s->srv, s->server, s->server_model, 600, x->model->cfg.vocab_size, x->model));
   s->n_res = x->n_paths - 1 + (s->server ? 1 : 0);
   s->res = calloc((size_t)s->n_res, sizeof *s->res);
   s->v = calloc((size_t)s->n_res, sizeof *s->v);

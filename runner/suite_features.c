@@ -105,7 +105,7 @@ static vstatus features_prepare(void *st, const vsuite_ctx *x, bool *done) {
   features_state *s = st;
   (void)done;
   if (s->server) { /* error: the server cannot be reached, does not serve the model or its vocabulary */
-    VTRY(served_target_open(&s->srv, s->server, s->server_model, 600, x->model->cfg.vocab_size, x->model->source));
+    VTRY(served_target_open(&s->srv, s->server, s->server_model, 600, x->model->cfg.vocab_size, x->model));
     printf("features: server %s, model %s (max_model_len %d) vs %s on %s\n", s->srv.conn.shown, s->srv.model,
            s->srv.max_len, s->ref, x->model->source);
     const feat_served_opts fo = {.t = &s->srv, .m = x->model, .ref = s->ref, .margin_eps = s->eps, .seed = x->seed,

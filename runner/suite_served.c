@@ -27,7 +27,7 @@ vstatus eval_paths_open(eval_paths *ep, const eval_opts *e, const vsuite_ctx *x)
   ep->n = n_in;
   if (!e->server) return V_OK;
   eval_server *sv = &ep->sv;
-  VTRY(served_target_open(sv, e->server, e->server_model, 600, x->layout->vocab, x->model->source));
+  VTRY(served_target_open(sv, e->server, e->server_model, 600, x->layout->vocab, x->model));
   ep->server = ep->n;
   ep->names[ep->n++] = sv->path;
   return V_OK;

@@ -112,6 +112,10 @@ for cmd in "${F[*]}" "${D[*]} --paths cpu-ref"; do
   read -r -a c <<<"$cmd"
   expect_error 1 "cannot connect to http://127.0.0.1:$free_port/v1/models" "$VOUCH" "${c[@]}" --server "http://127.0.0.1:$free_port"
   expect_error 1 "serves no model 'other' (it serves: synth:tiny)" "$VOUCH" "${c[@]}" --server "$S" --server-model other
+  # another synthesized checkpoint (the server's seed 1, the suite's 0): refused before any request,
+  # instead of failing the correct server's answers as a different model's
+  expect_error 1 "model 'synth:tiny' is synthesized with seed 1 and 3 layers, this suite opened synth:tiny (seed 0, 3 layers): not the same checkpoint" \
+    "$VOUCH" "${c[@]}" --server "$S" --seed 0
 done
 expect_error 1 "server $B/500: check max_tokens: HTTP 500 from $B/500/v1/completions: the engine is on fire" \
   "$VOUCH" "${F[@]}" --server "$B/500"
