@@ -139,8 +139,11 @@ static vstatus write_replay(vrundir *rd, const manifest_opts *o) {
       "  cmake --build \"$wt/build\" -j\"$(nproc)\"\n"
       "  VOUCH=$wt/build/vouch\n"
       "fi\n"
-      "\"$VOUCH\" run --plan \"$here/plan.json\" --out \"$out\"%s%s\n"
-      "\"$VOUCH\" compare \"$here\" \"$out\"\n",
+      "run_rc=0\n"
+      "\"$VOUCH\" run --plan \"$here/plan.json\" --out \"$out\"%s%s || run_rc=$?\n"
+      "# compared also when the rerun failed: that is when the comparison says what changed\n"
+      "\"$VOUCH\" compare \"$here\" \"$out\" || exit $?\n"
+      "exit $run_rc\n",
       VOUCH_GIT_COMMIT, opts_q, o->replay_args ? " " : "", o->replay_args ? o->replay_args : "");
   if (n >= (int)sizeof text) return VERR("%s/replay.sh: command line too long", rd->dir);
   return write_file(rd->dir, "replay.sh", text, false, 0755);
