@@ -258,6 +258,37 @@ static bool results_complete(const vresults *r) {
   return !cJSON_IsFalse(c); /* no results.json object (an in-memory set): complete */
 }
 
+/* The sha256 of the --path-lib library that registered path `name` in manifest m; NULL when m has
+ * none for it (or an unreadable one: sha256 null). Untrusted input: every field is type-checked. */
+static const char *lib_sha(const cJSON *m, const char *name) {
+  const cJSON *e, *libs = m ? cJSON_GetObjectItemCaseSensitive(m, "path_libs") : NULL;
+  cJSON_ArrayForEach(e, libs) {
+    const char *p = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "path"));
+    if (p && !strcmp(p, name)) return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "sha256"));
+  }
+  return NULL;
+}
+
+/* A note per plugin path whose library differs between the sides (another build, or none on one
+ * side): expected in an A/B of the library, a warning in a replay that should run the same code. */
+static void note_path_libs(const vresults *base, const vresults *cand, cJSON *notes) {
+  const cJSON *sides[2] = {base->manifest ? cJSON_GetObjectItemCaseSensitive(base->manifest, "path_libs") : NULL,
+                           cand->manifest ? cJSON_GetObjectItemCaseSensitive(cand->manifest, "path_libs") : NULL};
+  for (int k = 0; k < 2; k++) {
+    const cJSON *e;
+    cJSON_ArrayForEach(e, sides[k]) {
+      const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "path"));
+      if (!name || (k == 1 && lib_sha(base->manifest, name))) continue; /* both sides: listed once, from base */
+      const char *a = lib_sha(base->manifest, name), *b = lib_sha(cand->manifest, name);
+      if (a && b && !strcmp(a, b)) continue;
+      char line[256];
+      snprintf(line, sizeof line, "path %.60s: the sides ran different libraries (sha256 %.12s vs %.12s)", name,
+               a ? a : "none", b ? b : "none");
+      cJSON_AddItemToArray(notes, cJSON_CreateString(line));
+    }
+  }
+}
+
 cJSON *compare_rounds(const vresults *base, int nb, const vresults *cand, int nc, double thr) {
   cJSON *out = cJSON_CreateObject();
   cJSON_AddNumberToObject(out, "threshold", thr);
@@ -327,6 +358,7 @@ cJSON *compare_rounds(const vresults *base, int nb, const vresults *cand, int nc
     snprintf(line, sizeof line, "candidate lacks %d of the baseline's %d cases", nm, base[0].n);
     cJSON_AddItemToArray(problems, cJSON_CreateString(line));
   }
+  note_path_libs(&base[0], &cand[0], notes);
   if (inc_b) {
     snprintf(line, sizeof line, "baseline incomplete: %d of %d run(s) did not finish", inc_b, nb);
     cJSON_AddItemToArray(notes, cJSON_CreateString(line));

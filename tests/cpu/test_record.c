@@ -254,6 +254,36 @@ int main(void) {
     rec_free(pb);
   }
 
+  /* a plugin path whose library differs between the sides is named in a note (a replay that ran
+   * another build of the library); the same sha256 on both sides gives none */
+  {
+    vrecord *c1 = timed("mine", 100, 1.0, 60);
+    vrecord *one[1] = {c1};
+    cJSON *ma = cJSON_Parse("{\"path_libs\": [{\"file\": \"a.so\", \"path\": \"mine\", \"sha256\": \"aaaa\"}]}");
+    cJSON *mb = cJSON_Parse("{\"path_libs\": [{\"file\": \"a.so\", \"path\": \"mine\", \"sha256\": \"bbbb\"}]}");
+    vresults ra_ = {.recs = one, .n = 1, .manifest = ma}, rb_ = {.recs = one, .n = 1, .manifest = mb};
+    cmp = compare_results(&ra_, &rb_, 0.05);
+    char *txt = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(cmp, "notes"));
+    CHECK(txt && strstr(txt, "path mine: the sides ran different libraries (sha256 aaaa vs bbbb)"), "library note: %s", txt);
+    free(txt);
+    cJSON_Delete(cmp);
+    rb_.manifest = ma;
+    cmp = compare_results(&ra_, &rb_, 0.05);
+    txt = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(cmp, "notes"));
+    CHECK(txt && !strstr(txt, "different libraries"), "same library: no note (%s)", txt);
+    free(txt);
+    cJSON_Delete(cmp);
+    rb_.manifest = NULL; /* no library on the candidate's side */
+    cmp = compare_results(&ra_, &rb_, 0.05);
+    txt = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(cmp, "notes"));
+    CHECK(txt && strstr(txt, "(sha256 aaaa vs none)"), "library on one side only: %s", txt);
+    free(txt);
+    cJSON_Delete(cmp);
+    cJSON_Delete(ma);
+    cJSON_Delete(mb);
+    rec_free(c1);
+  }
+
   /* the candidate as a whole: incomplete, or lacking cases the baseline has, fails */
   {
     vrecord *c1 = timed("latency", 100, 1.0, 60), *c2 = rec_new("kernels", "rmsnorm/b1", "latency");
