@@ -13,6 +13,7 @@
  * and on the host, expected time) and a plan with a step that cannot fit the GPU is refused;
  * --dry-run prints the estimates and stops there. --fail-fast stops after the first failed step. */
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -411,7 +412,12 @@ int cmd_run(int argc, char **argv) {
     else if (cli_opt(argc, argv, &i, "--model", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "model=%s", v); }
     else if (cli_opt(argc, argv, &i, "--paths", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "paths=%s", v); }
     else if (cli_opt(argc, argv, &i, "--path-lib", &v, &err)) {
-      if (v && !(err = vpaths_load_lib(v)) && n_libs < 8) snprintf(libs[n_libs++], sizeof libs[0], "%s", v);
+      /* replay.sh and --resume load it again from wherever they run: its absolute path */
+      char full[PATH_MAX];
+      if (v && !(err = vpaths_load_lib(v)) && n_libs < 8) {
+        const char *keep = realpath(v, full) && strlen(full) < sizeof libs[0] ? full : v;
+        snprintf(libs[n_libs++], sizeof libs[0], "%s", keep);
+      }
     } else if (cli_opt(argc, argv, &i, "--set", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "%s", v);
     } else err = VERR("unknown option '%s' (see vouch run --help)", a);
     if (err) { cli_print_error("run"); return EXIT_USAGE; }

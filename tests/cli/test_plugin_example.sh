@@ -101,8 +101,9 @@ except ImportError:
     sys.exit(0)
 jsonschema.Draft202012Validator(json.load(open(sys.argv[3] + "/results-schema/manifest.schema.json"))).validate(m)
 PY
-grep -q -- "--path-lib './example.so'" "$T/out/example/replay.sh" && ok "replay.sh passes --path-lib again" \
-  || bad "replay.sh lacks --path-lib"
+# by its absolute path: replay.sh (and --resume) may run from any directory
+grep -q -- "--path-lib '$(realpath "$T")/example.so'" "$T/out/example/replay.sh" && ok "replay.sh passes --path-lib again, absolute" \
+  || bad "replay.sh lacks --path-lib $(realpath "$T")/example.so: $(grep -o -- "--path-lib '[^']*'" "$T/out/example/replay.sh")"
 
 # --- build-bug: the planted bug must be caught
 run_block build-bug buildbug
