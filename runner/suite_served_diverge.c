@@ -24,10 +24,21 @@ static const char *row_problem(const served_req *q, int V, char *buf, size_t cap
   const served_top *t = q->top ? &q->top[0] : NULL;
   if (!t || t->n == 0)
     return "the server gave no logprobs named by token id (it needs 'logprobs' and 'return_tokens_as_token_ids')";
+  double mass = 0;
   for (int k = 0; k < t->n; k++) {
     if (t->id[k] >= V) snprintf(buf, cap, "logprobs.top_logprobs names token_id:%d, outside the vocabulary of %d", t->id[k], V);
     else if (t->lp[k] > 1e-6) snprintf(buf, cap, "logprobs.top_logprobs gives token_id:%d the logprob %g, above 0", t->id[k], t->lp[k]);
-    else continue;
+    else {
+      mass += exp(t->lp[k]);
+      continue;
+    }
+    return buf;
+  }
+  /* more than a distribution's mass: shifted or duplicated logprobs, which would make the partition
+   * KLD below meaningless (even negative). 1e-4 is far above float rounding of 20 logprobs (~1e-6),
+   * as in features' logprobs check. */
+  if (mass > 1 + 1e-4) {
+    snprintf(buf, cap, "logprobs.top_logprobs hold a mass of %.6f, above 1", mass);
     return buf;
   }
   return NULL;
@@ -60,7 +71,11 @@ static void served_row(diverge_result *r, served_div *d, size_t row, const float
     if (id == next) dp = exp(lq) - p;
   }
   const double pt = fmax(0, 1 - mp), qt = fmax(0, 1 - mq);
-  if (pt > 1e-12) kl += pt * log(pt / fmax(qt, 1e-30)); /* the server says (almost) no mass is left: near-infinite */
+  /* qt at 0 (the server's top-k hold all of its mass, within float rounding): the tail term is
+   * pt (ln pt + 69), so a reference tail against none exceeds the default bound 0.01 from pt ~
+   * 1.7e-4 on; below, renormalized logprobs are off by ~pt nats, under any numerics bound. A mass
+   * above 1 is refused in row_problem. */
+  if (pt > 1e-12) kl += pt * log(pt / fmax(qt, 1e-30));
   if (pt > d->tail_ref_max) d->tail_ref_max = pt;
   if (qt > d->tail_srv_max) d->tail_srv_max = qt;
   r->kld[row] = kl;
@@ -76,7 +91,7 @@ vstatus diverge_run_served(const served_target *t, int logprobs, int batch, int 
   const int B = batch, T = tokens, n = B * T;
   *d = (served_div){.asked = logprobs, .given_min = 1 << 30};
   r->supported = true;
-  if (t->max_len && T > t->max_len) {
+  if (t->max_len && T + 1 > t->max_len) { /* the last row: T prompt tokens and 1 answer token */
     r->supported = false;
     snprintf(r->reason, sizeof r->reason, "the last row's prompt of %d tokens and its answer exceed the server's "
              "max_model_len %d", T, t->max_len);

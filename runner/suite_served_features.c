@@ -123,14 +123,22 @@ static int first_diff(const feat_served *f, const int32_t *a, int n) {
   return -1;
 }
 
-/* The step of the stop token (the reference's first occurrence of its token at step <= 8 of the
- * decided prefix), its id in *stop. */
+/* The step of the stop token, its id in *stop: the reference's token at the latest step <= 8 of the
+ * decided prefix whose first occurrence is after step 0 (a server may leave the stop token out, and
+ * one stopping at step 0 would then return no token at all), else step 0's (the prefix is one
+ * token repeated). */
 static int stop_step(const feat_served *f, int32_t *stop) {
   const int sidx = f->decided > 8 ? 8 : f->decided - 1;
-  *stop = f->seq[sidx];
-  int e = 0;
-  while (f->seq[e] != *stop) e++;
-  return e;
+  *stop = f->seq[0];
+  for (int s = sidx; s >= 0; s--) {
+    int e = 0;
+    while (f->seq[e] != f->seq[s]) e++;
+    if (e >= 1 || s == 0) {
+      *stop = f->seq[s];
+      return e;
+    }
+  }
+  return 0; /* not reached: s == 0 returns */
 }
 
 /* A greedy request after the start token. */

@@ -10,6 +10,8 @@
 #   /badlp     multiplies every logprob by 1.25 (a wrong temperature: still sorted, <= 0 and of mass <= 1)
 #   /wrongtok  returns every token id + 1 (mod 1024, synth:tiny's vocabulary) with the logprobs as they are
 #   /bigid     names a top logprob token_id:99999 (outside the vocabulary)
+#   /hotlp     adds 2.5 nats to every top logprob (capped at 0): a mass above 1 on synth:tiny (its top 20 hold
+#              ~0.12), the argmax unchanged
 #   /shortlen  declares a max_model_len 8 below the upstream's (so it serves past what it declares)
 #   /500       answers completions with HTTP 500 and an OpenAI error
 #   /text      streams text without token ids
@@ -73,7 +75,7 @@ class H(http.server.BaseHTTPRequestHandler):
         code, text, ctype = self.upstream(path, json.dumps(req).encode())
         out = []
         for line in text.split("\n"):
-            if line.startswith("data: {") and mode in ("fewlp", "badlp", "wrongtok", "bigid"):
+            if line.startswith("data: {") and mode in ("fewlp", "badlp", "wrongtok", "bigid", "hotlp"):
                 ev = json.loads(line[6:])
                 for c in ev.get("choices", []):
                     if mode == "wrongtok":
@@ -84,6 +86,8 @@ class H(http.server.BaseHTTPRequestHandler):
                         continue
                     if mode == "bigid":
                         lp["top_logprobs"] = [dict(d, **{"token_id:99999": -30.0}) for d in lp["top_logprobs"]]
+                    elif mode == "hotlp":
+                        lp["top_logprobs"] = [{k: min(0.0, v + 2.5) for k, v in d.items()} for d in lp["top_logprobs"]]
                     elif mode == "fewlp":
                         lp["top_logprobs"] = [dict(sorted(d.items(), key=lambda kv: -kv[1])[:2]) for d in lp["top_logprobs"]]
                     else:

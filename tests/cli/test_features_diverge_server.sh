@@ -126,6 +126,10 @@ expect_error 1 "server $B/text: 16 of 16 requests failed .*the server returned t
   "$VOUCH" "${D[@]}" --paths cpu-ref --server "$B/text"
 expect_error 1 "server $B/bigid: 16 of 16 requests failed .*logprobs.top_logprobs names token_id:99999, outside the vocabulary of 1024" \
   "$VOUCH" "${D[@]}" --paths cpu-ref --server "$B/bigid"
+# logprobs that hold more than a distribution's mass (every one 2.5 nats high, the argmax intact): refused
+# by name, where the partition KLD would have come out negative and passed
+expect_error 1 "server $B/hotlp: 16 of 16 requests failed .*logprobs.top_logprobs hold a mass of [0-9.]*, above 1" \
+  "$VOUCH" "${D[@]}" --paths cpu-ref --server "$B/hotlp"
 
 # credentials stay out: the key and the URL's user:password are in no output and no record
 host=${B#http://}
