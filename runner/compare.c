@@ -258,15 +258,19 @@ static bool results_complete(const vresults *r) {
   return !cJSON_IsFalse(c); /* no results.json object (an in-memory set): complete */
 }
 
-/* The sha256 of the --path-lib library that registered path `name` in manifest m; NULL when m has
- * none for it (or an unreadable one: sha256 null). Untrusted input: every field is type-checked. */
-static const char *lib_sha(const cJSON *m, const char *name) {
+/* Manifest m's path_libs entry of path `name` (NULL: none). Untrusted input: fields type-checked. */
+static const cJSON *lib_entry(const cJSON *m, const char *name) {
   const cJSON *e, *libs = m ? cJSON_GetObjectItemCaseSensitive(m, "path_libs") : NULL;
   cJSON_ArrayForEach(e, libs) {
     const char *p = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "path"));
-    if (p && !strcmp(p, name)) return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "sha256"));
+    if (p && !strcmp(p, name)) return e;
   }
   return NULL;
+}
+
+/* The sha256 of entry e (NULL: no entry, or the file could not be read: sha256 null). */
+static const char *lib_sha(const cJSON *e) {
+  return e ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "sha256")) : NULL;
 }
 
 /* A note per plugin path whose library differs between the sides (another build, or none on one
@@ -278,9 +282,10 @@ static void note_path_libs(const vresults *base, const vresults *cand, cJSON *no
     const cJSON *e;
     cJSON_ArrayForEach(e, sides[k]) {
       const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "path"));
-      if (!name || (k == 1 && lib_sha(base->manifest, name))) continue; /* both sides: listed once, from base */
-      const char *a = lib_sha(base->manifest, name), *b = lib_sha(cand->manifest, name);
-      if (a && b && !strcmp(a, b)) continue;
+      const cJSON *ea = name ? lib_entry(base->manifest, name) : NULL, *eb = name ? lib_entry(cand->manifest, name) : NULL;
+      if (!name || (k == 1 && ea)) continue; /* on both sides: judged once, from base */
+      const char *a = lib_sha(ea), *b = lib_sha(eb);
+      if ((a && b && !strcmp(a, b)) || (ea && eb && !a && !b)) continue; /* the same, or unknown on both sides */
       char line[256];
       snprintf(line, sizeof line, "path %.60s: the sides ran different libraries (sha256 %.12s vs %.12s)", name,
                a ? a : "none", b ? b : "none");

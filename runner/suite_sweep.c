@@ -187,10 +187,11 @@ static double metric(const vrecord *r, const char *name) {
   return m ? m->value : NAN;
 }
 
-/* Round of a record: its "round" param; 1 for peers (no round). */
+/* Round of a record: its "round" param; 1 for peers (no round), and for a value no round can have
+ * (a --peer file is untrusted: (int) of a double outside int's range is undefined). */
 static int rec_round(const vrecord *r) {
   double v = param_num(r, "round");
-  return isnan(v) ? 1 : (int)v;
+  return v >= 1 && v <= 1e6 ? (int)v : 1;
 }
 /* The grid point of a record without its round: case_id less the "/r<round>" that --repeat adds. */
 static void base_case(const vrecord *r, char *buf, size_t n) {
