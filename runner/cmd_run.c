@@ -416,7 +416,10 @@ int cmd_run(int argc, char **argv) {
       char full[PATH_MAX];
       if (v && !(err = vpaths_load_lib(v)) && n_libs < 8) {
         const char *keep = realpath(v, full) && strlen(full) < sizeof libs[0] ? full : v;
-        snprintf(libs[n_libs++], sizeof libs[0], "%s", keep);
+        size_t l = strlen(keep);
+        if (l >= sizeof libs[0]) l = sizeof libs[0] - 1; /* a name that long fails to load again, with its error */
+        memcpy(libs[n_libs], keep, l);
+        libs[n_libs++][l] = 0;
       }
     } else if (cli_opt(argc, argv, &i, "--set", &v, &err)) { if (v && n_over < 16) snprintf(over[n_over++], sizeof over[0], "%s", v);
     } else err = VERR("unknown option '%s' (see vouch run --help)", a);
