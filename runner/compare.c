@@ -144,19 +144,16 @@ static double round_stat(rec_derive d, const vresults *round, const vrecord *key
  * and positive. */
 static bool paired_ratio(rec_derive d, const vresults *base, const vresults *cand, int n, const vrecord *key,
                          const char *metric, double *lo, double *hi) {
+  if (n < 2) return false;
   double sum = 0, sum2 = 0;
-  int k = 0;
   for (int r = 0; r < n; r++) {
     double q = round_stat(d, &cand[r], key, metric) / round_stat(d, &base[r], key, metric);
     if (!isfinite(q) || q <= 0) return false;
-    double l = log(q);
-    sum += l;
-    sum2 += l * l;
-    k++;
+    sum += log(q);
+    sum2 += log(q) * log(q);
   }
-  if (k < 2) return false;
-  double mean = sum / k, var = (sum2 - k * mean * mean) / (k - 1);
-  double half = rec_stat_t975(k - 1) * sqrt(var > 0 ? var : 0) / sqrt(k);
+  double mean = sum / n, var = (sum2 - n * mean * mean) / (n - 1);
+  double half = rec_stat_t975(n - 1) * sqrt(var > 0 ? var : 0) / sqrt(n);
   *lo = exp(mean - half);
   *hi = exp(mean + half);
   return true;

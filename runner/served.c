@@ -184,6 +184,24 @@ vstatus served_models(const served_conn *c, char *model, int model_cap, int *voc
   return V_OK;
 }
 
+const char *served_top_problem(const served_top *t, int V, char *buf, size_t cap) {
+  double mass = 0;
+  for (int k = 0; k < t->n; k++) {
+    if (t->id[k] >= V) snprintf(buf, cap, "logprobs.top_logprobs names token_id:%d, outside the vocabulary of %d", t->id[k], V);
+    else if (t->lp[k] > 1e-6) snprintf(buf, cap, "logprobs.top_logprobs gives token_id:%d the logprob %g, above 0", t->id[k], t->lp[k]);
+    else {
+      mass += exp(t->lp[k]);
+      continue;
+    }
+    return buf;
+  }
+  if (mass > 1 + 1e-4) {
+    snprintf(buf, cap, "logprobs.top_logprobs hold a mass of %.6f, above 1", mass);
+    return buf;
+  }
+  return NULL;
+}
+
 vstatus served_target_open(served_target *t, const char *url, const char *model, double timeout_s, int vocab,
                            const struct ds_model_s *m) {
   memset(t, 0, sizeof *t);

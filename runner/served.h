@@ -94,6 +94,12 @@ typedef struct {
   float lp[SERVED_TOP_MAX];  /* their logprobs */
 } served_top;
 
+/* Why t's entries are not part of a distribution over a vocabulary of V ids: an id outside it, a
+ * logprob above 0 (1e-6 allows rounding), or a mass above 1 + 1e-4 (far above the ~1e-6 float
+ * rounding of 20 logprobs: shifted or duplicated logprobs). The reason in buf[cap] (naming the
+ * field), NULL when there is none. */
+const char *served_top_problem(const served_top *t, int V, char *buf, size_t cap);
+
 /* One streamed completion. */
 typedef struct {
   /* in */

@@ -24,24 +24,8 @@ static const char *row_problem(const served_req *q, int V, char *buf, size_t cap
   const served_top *t = q->top ? &q->top[0] : NULL;
   if (!t || t->n == 0)
     return "the server gave no logprobs named by token id (it needs 'logprobs' and 'return_tokens_as_token_ids')";
-  double mass = 0;
-  for (int k = 0; k < t->n; k++) {
-    if (t->id[k] >= V) snprintf(buf, cap, "logprobs.top_logprobs names token_id:%d, outside the vocabulary of %d", t->id[k], V);
-    else if (t->lp[k] > 1e-6) snprintf(buf, cap, "logprobs.top_logprobs gives token_id:%d the logprob %g, above 0", t->id[k], t->lp[k]);
-    else {
-      mass += exp(t->lp[k]);
-      continue;
-    }
-    return buf;
-  }
-  /* more than a distribution's mass: shifted or duplicated logprobs, which would make the partition
-   * KLD below meaningless (even negative). 1e-4 is far above float rounding of 20 logprobs (~1e-6),
-   * as in features' logprobs check. */
-  if (mass > 1 + 1e-4) {
-    snprintf(buf, cap, "logprobs.top_logprobs hold a mass of %.6f, above 1", mass);
-    return buf;
-  }
-  return NULL;
+  /* a mass above 1 would make the partition KLD below meaningless (even negative) */
+  return served_top_problem(t, V, buf, cap);
 }
 
 /* Compares row `row` of r: the reference's logits lr[V] (log-softmax in lp[V]) with the server's

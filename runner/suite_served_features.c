@@ -128,17 +128,16 @@ static int first_diff(const feat_served *f, const int32_t *a, int n) {
  * one stopping at step 0 would then return no token at all), else step 0's (the prefix is one
  * token repeated). */
 static int stop_step(const feat_served *f, int32_t *stop) {
-  const int sidx = f->decided > 8 ? 8 : f->decided - 1;
-  *stop = f->seq[0];
-  for (int s = sidx; s >= 0; s--) {
+  for (int s = f->decided > 8 ? 8 : f->decided - 1; s > 0; s--) {
     int e = 0;
     while (f->seq[e] != f->seq[s]) e++;
-    if (e >= 1 || s == 0) {
+    if (e >= 1) {
       *stop = f->seq[s];
       return e;
     }
   }
-  return 0; /* not reached: s == 0 returns */
+  *stop = f->seq[0];
+  return 0;
 }
 
 /* A greedy request after the start token. */
@@ -274,12 +273,8 @@ static vstatus check_logprobs(feat_served *f, feat_check *c) {
       if (t->given < gmin) gmin = t->given;
       if (t->given > gmax) gmax = t->given;
       if (t->n == 0) { if (unnamed < 0) unnamed = i; continue; }
-      double mass = 0;
-      for (int k = 0; k < t->n; k++) {
-        mass += exp(t->lp[k]);
-        if ((t->lp[k] > 1e-6 || t->id[k] >= V) && bad_val < 0) bad_val = i;
-      }
-      if (mass > 1 + 1e-4 && bad_val < 0) bad_val = i;
+      char why[160];
+      if (bad_val < 0 && served_top_problem(t, V, why, sizeof why)) bad_val = i;
       /* greedy: the chosen token is the most likely one, and its logprob is that one's */
       if ((t->id[0] != q.ids[i] || !(fabs(t->chosen_lp - t->lp[0]) <= 1e-5)) && not_top < 0) not_top = i;
     }

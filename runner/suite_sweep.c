@@ -24,6 +24,7 @@
 #include "common/atomic_file.h"
 #include "common/clock.h"
 #include "model/model.h"
+#include "runner/bundle.h"
 #include "runner/cli.h"
 #include "runner/engine.h"
 #include "runner/record.h"
@@ -512,19 +513,11 @@ static cJSON *agreement_json(vrecord **recs, const agreement *ag, int repeat) {
 }
 
 vstatus sweep_read_peer(const char *file, vrecord ***recs, int *n, int *cap) {
-  FILE *f = fopen(file, "rb");
-  if (!f) return VERR("%s: cannot open peer records", file);
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *txt = len >= 0 ? malloc((size_t)len + 1) : NULL;
-  if (!txt || fread(txt, 1, (size_t)len, f) != (size_t)len) {
-    fclose(f);
-    free(txt);
-    return VERR("%s: cannot read peer records", file);
+  char *txt;
+  if (bundle_read_file(file, &txt, NULL)) {
+    verr_prefix("peer records");
+    return V_ERR;
   }
-  fclose(f);
-  txt[len] = 0;
   cJSON *j = cJSON_Parse(txt);
   free(txt);
   const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "records");
