@@ -98,7 +98,9 @@ static double step_s(const char *path, const ds_config *c, const dry_env *env, i
 static double prefill_s(const char *path, const ds_config *c, const dry_env *env, double tokens, double ctx) {
   const double f = tokens * token_flops(c, ctx / 2);
   if (!path_on_gpu(path)) return f / (COST_CPU_FLOPS_CORE * (env->cpu_threads > 0 ? env->cpu_threads : 1));
-  return f / COST_GPU_PREFILL_FLOPS;
+  /* on the GPU the weight GEMMs of many rows and the attention over long prompts run at rates far apart */
+  const double attn = tokens * (token_flops(c, ctx / 2) - token_flops(c, 0));
+  return (f - attn) / COST_GPU_PREFILL_GEMM_FLOPS + attn / COST_GPU_PREFILL_FLOPS;
 }
 
 /* Seconds to open a path whose weights are `wbytes`. */
@@ -181,6 +183,16 @@ static bool open_set(ctx_t *X, char **names, int n, int max_seq, int max_ctx, bo
     snprintf(o->why, sizeof o->why, "%s", why);
   }
   return fits;
+}
+
+/* True unless path `name` alone at (max_seq, max_ctx) needs more GPU memory than the GPU has free
+ * (the sweep reports such a point "does not fit" and spends no steps on it); the step's figures
+ * are left alone. A path without a memory model fits. */
+static bool fits_alone(const ctx_t *X, const char *name, int max_seq, int max_ctx) {
+  vpath_opts po = {.max_seq = max_seq, .max_ctx = max_ctx};
+  ds_mem_estimate e;
+  if (vpath_estimate(name, X->cfg, &po, X->env->sms, &e) != V_OK || !e.on_gpu) return true;
+  return !(X->env->gpu && X->env->gpu_free > 0 && ds_mem_total(&e) > X->env->gpu_free);
 }
 
 static void name_paths(dry_step *o, char **names, int n, bool together) {
@@ -348,6 +360,7 @@ static vstatus est_sweep(int argc, char **argv, ctx_t *X) {
     for (int p = 0; p < n; p++) {
       X->out->seconds += open_s(names[p], X->env, X->wbytes[p]);
       for (int bi = 0; bi < nb; bi++) {
+        if (!fits_alone(X, names[p], (int)bs[bi], max_ctx)) continue; /* not run: does not fit */
         const int rows = (int)bs[bi] * (spec_k + 1);
         X->out->seconds += repeat * ((warmup + steps) * step_s(names[p], X->cfg, X->env, rows, cs[ci] + span / 2.0) +
                                      (prefill ? prefill_s(names[p], X->cfg, X->env, (double)bs[bi] * cs[ci], cs[ci])

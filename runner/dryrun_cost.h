@@ -14,7 +14,10 @@
 #define COST_REF_LAYER_S 100e-6      /* s per layer and step: cuda-ref's launches + the router's host sync */
 /* GPU prompt rows (prefill: chunks past the 64-row envelope run cuda-ref's plain attention) and
  * fill_cache's per-position cache writes (cuBLAS GEMMs), FLOPs at these rates */
-#define COST_GPU_PREFILL_FLOPS 3.2e12 /* FLOP/s: mrcr latency 4k/32k/128k x 2/8 needles x 2 samples, 27 s */
+#define COST_GPU_PREFILL_FLOPS 3.2e12 /* FLOP/s of prompt attention: mrcr latency 4k/32k/128k x 2/8 needles x 2 samples, 27 s */
+#define COST_GPU_PREFILL_GEMM_FLOPS 60e12 /* FLOP/s of the prompt rows' weight GEMMs: h200 step 18 (sweep
+                                              prefill+decode, k2-slice 2 layers, 64 x 256 prompt rows:
+                                              cuda-ref 0.78 s, latency 1.05 s on the H200, 6c28518) */
 #define COST_GPU_FILL_FLOPS 60e12    /* FLOP/s: fill_cache (kv_b_proj over the positions) */
 /* opening a GPU path: weights synthesized on the device at this rate, plus a fixed cost */
 #define COST_GPU_SYNTH_BPS 40e9      /* B/s of weights generated (philox on the GPU) */

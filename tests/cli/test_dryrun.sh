@@ -50,6 +50,19 @@ import re, sys
 t = [float(re.search(r'^expected total: ([0-9.]+) s', open(f).read(), re.M).group(1)) for f in sys.argv[1:]]
 sys.exit(0 if t[0] > t[1] else 1)
 PY
+# a sweep spends no time on a point that does not fit the GPU (it reports it "does not fit"): cuda-ref's
+# expanded cache of k2-slice (2 layers) at 64 x 128k is 160 GiB, more than 141G, and dominates the step
+cat > sw.json <<'JSON'
+{"name": "sw", "steps": [{"suite": "sweep", "args": ["--model", "synth:k2-slice", "--layers", "2", "--paths",
+  "cuda-ref,latency", "--batch", "1,64", "--context", "128k", "--steps", "20"]}]}
+JSON
+"$VOUCH" run --plan sw.json --dry-run --gpu-mem 141G >sw141.out 2>&1
+"$VOUCH" run --plan sw.json --dry-run --gpu-mem 1000G >sw1000.out 2>&1
+python3 - sw141.out sw1000.out <<'PY' && ok || bad "the sweep prices a point that does not fit: $(cat sw141.out sw1000.out)"
+import re, sys
+t = [float(re.search(r'^expected total: ([0-9.]+) s', open(f).read(), re.M).group(1)) for f in sys.argv[1:]]
+sys.exit(0 if 0 < t[0] < t[1] / 2 else 1)
+PY
 expect_error 2 "--host-mem and --cpus describe another machine" "$VOUCH" run --plan big.json --host-mem 8G --out never
 expect_error 2 "--cpus 'many'" "$VOUCH" run --dry-run --cpus many
 expect_error 2 "--host-mem '0'" "$VOUCH" run --dry-run --host-mem 0
