@@ -59,7 +59,8 @@ static const char USAGE[] =
     "                manifest records its sha256 (path_libs)\n"
     "  --resume DIR  continue the interrupted run in DIR (crashed, killed or Ctrl-C) with its own plan,\n"
     "                variables and path libraries: finished steps and every stored case are kept, the rest\n"
-    "                runs into DIR\n"
+    "                runs into DIR; only the build that started the run (same commit and CMake options)\n"
+    "                may continue it\n"
     "  Exit code: 0 verdict pass, 1 fail or incomplete, 2 usage or plan error or a step that cannot fit,\n"
     "  130 interrupted.\n";
 

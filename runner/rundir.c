@@ -203,6 +203,23 @@ static char *read_text(const char *dir, const char *name) {
   return t;
 }
 
+/* Error (naming store `where` and the field) unless manifest m was made by this build: the same
+ * commit and CMake options. A run's records, its manifest and replay.sh describe one build; records
+ * of another added by a resume would be passed off as the first one's. */
+static vstatus same_build(const cJSON *m, const char *where) {
+  const cJSON *tool = cJSON_GetObjectItem(m, "tool"), *build = cJSON_GetObjectItem(m, "build");
+  const cJSON *commit = cJSON_GetObjectItem(tool, "commit"), *opts = cJSON_GetObjectItem(build, "cmake_options");
+  if (!cJSON_IsString(commit) || strcmp(commit->valuestring, VOUCH_GIT_COMMIT))
+    return VERR("%s: meta 'manifest' tool.commit: the run was started by vouch %.12s, this is %.12s: a run's records "
+                "come from one build (resume it with that build, or start a new run)",
+                where, cJSON_IsString(commit) ? commit->valuestring : "(missing)", VOUCH_GIT_COMMIT);
+  if (!cJSON_IsString(opts) || strcmp(opts->valuestring, VOUCH_CMAKE_OPTIONS))
+    return VERR("%s: meta 'manifest' build.cmake_options: the run was started by a build with '%.200s', this one has "
+                "'%.200s': a run's records come from one build",
+                where, cJSON_IsString(opts) ? opts->valuestring : "(missing)", VOUCH_CMAKE_OPTIONS);
+  return V_OK;
+}
+
 vstatus rec_resume_dir(vrundir **out, const char *dir) {
   *out = NULL;
   char path[PATH_MAX + 32];
@@ -222,6 +239,7 @@ vstatus rec_resume_dir(vrundir **out, const char *dir) {
   }
   rd->manifest = mtxt ? cJSON_Parse(mtxt) : NULL;
   if (!cJSON_IsObject(rd->manifest)) { s = VERR("%s: meta 'manifest': not a JSON object", path); goto fail; }
+  if ((s = same_build(rd->manifest, path))) goto fail;
   if ((s = store_count(&rd->st, &rd->n, &rd->n_bad))) goto fail;
   /* traces are numbered on: the first free traces/NNNN.json */
   for (;; rd->next_trace++) {

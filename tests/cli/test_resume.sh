@@ -252,4 +252,16 @@ db.execute("UPDATE meta SET value = 'many' WHERE key = 'steps_done'")
 db.commit()
 PY
 expect_error 2 "meta 'steps_done'" "$VOUCH" run --resume broken
+# a run started by another build is not continued by this one: its records would pass for the first's
+cp -r full otherbuild
+python3 - otherbuild <<'PY'
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1] + "/results.sqlite")
+db.execute("UPDATE meta SET value = 'incomplete' WHERE key = 'state'")
+m = json.loads(db.execute("SELECT value FROM meta WHERE key = 'manifest'").fetchone()[0])
+m["tool"]["commit"] = "0123456789abcdef0123456789abcdef01234567"
+db.execute("UPDATE meta SET value = ? WHERE key = 'manifest'", (json.dumps(m),))
+db.commit()
+PY
+expect_error 2 "tool.commit: the run was started by vouch 0123456789ab" "$VOUCH" run --resume otherbuild
 finish resume
