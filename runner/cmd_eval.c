@@ -16,6 +16,24 @@ enum { N_EVALS = sizeof evals / sizeof evals[0] };
 
 static const char *eval_word(const vsuite *s) { return s->name + strlen("eval "); }
 
+/* The eval named `word`, NULL when there is none (with the known words in known[n]). */
+static const vsuite *find_eval(const char *word, char *known, size_t n) {
+  known[0] = 0;
+  for (int i = 0; i < N_EVALS; i++) {
+    if (!strcmp(word, eval_word(evals[i]))) return evals[i];
+    snprintf(known + strlen(known), n - strlen(known), "%s%s", i ? ", " : "", eval_word(evals[i]));
+  }
+  return NULL;
+}
+
+vstatus eval_check_args(int argc, char **argv) {
+  char known[128];
+  if (argc < 2) return VERR("vouch eval: which eval? (%s)", (find_eval("", known, sizeof known), known));
+  const vsuite *s = find_eval(argv[1], known, sizeof known);
+  if (!s) return VERR("unknown subcommand 'eval %s' (%s)", argv[1], known);
+  return vsuite_check_args(s, argc - 1, argv + 1);
+}
+
 int cmd_eval(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     FILE *f = argc < 2 ? stderr : stdout;
@@ -26,11 +44,9 @@ int cmd_eval(int argc, char **argv) {
             eval_word(evals[0]));
     return argc < 2 ? EXIT_USAGE : EXIT_OK;
   }
-  char known[128] = "";
-  for (int i = 0; i < N_EVALS; i++) {
-    if (!strcmp(argv[1], eval_word(evals[i]))) return vsuite_main(evals[i], argc - 1, argv + 1);
-    snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", eval_word(evals[i]));
-  }
+  char known[128];
+  const vsuite *s = find_eval(argv[1], known, sizeof known);
+  if (s) return vsuite_main(s, argc - 1, argv + 1);
   VERR("unknown subcommand 'eval %s' (%s)", argv[1], known);
   cli_print_error(NULL);
   return EXIT_USAGE;

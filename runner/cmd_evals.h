@@ -12,5 +12,7 @@ extern const vsuite vsuite_diverge, vsuite_features;
 
 /* `vouch eval SUITE ...`: returns the exit code. */
 int cmd_eval(int argc, char **argv);
+/* vouch eval's plan-step check (runner/commands.h vcommand.check): the eval named by argv[1]. */
+vstatus eval_check_args(int argc, char **argv);
 
 #endif

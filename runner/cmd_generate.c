@@ -58,74 +58,98 @@ static void stats_add(logit_stats *s, const float *l, int vocab) {
   s->rows++;
 }
 
-int cmd_generate(int argc, char **argv) {
-  const char *model_spec = "synth:tiny", *path_name = "cpu-ref", *tokens_s = "1,2,3,4", *stop_s = NULL, *v;
-  long n_new = 32, batch = 1, layers = 0, threads = 0, top_k = 0, tp = 0;
-  double temperature = 0, top_p = 1;
-  uint64_t seed = 0, sample_seed = 0;
-  bool json = false, trace_on = false, dcp = false, ep = false;
+/* generate's options, parsed and checked (gen_parse). */
+typedef struct {
+  const char *model_spec, *path_name; /* --model, --path (a registered path) */
+  long n_new, batch, layers, threads, top_k, tp; /* -n, --batch, --layers, --threads, --top-k, --tp (0: no TP) */
+  double temperature, top_p;
+  uint64_t seed, sample_seed;
+  bool json, trace_on, dcp, ep;
+  long *prompt, *stops;               /* [n_prompt] --tokens, [n_stops] --stop (malloc'ed; gen_free) */
+  int n_prompt, n_stops;
+} gen_opts;
+
+static void gen_free(gen_opts *o) {
+  free(o->prompt);
+  free(o->stops);
+  o->prompt = o->stops = NULL;
+}
+
+/* Parses argv into *o and checks what needs no model (the path registered, --dcp/--ep with TP,
+ * the token lists). *help: --help given (nothing else parsed). Error: a usage error naming the
+ * option; o holds nothing to free then. */
+static vstatus gen_parse(int argc, char **argv, gen_opts *o, bool *help) {
+  *o = (gen_opts){.model_spec = "synth:tiny", .path_name = "cpu-ref", .n_new = 32, .batch = 1, .top_p = 1};
+  const char *tokens_s = "1,2,3,4", *stop_s = NULL, *v;
   vstatus err = V_OK;
+  *help = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return EXIT_OK; }
-    if (!strcmp(a, "--json")) json = true;
-    else if (!strcmp(a, "--trace")) trace_on = true;
-    else if (!strcmp(a, "--dcp")) dcp = true;
-    else if (!strcmp(a, "--ep")) ep = true;
-    else if (cli_opt(argc, argv, &i, "--model", &v, &err)) { if (v) model_spec = v; }
-    else if (cli_opt(argc, argv, &i, "--path", &v, &err)) { if (v) path_name = v; }
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = true; return V_OK; }
+    if (!strcmp(a, "--json")) o->json = true;
+    else if (!strcmp(a, "--trace")) o->trace_on = true;
+    else if (!strcmp(a, "--dcp")) o->dcp = true;
+    else if (!strcmp(a, "--ep")) o->ep = true;
+    else if (cli_opt(argc, argv, &i, "--model", &v, &err)) { if (v) o->model_spec = v; }
+    else if (cli_opt(argc, argv, &i, "--path", &v, &err)) { if (v) o->path_name = v; }
     else if (cli_opt(argc, argv, &i, "--path-lib", &v, &err)) { if (v) err = vpaths_load_lib(v); }
     else if (cli_opt(argc, argv, &i, "--tokens", &v, &err)) { if (v) tokens_s = v; }
     else if (cli_opt(argc, argv, &i, "--stop", &v, &err)) { if (v) stop_s = v; }
-    else if (cli_opt(argc, argv, &i, "-n", &v, &err)) { if (v) err = cli_int("-n", v, 0, 1 << 24, &n_new); }
-    else if (cli_opt(argc, argv, &i, "--batch", &v, &err)) { if (v) err = cli_int("--batch", v, 1, 4096, &batch); }
-    else if (cli_opt(argc, argv, &i, "--layers", &v, &err)) { if (v) err = cli_int("--layers", v, 1, 1000, &layers); }
-    else if (cli_opt(argc, argv, &i, "--threads", &v, &err)) { if (v) err = cli_int("--threads", v, 0, 4096, &threads); }
-    else if (cli_opt(argc, argv, &i, "--tp", &v, &err)) { if (v) err = cli_int("--tp", v, 1, SHARD_MAX_TP, &tp); }
-    else if (cli_opt(argc, argv, &i, "--top-k", &v, &err)) { if (v) err = cli_int("--top-k", v, 0, 1 << 30, &top_k); }
-    else if (cli_opt(argc, argv, &i, "--temperature", &v, &err)) { if (v) err = cli_double("--temperature", v, &temperature); }
-    else if (cli_opt(argc, argv, &i, "--top-p", &v, &err)) { if (v) err = cli_double("--top-p", v, &top_p); }
-    else if (cli_opt(argc, argv, &i, "--seed", &v, &err)) { if (v) err = cli_u64("--seed", v, &seed); }
-    else if (cli_opt(argc, argv, &i, "--sample-seed", &v, &err)) { if (v) err = cli_u64("--sample-seed", v, &sample_seed); }
+    else if (cli_opt(argc, argv, &i, "-n", &v, &err)) { if (v) err = cli_int("-n", v, 0, 1 << 24, &o->n_new); }
+    else if (cli_opt(argc, argv, &i, "--batch", &v, &err)) { if (v) err = cli_int("--batch", v, 1, 4096, &o->batch); }
+    else if (cli_opt(argc, argv, &i, "--layers", &v, &err)) { if (v) err = cli_int("--layers", v, 1, 1000, &o->layers); }
+    else if (cli_opt(argc, argv, &i, "--threads", &v, &err)) { if (v) err = cli_int("--threads", v, 0, 4096, &o->threads); }
+    else if (cli_opt(argc, argv, &i, "--tp", &v, &err)) { if (v) err = cli_int("--tp", v, 1, SHARD_MAX_TP, &o->tp); }
+    else if (cli_opt(argc, argv, &i, "--top-k", &v, &err)) { if (v) err = cli_int("--top-k", v, 0, 1 << 30, &o->top_k); }
+    else if (cli_opt(argc, argv, &i, "--temperature", &v, &err)) { if (v) err = cli_double("--temperature", v, &o->temperature); }
+    else if (cli_opt(argc, argv, &i, "--top-p", &v, &err)) { if (v) err = cli_double("--top-p", v, &o->top_p); }
+    else if (cli_opt(argc, argv, &i, "--seed", &v, &err)) { if (v) err = cli_u64("--seed", v, &o->seed); }
+    else if (cli_opt(argc, argv, &i, "--sample-seed", &v, &err)) { if (v) err = cli_u64("--sample-seed", v, &o->sample_seed); }
     else err = VERR("unknown option '%s' (see vouch generate --help)", a);
-    if (err) { cli_print_error("generate"); return EXIT_USAGE; }
+    if (err) return err;
   }
-  if (temperature < 0 || top_p <= 0 || top_p > 1) {
-    VERR("--temperature must be >= 0 and --top-p in (0, 1]");
-    cli_print_error("generate");
-    return EXIT_USAGE;
-  }
-  if (dcp && tp == 0 && !strstr(path_name, ":tp")) {
-    VERR("--dcp splits the KV cache over the tensor-parallel ranks: give --tp N too");
-    cli_print_error("generate");
-    return EXIT_USAGE;
-  }
-  if (ep && tp == 0 && !strstr(path_name, ":tp")) {
-    VERR("--ep splits the routed experts over the tensor-parallel ranks: give --tp N too");
-    cli_print_error("generate");
-    return EXIT_USAGE;
-  }
-  if (!vpaths_find(path_name)) {
-    VERR("unknown path '%s' (known: %s)", path_name, vpaths_names());
-    cli_print_error("generate");
-    return EXIT_USAGE;
-  }
-  long *prompt = NULL, *stops = NULL;
-  int n_prompt = 0, n_stops = 0;
-  if (cli_size_list("--tokens", tokens_s, &prompt, &n_prompt) ||
-      (stop_s && cli_size_list("--stop", stop_s, &stops, &n_stops))) {
-    cli_print_error("generate");
-    return EXIT_USAGE;
-  }
+  if (o->temperature < 0 || o->top_p <= 0 || o->top_p > 1)
+    return VERR("--temperature must be >= 0 and --top-p in (0, 1]");
+  if (o->dcp && o->tp == 0 && !strstr(o->path_name, ":tp"))
+    return VERR("--dcp splits the KV cache over the tensor-parallel ranks: give --tp N too");
+  if (o->ep && o->tp == 0 && !strstr(o->path_name, ":tp"))
+    return VERR("--ep splits the routed experts over the tensor-parallel ranks: give --tp N too");
+  if (!vpaths_find(o->path_name)) return VERR("unknown path '%s' (known: %s)", o->path_name, vpaths_names());
+  VTRY(cli_size_list("--tokens", tokens_s, &o->prompt, &o->n_prompt));
+  if (stop_s && (err = cli_size_list("--stop", stop_s, &o->stops, &o->n_stops))) { gen_free(o); return err; }
+  return V_OK;
+}
+
+vstatus generate_check_args(int argc, char **argv) {
+  gen_opts o;
+  bool help;
+  VTRY(gen_parse(argc, argv, &o, &help));
+  gen_free(&o);
+  return V_OK;
+}
+
+int cmd_generate(int argc, char **argv) {
+  gen_opts g;
+  bool help;
+  if (gen_parse(argc, argv, &g, &help)) { cli_print_error("generate"); return EXIT_USAGE; }
+  if (help) { fputs(USAGE, stdout); return EXIT_OK; }
+  /* the names the decode below uses */
+  const char *model_spec = g.model_spec, *path_name = g.path_name;
+  const long n_new = g.n_new, batch = g.batch, layers = g.layers, threads = g.threads, top_k = g.top_k, tp = g.tp;
+  const double temperature = g.temperature, top_p = g.top_p;
+  const uint64_t seed = g.seed, sample_seed = g.sample_seed;
+  const bool json = g.json, trace_on = g.trace_on, dcp = g.dcp, ep = g.ep;
+  long *prompt = g.prompt, *stops = g.stops;
+  const int n_prompt = g.n_prompt, n_stops = g.n_stops;
   ds_model m;
   const bool host = vpaths_host_weights(path_name);
   /* under TP each rank synthesizes only its shard: no full host copy */
-  if (ds_model_open(&m, model_spec, seed, (int)layers, host && tp == 0)) { cli_print_error("generate"); free(prompt); return EXIT_CHECK_FAILED; }
+  if (ds_model_open(&m, model_spec, seed, (int)layers, host && tp == 0)) { cli_print_error("generate"); gen_free(&g); return EXIT_CHECK_FAILED; }
   if (tp > 0 && ds_shard_check_ep(&m.cfg, (int)tp, ep) != V_OK) {
     verr_prefix("--tp%s: %s", ep ? " --ep" : "", m.source);
     cli_print_error("generate");
     ds_model_close(&m);
-    free(prompt);
+    gen_free(&g);
     return EXIT_USAGE;
   }
   const int vocab = m.cfg.vocab_size;
@@ -135,7 +159,7 @@ int cmd_generate(int argc, char **argv) {
       VERR("--tokens: token %ld is outside the vocabulary [0, %d)", prompt[i], vocab);
       cli_print_error("generate");
       ds_model_close(&m);
-      free(prompt);
+      gen_free(&g);
       return EXIT_USAGE;
     }
   const int B = (int)batch;
@@ -148,11 +172,11 @@ int cmd_generate(int argc, char **argv) {
     VERR("prompt + -n = %d positions exceeds max_position_embeddings %d", po.max_ctx, m.cfg.max_position_embeddings);
     cli_print_error("generate");
     ds_model_close(&m);
-    free(prompt);
+    gen_free(&g);
     return EXIT_USAGE;
   }
   vpath p;
-  if (vpath_open(&p, path_name, &m, &po)) { cli_print_error("generate"); ds_model_close(&m); free(prompt); return EXIT_CHECK_FAILED; }
+  if (vpath_open(&p, path_name, &m, &po)) { cli_print_error("generate"); ds_model_close(&m); gen_free(&g); return EXIT_CHECK_FAILED; }
 
   int *seq = calloc((size_t)B, sizeof *seq), *ntok = calloc((size_t)B, sizeof *ntok), *pos = calloc((size_t)B, sizeof *pos);
   int32_t *tok = calloc((size_t)B * (size_t)max_prompt, sizeof *tok);
@@ -293,7 +317,8 @@ int cmd_generate(int argc, char **argv) {
 end:
   if (s) cli_print_error("generate");
   free(seq); free(ntok); free(pos); free(tok); free(logits); free(out); free(n_out); free(plen); free(done);
-  free(work); free(prompt); free(stops);
+  free(work);
+  gen_free(&g);
   vpath_close(&p);
   vtrace_free(&trace);
   ds_model_close(&m);

@@ -232,6 +232,38 @@ static void machine_env(dry_env *env, int gpus, double gpu_mem, double host_mem,
   if (cpus_opt > 0) env->cpu_threads = cpus_opt;
 }
 
+/* Checks the options of every step that runs on this machine (gpu: the GPU variant) with its
+ * suite's own parser (vcommand_check), running nothing, so a misspelled option or an unknown path
+ * in step 12 refuses the plan before step 0 runs. Returns the number of steps refused (each with
+ * one line on stderr naming the plan, the step and the option), -1 on a plan error (recorded). */
+static int plan_check_options(const cJSON *plan, const char *pname, const var *vars, int nv, bool gpu) {
+  int step_i = 0, bad = 0;
+#ifndef VOUCH_HAVE_CUDA
+  /* a GPU variant planned (--dry-run --gpu-mem) by a build without the GPU paths: their names are
+   * unknown here, though the steps are right for a CUDA build */
+  if (gpu) {
+    fprintf(stderr, "vouch run: plan %s: the steps' options are not checked: this build has no CUDA paths\n", pname);
+    return 0;
+  }
+#endif
+  const cJSON *s;
+  cJSON_ArrayForEach(s, cJSON_GetObjectItem(plan, "steps")) {
+    const cJSON *when = cJSON_GetObjectItem(s, "when");
+    const char *suite = cJSON_GetObjectItem(s, "suite")->valuestring;
+    if (!when || !strcmp(when->valuestring, gpu ? "gpu" : "cpu")) {
+      char *sargv[128], bufs[128][600];
+      int sargc;
+      if (!expand_step(s, vars, nv, pname, step_i, sargv, bufs, &sargc)) return -1;
+      if (vcommand_check(vcommand_find(suite), sargc, sargv)) { /* check_plan: a plan step of this build */
+        fprintf(stderr, "vouch run: plan %s: steps[%d] (%s): %s\n", pname, step_i, suite, verr_msg());
+        bad++;
+      }
+    }
+    step_i++;
+  }
+  return bad;
+}
+
 /* Estimates every step that runs on this machine; prints the table when `print`. Returns the number
  * of steps that cannot fit (each with one line on stderr), -1 on a plan error (recorded). */
 static int plan_fit(const cJSON *plan, const char *pname, const var *vars, int nv, const dry_env *env, bool print) {
@@ -504,6 +536,17 @@ int cmd_run(int argc, char **argv) {
     nv++;
   }
 
+  /* every step's options checked before anything runs (not overridden by --force) */
+  const int bad_opts = plan_check_options(plan, pname, vars, nv, gpu_variant);
+  if (bad_opts != 0) {
+    if (bad_opts < 0) cli_print_error("run");
+    else
+      fprintf(stderr, "vouch run: plan %s refused: %d step%s with options the suite rejects (nothing ran)\n", pname,
+              bad_opts, bad_opts == 1 ? "" : "s");
+    cJSON_Delete(plan);
+    free(text);
+    return EXIT_USAGE;
+  }
   /* every step estimated before anything runs; a step that cannot fit refuses the plan */
   dry_env env;
   machine_env(&env, gpus, gpu_mem, host_mem, cpus);

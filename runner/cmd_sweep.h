@@ -6,6 +6,9 @@
 #include "runner/record.h"
 
 int cmd_sweep(int argc, char **argv);
+/* vouch sweep's plan-step check (runner/commands.h vcommand.check): the in-process sweep's options;
+ * a sweep of a server (--server) is checked when it runs. */
+vstatus sweep_check_args(int argc, char **argv);
 /* "K=7,AL=6" (or lower case): K draft tokens verified per step, AL kept; 0 <= K <= 64, 1 <= AL <= K+1. */
 vstatus sweep_spec_parse(const char *s, int *k, int *al);
 /* `vouch sweep --server URL ...`: served throughput of an OpenAI-compatible server (cmd_sweep_server.c). */

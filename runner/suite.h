@@ -85,8 +85,9 @@ typedef struct {
   vstatus (*run)(void *st, const vsuite_ctx *x, int c);
   /* Makes case c's records in recs (eng_new, finalized); the driver stores them. */
   vstatus (*record)(void *st, const vsuite_ctx *x, int c, veng *recs);
-  /* The report, after the last case (before the verdict line); NULL: none. */
-  void (*print)(const void *st, const vsuite_ctx *x);
+  /* The report, after the last case and finish (before the verdict line), from st and recs (every
+   * record of the invocation, finish's included); NULL: none. */
+  void (*print)(const void *st, const vsuite_ctx *x, const veng *recs);
   /* Frees what st holds (st itself is the driver's); called on every exit after init. */
   void (*free)(void *st);
 
@@ -132,5 +133,10 @@ typedef struct {
 
 /* Runs suite s as a command: argv[0] is its last command word. Returns the exit code. */
 int vsuite_main(const vsuite *s, int argc, char **argv);
+/* Parses and checks argv as vsuite_main would up to opening the model (options, the paths against
+ * the registry, options_done, paths_done), and runs nothing: what `vouch run` asks of every plan
+ * step before the first one runs. A --path-lib is loaded (as the step would). Error: the usage
+ * error vsuite_main would print, naming the option. */
+vstatus vsuite_check_args(const vsuite *s, int argc, char **argv);
 
 #endif

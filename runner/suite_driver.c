@@ -150,9 +150,63 @@ static bool case_made(const planned *p, int c, const veng *recs, int from) {
   return true;
 }
 
+/* Parses argv[1..argc) into o (the driver's options) and st (the suite's; init done). *help: --help
+ * was given (what follows it is not parsed). Error: a usage error naming the option. */
+static vstatus parse_options(const vsuite *s, int argc, char **argv, shared_opts *o, void *st, bool *help) {
+  vstatus err = V_OK;
+  *help = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = true; return V_OK; }
+    if (!shared_option(s, o, argc, argv, &i, &err) && !s->option(st, argc, argv, &i, &err))
+      err = VERR("unknown option '%s' (see vouch %s --help)", a, s->name);
+    if (err) return err;
+  }
+  return V_OK;
+}
+
+/* After parse_options: the paths into x (--paths split into *pbuf / *paths, or the suite's own),
+ * checked against the registry, then the suite's options_done and paths_done. *missing: a required
+ * path is not given (x->n_paths 0; no error set). Error: a usage error naming the option. */
+static vstatus settle_options(const vsuite *s, const shared_opts *o, void *st, vsuite_ctx *x, char **pbuf,
+                              const char ***paths, bool *missing) {
+  *missing = false;
+  if (s->no_model) return s->options_done(st); /* no paths, no model */
+  VTRY(s->paths ? s->paths(st, &x->paths, &x->n_paths)
+                : o->paths ? split_names("--paths", o->paths, pbuf, paths, &x->n_paths) : V_OK);
+  if (!s->paths) x->paths = *paths;
+  if (x->n_paths == 0) { *missing = true; return V_OK; }
+  VTRY(check_paths(x->paths, x->n_paths));
+  VTRY(s->options_done(st));
+  return s->paths_done ? s->paths_done(st, x->paths, x->n_paths) : V_OK;
+}
+
+static shared_opts shared_defaults(const vsuite *s) {
+  return (shared_opts){.model = s->default_model, .paths = s->default_paths, .seed = s->seed_zero ? 0 : 1,
+                       .knobs = {.cos = -1, .gap = -1, .answer_logit = -1}};
+}
+
+vstatus vsuite_check_args(const vsuite *s, int argc, char **argv) {
+  shared_opts o = shared_defaults(s);
+  void *st = calloc(1, s->state_size);
+  if (!st) return VERR("%s: out of memory", s->name);
+  char *pbuf = NULL;
+  const char **paths = NULL;
+  vsuite_ctx x = {0};
+  bool help = false, missing = false;
+  s->init(st);
+  vstatus err = parse_options(s, argc, argv, &o, st, &help);
+  if (!err && !help) err = settle_options(s, &o, st, &x, &pbuf, &paths, &missing);
+  if (!err && missing) err = VERR("a path to run is not named (see vouch %s --help)", s->name);
+  s->free(st);
+  free(st);
+  free(pbuf);
+  free(paths);
+  return err;
+}
+
 int vsuite_main(const vsuite *s, int argc, char **argv) {
-  shared_opts o = {.model = s->default_model, .paths = s->default_paths, .seed = s->seed_zero ? 0 : 1,
-                   .knobs = {.cos = -1, .gap = -1, .answer_logit = -1}};
+  shared_opts o = shared_defaults(s);
   void *st = calloc(1, s->state_size);
   char *pbuf = NULL;
   const char **paths = NULL; /* --paths split (malloc'ed; names in pbuf) */
@@ -163,37 +217,18 @@ int vsuite_main(const vsuite *s, int argc, char **argv) {
   double t0 = 0; /* when the first case started */
   veng recs = {0};
   planned pl = {0};
-  vstatus err = V_OK;
+  bool help = false, missing = false; /* --help given; a required path not named */
   int rc = EXIT_OK;
   if (!st) { VERR("%s: out of memory", s->name); cli_print_error(s->name); return EXIT_CHECK_FAILED; }
   s->init(st);
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(s->usage, stdout); goto out; }
-    if (!shared_option(s, &o, argc, argv, &i, &err) && !s->option(st, argc, argv, &i, &err))
-      err = VERR("unknown option '%s' (see vouch %s --help)", a, s->name);
-    if (err) { cli_print_error(s->name); rc = EXIT_USAGE; goto out; }
-  }
+  if (parse_options(s, argc, argv, &o, st, &help)) { cli_print_error(s->name); rc = EXIT_USAGE; goto out; }
+  if (help) { fputs(s->usage, stdout); goto out; }
   x.paths_given = o.paths_given;
   x.seed = o.seed;
   x.n_threads = (int)o.threads;
-  if (s->no_model) { /* no paths, no model */
-    if (s->options_done(st)) { cli_print_error(s->name); rc = EXIT_USAGE; goto out; }
-  } else {
-    if (s->paths ? s->paths(st, &x.paths, &x.n_paths)
-                 : o.paths ? split_names("--paths", o.paths, &pbuf, &paths, &x.n_paths) : V_OK) {
-      cli_print_error(s->name);
-      rc = EXIT_USAGE;
-      goto out;
-    }
-    if (!s->paths) x.paths = paths;
-    if (x.n_paths == 0) { fputs(s->usage, stderr); rc = EXIT_USAGE; goto out; } /* a required path is missing */
-    if (check_paths(x.paths, x.n_paths) || s->options_done(st) ||
-        (s->paths_done && s->paths_done(st, x.paths, x.n_paths))) {
-      cli_print_error(s->name);
-      rc = EXIT_USAGE;
-      goto out;
-    }
+  if (settle_options(s, &o, st, &x, &pbuf, &paths, &missing)) { cli_print_error(s->name); rc = EXIT_USAGE; goto out; }
+  if (missing) { fputs(s->usage, stderr); rc = EXIT_USAGE; goto out; } /* a required path is not named */
+  if (!s->no_model) {
     const double t_open = vclock_now();
     if (open_model(&m, o.model, s->constructed ? o.model_seed : o.seed, (int)o.layers, any_host(x.paths, x.n_paths),
                    s->constructed ? &o.knobs : NULL, &L, s->constructed)) {
@@ -243,7 +278,7 @@ int vsuite_main(const vsuite *s, int argc, char **argv) {
     rc = EXIT_CHECK_FAILED;
     goto out;
   }
-  if (s->print) s->print(st, &x);
+  if (s->print) s->print(st, &x, &recs);
   if (!records_pass(&recs) || unmade) rc = EXIT_CHECK_FAILED;
   if (s->passed && !s->passed(st, &x)) rc = EXIT_CHECK_FAILED;
   if (!s->quiet_verdict) printf("\nverdict: %s\n", rc == EXIT_OK ? "pass" : "FAIL");

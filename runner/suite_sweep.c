@@ -619,7 +619,6 @@ typedef struct {
   int first;                 /* the pair just run: its points are res[round].p[first ..] */
   double wall_s;             /* the rounds' wall time, summed */
   agreement ag;              /* the rounds' agreement (repeat > 1; finish) */
-  const veng *recs;          /* every record of the invocation, the driver's (finish; for print) */
 } sweep_state;
 
 static void sweep_init(void *st) {
@@ -792,16 +791,15 @@ static vstatus sweep_finish(void *st, const vsuite_ctx *x, veng *recs) {
     VTRY(e);
   }
   VTRY(add_speedups(recs->v, recs->n, x->paths[0]));
-  s->recs = recs;
   if (s->repeat > 1) VTRY(agreement_compute(recs->v, recs->n, (int)s->repeat, s->agree_pct, s->max_cv, &s->ag));
   return V_OK;
 }
 
-static void sweep_print(const void *st, const vsuite_ctx *x) {
+static void sweep_print(const void *st, const vsuite_ctx *x, const veng *recs) {
   const sweep_state *s = st;
   const int repeat = (int)s->repeat;
-  print_tables(stdout, s->recs->v, s->recs->n, &s->o, s->res, repeat);
-  if (repeat > 1) print_agreement(stdout, s->recs->v, &s->ag, repeat);
+  print_tables(stdout, recs->v, recs->n, &s->o, s->res, repeat);
+  if (repeat > 1) print_agreement(stdout, recs->v, &s->ag, repeat);
   printf("\nsweep wall time %.1f s", s->wall_s);
   if (repeat > 1) {
     printf(" (rounds:");
@@ -867,8 +865,17 @@ static const vsuite vsuite_sweep = {
     .write_json = sweep_json,
 };
 
-int cmd_sweep(int argc, char **argv) {
+/* True when argv names a server (--server): the sweep is cmd_sweep_server's. */
+static bool server_sweep(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "--server") || !strncmp(argv[i], "--server=", 9)) return cmd_sweep_server(argc, argv);
-  return vsuite_main(&vsuite_sweep, argc, argv);
+    if (!strcmp(argv[i], "--server") || !strncmp(argv[i], "--server=", 9)) return true;
+  return false;
+}
+
+vstatus sweep_check_args(int argc, char **argv) {
+  return server_sweep(argc, argv) ? V_OK : vsuite_check_args(&vsuite_sweep, argc, argv);
+}
+
+int cmd_sweep(int argc, char **argv) {
+  return server_sweep(argc, argv) ? cmd_sweep_server(argc, argv) : vsuite_main(&vsuite_sweep, argc, argv);
 }

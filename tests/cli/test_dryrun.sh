@@ -50,6 +50,33 @@ import re, sys
 t = [float(re.search(r'^expected total: ([0-9.]+) s', open(f).read(), re.M).group(1)) for f in sys.argv[1:]]
 sys.exit(0 if t[0] > t[1] else 1)
 PY
+# every step's options are checked by its suite's parser before anything runs: a misspelled option in
+# the last step, an unknown path, a bad eval word refuse the plan with one line each (exit 2), with
+# or without --dry-run, before step 0 starts; --force does not override it
+cat > opts.json <<'JSON'
+{"name": "opts", "steps": [
+  {"suite": "generate", "args": ["--model", "synth:tiny", "-n", "2"]},
+  {"suite": "generate", "args": ["--path", "cpu-rfe"]},
+  {"suite": "eval", "args": ["mrcx"]},
+  {"suite": "sweep", "args": ["--batch", "1", "--contxt", "1k"]},
+  {"suite": "diverge", "args": ["--paths", "cpu-ref", "--tokens", "4"]},
+  {"suite": "kernels", "args": ["--quick", "--seeds", "0"]},
+  {"suite": "diverge", "args": ["--paths", "cpu-ref,cpu-ref:tp2", "--tokn", "4"]}]}
+JSON
+"$VOUCH" run --plan opts.json --out optsrun --no-bundle --force >opts.out 2>opts.err; rc=$?
+[ $rc -eq 2 ] && ok || bad "a plan with bad step options: exit $rc, want 2: $(cat opts.err)"
+for want in "steps\[1\] (generate): unknown path 'cpu-rfe'" "steps\[2\] (eval): unknown subcommand 'eval mrcx'" \
+            "steps\[3\] (sweep): unknown option '--contxt'" "steps\[4\] (diverge): .*--paths" \
+            "steps\[5\] (kernels): .*--seeds" "steps\[6\] (diverge): unknown option '--tokn'" "refused: 6 steps with options"; do
+  grep -q "$want" opts.err && ok || bad "refusal lacks '$want': $(cat opts.err)"
+done
+grep -q "steps\[0\]" opts.err && bad "the good step is refused: $(cat opts.err)" || ok
+grep -q "vouch run: step 0" opts.err && bad "a step ran before the plan was checked: $(cat opts.err)" || ok
+[ ! -e optsrun ] && ok || bad "a refused plan wrote a result directory"
+"$VOUCH" run --plan opts.json --dry-run >optsd.out 2>optsd.err; rc=$?
+[ $rc -eq 2 ] && grep -q "steps\[6\] (diverge): unknown option '--tokn'" optsd.err && ok ||
+  bad "dry run of bad step options: exit $rc $(cat optsd.err)"
+
 # a sweep spends no time on a point that does not fit the GPU (it reports it "does not fit"): cuda-ref's
 # expanded cache of k2-slice (2 layers) at 64 x 128k is 160 GiB, more than 141G, and dominates the step
 cat > sw.json <<'JSON'
