@@ -2,15 +2,17 @@
 # One GPU session: every check and timing the H200 run needs, in one call (device time is
 # scarce). Run from the repo root on the GPU machine with the CUDA build in build-cuda/ and
 # its libraries in .devlibs/ (see ../shared/device/README.md). Phases: bench/gpu_session.sh
-# [plans] [resume] [golden] [cudaref] [kernels] [latency] [gemm] [sweep] [evals] ... ; logs and JSON go to $OUT.
+# [plans] [resume] [gputests] [golden] [cudaref] [kernels] [latency] [gemm] [sweep] [evals] ... ; logs and JSON go to $OUT.
 set -u
-# Binaries: gpu-carry/bin (stripped copies, libraries in gpu-carry/devlibs.tar.xz) when present,
-# else build-cuda/ with .devlibs/.
-if [ -d gpu-carry/bin ]; then
+# Binaries: $GPU_BIN (default gpu-carry/bin: stripped copies of vouch and the GPU tests, libraries in
+# gpu-carry/devlibs.tar.xz) when present, else build-cuda/ with .devlibs/. A second directory
+# (GPU_BIN=gpu-carry/head) lets one carry hold the build that started a run to resume and a newer one.
+GPU_BIN=${GPU_BIN:-gpu-carry/bin}
+if [ -d "$GPU_BIN" ]; then
   # extract once: a second script running beside this one must not see half-written libraries
   [ -d /tmp/vouch-libs/.devlibs ] || { mkdir -p /tmp/vouch-libs && tar -xJf gpu-carry/devlibs.tar.xz -C /tmp/vouch-libs; }
   export LD_LIBRARY_PATH=/tmp/vouch-libs/.devlibs:${LD_LIBRARY_PATH:-}
-  B=gpu-carry/bin; T=gpu-carry/bin
+  B=$GPU_BIN; T=$GPU_BIN
 else
   export LD_LIBRARY_PATH=$PWD/.devlibs:${LD_LIBRARY_PATH:-}
   B=build-cuda; T=build-cuda/tests
@@ -96,6 +98,9 @@ for phase in "$@"; do
     kernels)
       $V kernels --path cuda-ref --json "$OUT/kernels_cuda.json" > "$OUT/kernels_cuda.txt" 2>&1; note "kernels cuda-ref rc=$?: $(tail -1 "$OUT/kernels_cuda.txt")"
       gpu_test test_cuda_kernels ;;
+    gputests)
+      # every test of tests/gpu (the ctest label gpu) that was carried, one after another (GPU_TEST_S each)
+      for src in tests/gpu/test_*.c; do gpu_test "$(basename "$src" .c)" "${GPU_TEST_S:-240}"; done ;;
     shardgpu)
       gpu_test test_shard_gpu 120
       gpu_test test_latency_tp 120 ;;
