@@ -272,73 +272,115 @@ static void print_row(const vrecord *r, int conc) {
   printf("\n");
 }
 
-int cmd_sweep_server(int argc, char **argv) {
-  const char *url = NULL, *model_opt = "", *conc_s = "1", *rate_s = "inf", *slo_s = NULL, *trace_file = NULL,
-             *json_file = NULL, *sess_s = NULL, *sess_out = NULL, *v;
-  long in_len = 32, out_len = 32, n_prompts = 0, warmup = 1, vocab_opt = 0, trace_block = 512;
-  double timeout = 600, trace_speed = 1;
-  uint64_t seed = 0;
+/* The options of a sweep of a server, parsed and checked (srv_parse). */
+typedef struct {
+  const char *url, *model_opt, *conc_s, *rate_s, *slo_s, *trace_file, *json_file, *sess_s, *sess_out;
+  long in_len, out_len, n_prompts, warmup, vocab_opt, trace_block;
+  double timeout, trace_speed;
+  uint64_t seed;
+  slo g;          /* --slo parsed */
+  long *conc;     /* [n_conc] --concurrency levels (malloc'ed) */
+  int n_conc;
+  double rate;    /* --rate in requests/s (INFINITY: all at once) */
+  bool poisson;   /* --rate poisson:R */
+  bool gen;       /* --sessions gen:...: sessions generated, their spec in sg */
+  session_gen sg;
+} srv_opts;
+
+/* Parses argv into *o and checks everything that needs no server: values, the lists, the URL's
+ * form, --sessions gen:'s spec. *help: --help given (nothing else parsed). Error: a usage error
+ * naming the option; o holds nothing to free then. */
+static vstatus srv_parse(int argc, char **argv, srv_opts *o, served_conn *c, bool *help) {
+  *o = (srv_opts){.model_opt = "", .conc_s = "1", .rate_s = "inf", .in_len = 32, .out_len = 32, .warmup = 1,
+                  .trace_block = 512, .timeout = 600, .trace_speed = 1, .rate = INFINITY};
+  const char *v;
   vstatus err = V_OK;
+  *help = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return EXIT_OK; }
-    if (cli_opt(argc, argv, &i, "--server", &v, &err)) { if (v) url = v; }
-    else if (cli_opt(argc, argv, &i, "--server-model", &v, &err)) { if (v) model_opt = v; }
-    else if (cli_opt(argc, argv, &i, "--concurrency", &v, &err)) { if (v) conc_s = v; }
-    else if (cli_opt(argc, argv, &i, "--rate", &v, &err)) { if (v) rate_s = v; }
-    else if (cli_opt(argc, argv, &i, "--slo", &v, &err)) { if (v) slo_s = v; }
-    else if (cli_opt(argc, argv, &i, "--trace", &v, &err)) { if (v) trace_file = v; }
-    else if (cli_opt(argc, argv, &i, "--json", &v, &err)) { if (v) json_file = v; }
-    else if (cli_opt(argc, argv, &i, "--sessions", &v, &err)) { if (v) sess_s = v; }
-    else if (cli_opt(argc, argv, &i, "--sessions-out", &v, &err)) { if (v) sess_out = v; }
-    else if (cli_opt(argc, argv, &i, "--input-len", &v, &err)) { if (v) err = cli_size("--input-len", v, &in_len); }
-    else if (cli_opt(argc, argv, &i, "--output-len", &v, &err)) { if (v) err = cli_size("--output-len", v, &out_len); }
-    else if (cli_opt(argc, argv, &i, "--num-prompts", &v, &err)) { if (v) err = cli_int("--num-prompts", v, 1, 1 << 20, &n_prompts); }
-    else if (cli_opt(argc, argv, &i, "--warmup", &v, &err)) { if (v) err = cli_int("--warmup", v, 0, 1000, &warmup); }
-    else if (cli_opt(argc, argv, &i, "--vocab", &v, &err)) { if (v) err = cli_int("--vocab", v, 1, 1 << 30, &vocab_opt); }
-    else if (cli_opt(argc, argv, &i, "--trace-block", &v, &err)) { if (v) err = cli_int("--trace-block", v, 1, 1 << 20, &trace_block); }
-    else if (cli_opt(argc, argv, &i, "--trace-speed", &v, &err)) { if (v) err = cli_double("--trace-speed", v, &trace_speed); }
-    else if (cli_opt(argc, argv, &i, "--timeout", &v, &err)) { if (v) err = cli_double("--timeout", v, &timeout); }
-    else if (cli_opt(argc, argv, &i, "--seed", &v, &err)) { if (v) err = cli_u64("--seed", v, &seed); }
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = true; return V_OK; }
+    if (cli_opt(argc, argv, &i, "--server", &v, &err)) { if (v) o->url = v; }
+    else if (cli_opt(argc, argv, &i, "--server-model", &v, &err)) { if (v) o->model_opt = v; }
+    else if (cli_opt(argc, argv, &i, "--concurrency", &v, &err)) { if (v) o->conc_s = v; }
+    else if (cli_opt(argc, argv, &i, "--rate", &v, &err)) { if (v) o->rate_s = v; }
+    else if (cli_opt(argc, argv, &i, "--slo", &v, &err)) { if (v) o->slo_s = v; }
+    else if (cli_opt(argc, argv, &i, "--trace", &v, &err)) { if (v) o->trace_file = v; }
+    else if (cli_opt(argc, argv, &i, "--json", &v, &err)) { if (v) o->json_file = v; }
+    else if (cli_opt(argc, argv, &i, "--sessions", &v, &err)) { if (v) o->sess_s = v; }
+    else if (cli_opt(argc, argv, &i, "--sessions-out", &v, &err)) { if (v) o->sess_out = v; }
+    else if (cli_opt(argc, argv, &i, "--input-len", &v, &err)) { if (v) err = cli_size("--input-len", v, &o->in_len); }
+    else if (cli_opt(argc, argv, &i, "--output-len", &v, &err)) { if (v) err = cli_size("--output-len", v, &o->out_len); }
+    else if (cli_opt(argc, argv, &i, "--num-prompts", &v, &err)) { if (v) err = cli_int("--num-prompts", v, 1, 1 << 20, &o->n_prompts); }
+    else if (cli_opt(argc, argv, &i, "--warmup", &v, &err)) { if (v) err = cli_int("--warmup", v, 0, 1000, &o->warmup); }
+    else if (cli_opt(argc, argv, &i, "--vocab", &v, &err)) { if (v) err = cli_int("--vocab", v, 1, 1 << 30, &o->vocab_opt); }
+    else if (cli_opt(argc, argv, &i, "--trace-block", &v, &err)) { if (v) err = cli_int("--trace-block", v, 1, 1 << 20, &o->trace_block); }
+    else if (cli_opt(argc, argv, &i, "--trace-speed", &v, &err)) { if (v) err = cli_double("--trace-speed", v, &o->trace_speed); }
+    else if (cli_opt(argc, argv, &i, "--timeout", &v, &err)) { if (v) err = cli_double("--timeout", v, &o->timeout); }
+    else if (cli_opt(argc, argv, &i, "--seed", &v, &err)) { if (v) err = cli_u64("--seed", v, &o->seed); }
     else err = VERR("unknown option '%s' with --server (see vouch sweep --server URL --help)", a);
-    if (err) { cli_print_error("sweep"); return EXIT_USAGE; }
+    if (err) return err;
   }
-  slo g = {0};
-  long *conc = NULL;
-  int n_conc = 0;
-  double rate = INFINITY;
-  bool poisson = false;
-  if (!url) err = VERR("--server URL is required");
-  else if (in_len < 1 || out_len < 1 || in_len > (1 << 24) || out_len > (1 << 24)) err = VERR("--input-len and --output-len must be >= 1");
-  else if (!(trace_speed > 0) || !(timeout >= 0)) err = VERR("--trace-speed must be > 0 and --timeout >= 0");
-  else if (trace_file && sess_s) err = VERR("--trace and --sessions: give one of them");
-  else if (sess_out && !(sess_s && !strncmp(sess_s, "gen", 3))) err = VERR("--sessions-out needs --sessions gen:...");
-  else if (slo_s && parse_slo(slo_s, &g)) err = V_ERR;
-  else if (cli_size_list("--concurrency", conc_s, &conc, &n_conc)) err = V_ERR;
-  else if (strcmp(rate_s, "inf")) {
-    poisson = !strncmp(rate_s, "poisson:", 8);
+  if (!o->url) return VERR("--server URL is required");
+  if (o->in_len < 1 || o->out_len < 1 || o->in_len > (1 << 24) || o->out_len > (1 << 24))
+    return VERR("--input-len and --output-len must be >= 1");
+  if (!(o->trace_speed > 0) || !(o->timeout >= 0)) return VERR("--trace-speed must be > 0 and --timeout >= 0");
+  if (o->trace_file && o->sess_s) return VERR("--trace and --sessions: give one of them");
+  o->gen = o->sess_s && !strncmp(o->sess_s, "gen", 3);
+  if (o->sess_out && !o->gen) return VERR("--sessions-out needs --sessions gen:...");
+  if (o->slo_s) VTRY(parse_slo(o->slo_s, &o->g));
+  if (strcmp(o->rate_s, "inf")) {
+    o->poisson = !strncmp(o->rate_s, "poisson:", 8);
+    const char *num = o->rate_s + (o->poisson ? 8 : 0);
     char *end;
-    rate = strtod(rate_s + (poisson ? 8 : 0), &end);
-    if (end == rate_s + (poisson ? 8 : 0) || *end || !(rate > 0)) err = VERR("--rate '%s': expected R or poisson:R (requests/s > 0)", rate_s);
+    o->rate = strtod(num, &end);
+    if (end == num || *end || !(o->rate > 0)) return VERR("--rate '%s': expected R or poisson:R (requests/s > 0)", o->rate_s);
   }
-  for (int i = 0; !err && i < n_conc; i++)
-    if (conc[i] < 1 || conc[i] > 4096) err = VERR("--concurrency: %ld is outside [1, 4096]", conc[i]);
+  if (o->gen) VTRY(session_gen_parse(o->sess_s, &o->sg));
+  VTRY(served_conn_init(c, o->url, o->timeout));
+  VTRY(cli_size_list("--concurrency", o->conc_s, &o->conc, &o->n_conc));
+  for (int i = 0; i < o->n_conc; i++)
+    if (o->conc[i] < 1 || o->conc[i] > 4096) {
+      err = VERR("--concurrency: %ld is outside [1, 4096]", o->conc[i]);
+      free(o->conc);
+      o->conc = NULL;
+      return err;
+    }
+  return V_OK;
+}
+
+vstatus sweep_server_check_args(int argc, char **argv) {
+  srv_opts o;
   served_conn c;
-  if (!err) err = served_conn_init(&c, url, timeout);
-  if (err) { cli_print_error("sweep"); free(conc); return EXIT_USAGE; }
+  bool help;
+  VTRY(srv_parse(argc, argv, &o, &c, &help));
+  free(o.conc);
+  return V_OK;
+}
+
+int cmd_sweep_server(int argc, char **argv) {
+  srv_opts o;
+  served_conn c;
+  bool help;
+  if (srv_parse(argc, argv, &o, &c, &help)) { cli_print_error("sweep"); return EXIT_USAGE; }
+  if (help) { fputs(USAGE, stdout); return EXIT_OK; }
+  /* the names the sweep below uses */
+  const char *const model_opt = o.model_opt, *const rate_s = o.rate_s, *const trace_file = o.trace_file,
+                    *const json_file = o.json_file, *const sess_s = o.sess_s, *const sess_out = o.sess_out;
+  const long in_len = o.in_len, out_len = o.out_len, n_prompts = o.n_prompts, warmup = o.warmup,
+             vocab_opt = o.vocab_opt, trace_block = o.trace_block;
+  const double trace_speed = o.trace_speed, rate = o.rate;
+  const uint64_t seed = o.seed;
+  const slo g = o.g;
+  long *const conc = o.conc;
+  const int n_conc = o.n_conc;
+  const bool poisson = o.poisson, gen = o.gen;
+  session_gen sg = o.sg;
 
   char model[256];
   snprintf(model, sizeof model, "%s", model_opt);
   int vocab = 0, max_len = 0;
   trace_line *tr = NULL;
   int n_tr = 0;
-  const bool gen = sess_s && !strncmp(sess_s, "gen", 3);
-  session_gen sg;
-  if (gen && session_gen_parse(sess_s, &sg)) {
-    cli_print_error("sweep");
-    free(conc);
-    return EXIT_USAGE;
-  }
   const char *replay = trace_file ? trace_file : sess_s; /* the lines' source, NULL: random prompts */
   if (served_models(&c, model, sizeof model, &vocab, &max_len, NULL) ||
       (trace_file && trace_read(trace_file, (int)n_prompts, false, &tr, &n_tr)) ||

@@ -873,7 +873,7 @@ static bool server_sweep(int argc, char **argv) {
 }
 
 vstatus sweep_check_args(int argc, char **argv) {
-  return server_sweep(argc, argv) ? V_OK : vsuite_check_args(&vsuite_sweep, argc, argv);
+  return server_sweep(argc, argv) ? sweep_server_check_args(argc, argv) : vsuite_check_args(&vsuite_sweep, argc, argv);
 }
 
 int cmd_sweep(int argc, char **argv) {

@@ -61,13 +61,15 @@ cat > opts.json <<'JSON'
   {"suite": "sweep", "args": ["--batch", "1", "--contxt", "1k"]},
   {"suite": "diverge", "args": ["--paths", "cpu-ref", "--tokens", "4"]},
   {"suite": "kernels", "args": ["--quick", "--seeds", "0"]},
-  {"suite": "diverge", "args": ["--paths", "cpu-ref,cpu-ref:tp2", "--tokn", "4"]}]}
+  {"suite": "diverge", "args": ["--paths", "cpu-ref,cpu-ref:tp2", "--tokn", "4"]},
+  {"suite": "sweep", "args": ["--server", "http://127.0.0.1:9/v1", "--concurrency", "1,0"]}]}
 JSON
 "$VOUCH" run --plan opts.json --out optsrun --no-bundle --force >opts.out 2>opts.err; rc=$?
 [ $rc -eq 2 ] && ok || bad "a plan with bad step options: exit $rc, want 2: $(cat opts.err)"
 for want in "steps\[1\] (generate): unknown path 'cpu-rfe'" "steps\[2\] (eval): unknown subcommand 'eval mrcx'" \
             "steps\[3\] (sweep): unknown option '--contxt'" "steps\[4\] (diverge): .*--paths" \
-            "steps\[5\] (kernels): .*--seeds" "steps\[6\] (diverge): unknown option '--tokn'" "refused: 6 steps with options"; do
+            "steps\[5\] (kernels): .*--seeds" "steps\[6\] (diverge): unknown option '--tokn'" \
+            "steps\[7\] (sweep): --concurrency: 0 is outside" "refused: 7 steps with options"; do
   grep -q "$want" opts.err && ok || bad "refusal lacks '$want': $(cat opts.err)"
 done
 grep -q "steps\[0\]" opts.err && bad "the good step is refused: $(cat opts.err)" || ok
