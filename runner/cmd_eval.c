@@ -29,6 +29,7 @@ static const vsuite *find_eval(const char *word, char *known, size_t n) {
 vstatus eval_check_args(int argc, char **argv) {
   char known[128];
   if (argc < 2) return VERR("vouch eval: which eval? (%s)", (find_eval("", known, sizeof known), known));
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return V_OK; /* cmd_eval prints the usage */
   const vsuite *s = find_eval(argv[1], known, sizeof known);
   if (!s) return VERR("unknown subcommand 'eval %s' (%s)", argv[1], known);
   return vsuite_check_args(s, argc - 1, argv + 1);

@@ -232,11 +232,12 @@ static void machine_env(dry_env *env, int gpus, double gpu_mem, double host_mem,
   if (cpus_opt > 0) env->cpu_threads = cpus_opt;
 }
 
-/* Checks the options of every step that runs on this machine (gpu: the GPU variant) with its
+/* Checks the options of every step from step `from` on (a resumed run's unfinished ones) that runs
+ * on this machine (gpu: the GPU variant) with its
  * suite's own parser (vcommand_check), running nothing, so a misspelled option or an unknown path
  * in step 12 refuses the plan before step 0 runs. Returns the number of steps refused (each with
  * one line on stderr naming the plan, the step and the option), -1 on a plan error (recorded). */
-static int plan_check_options(const cJSON *plan, const char *pname, const var *vars, int nv, bool gpu) {
+static int plan_check_options(const cJSON *plan, const char *pname, const var *vars, int nv, bool gpu, int from) {
   int step_i = 0, bad = 0;
 #ifndef VOUCH_HAVE_CUDA
   /* a GPU variant planned (--dry-run --gpu-mem) by a build without the GPU paths: their names are
@@ -250,7 +251,7 @@ static int plan_check_options(const cJSON *plan, const char *pname, const var *v
   cJSON_ArrayForEach(s, cJSON_GetObjectItem(plan, "steps")) {
     const cJSON *when = cJSON_GetObjectItem(s, "when");
     const char *suite = cJSON_GetObjectItem(s, "suite")->valuestring;
-    if (!when || !strcmp(when->valuestring, gpu ? "gpu" : "cpu")) {
+    if (step_i >= from && (!when || !strcmp(when->valuestring, gpu ? "gpu" : "cpu"))) {
       char *sargv[128], bufs[128][600];
       int sargc;
       if (!expand_step(s, vars, nv, pname, step_i, sargv, bufs, &sargc)) return -1;
@@ -291,8 +292,8 @@ static int plan_fit(const cJSON *plan, const char *pname, const var *vars, int n
     int sargc;
     if (!expand_step(s, vars, nv, pname, step_i, sargv, bufs, &sargc)) return -1;
     dry_step d;
-    /* a step that cannot be estimated (an unreadable model, options the suite will reject) is left
-     * to the suite, which records why it failed */
+    /* a step that cannot be estimated (an unreadable model; bad options were refused before, by
+     * plan_check_options) is left to the suite, which records why it failed */
     vstatus e = dry_estimate(sargc, sargv, env, &d);
     char label[16];
     snprintf(label, sizeof label, "%s", e != V_OK ? "?" : d.fits ? (d.degrades && env->gpu_free > 0 &&
@@ -413,6 +414,7 @@ vstatus run_plan_parse(const char *text, const char *pname, cJSON **out) {
 int cmd_run(int argc, char **argv) {
   const char *plan_arg = "smoke", *out_arg = NULL, *resume = NULL, *v;
   char resume_plan[700];
+  int resume_done = 0; /* the steps a resumed run finished before: not checked again */
   var vars[64];
   int nv = 0;
   bool bundle = true, list = false, dry = false, fail_fast = false, force = false, plan_given = false;
@@ -465,7 +467,11 @@ int cmd_run(int argc, char **argv) {
   if (resume) {
     snprintf(resume_plan, sizeof resume_plan, "%s/plan.json", resume);
     plan_arg = resume_plan;
-    if (load_run_args(resume, over, &n_over, libs, &n_libs, &fail_fast)) { cli_print_error("run"); return EXIT_USAGE; }
+    /* the build first: a newer build's option names must not hide that it is another build */
+    if (rec_resume_check(resume, &resume_done) || load_run_args(resume, over, &n_over, libs, &n_libs, &fail_fast)) {
+      cli_print_error("run");
+      return EXIT_USAGE;
+    }
   }
   if (list) {
     for (const vplan_text *p = vouch_plans; p->name; p++) {
@@ -537,7 +543,7 @@ int cmd_run(int argc, char **argv) {
   }
 
   /* every step's options checked before anything runs (not overridden by --force) */
-  const int bad_opts = plan_check_options(plan, pname, vars, nv, gpu_variant);
+  const int bad_opts = plan_check_options(plan, pname, vars, nv, gpu_variant, resume_done);
   if (bad_opts != 0) {
     if (bad_opts < 0) cli_print_error("run");
     else

@@ -328,23 +328,24 @@ static vstatus srv_parse(int argc, char **argv, srv_opts *o, served_conn *c, boo
   o->gen = o->sess_s && !strncmp(o->sess_s, "gen", 3);
   if (o->sess_out && !o->gen) return VERR("--sessions-out needs --sessions gen:...");
   if (o->slo_s) VTRY(parse_slo(o->slo_s, &o->g));
+  /* the order of the checks as before srv_parse: the same message when several options are wrong */
+  VTRY(cli_size_list("--concurrency", o->conc_s, &o->conc, &o->n_conc));
   if (strcmp(o->rate_s, "inf")) {
     o->poisson = !strncmp(o->rate_s, "poisson:", 8);
     const char *num = o->rate_s + (o->poisson ? 8 : 0);
     char *end;
     o->rate = strtod(num, &end);
-    if (end == num || *end || !(o->rate > 0)) return VERR("--rate '%s': expected R or poisson:R (requests/s > 0)", o->rate_s);
+    if (end == num || *end || !(o->rate > 0)) err = VERR("--rate '%s': expected R or poisson:R (requests/s > 0)", o->rate_s);
   }
-  if (o->gen) VTRY(session_gen_parse(o->sess_s, &o->sg));
-  VTRY(served_conn_init(c, o->url, o->timeout));
-  VTRY(cli_size_list("--concurrency", o->conc_s, &o->conc, &o->n_conc));
-  for (int i = 0; i < o->n_conc; i++)
-    if (o->conc[i] < 1 || o->conc[i] > 4096) {
-      err = VERR("--concurrency: %ld is outside [1, 4096]", o->conc[i]);
-      free(o->conc);
-      o->conc = NULL;
-      return err;
-    }
+  for (int i = 0; !err && i < o->n_conc; i++)
+    if (o->conc[i] < 1 || o->conc[i] > 4096) err = VERR("--concurrency: %ld is outside [1, 4096]", o->conc[i]);
+  if (!err) err = served_conn_init(c, o->url, o->timeout);
+  if (!err && o->gen) err = session_gen_parse(o->sess_s, &o->sg);
+  if (err) {
+    free(o->conc);
+    o->conc = NULL;
+    return err;
+  }
   return V_OK;
 }
 

@@ -185,14 +185,17 @@ static bool open_set(ctx_t *X, char **names, int n, int max_seq, int max_ctx, bo
   return fits;
 }
 
-/* True unless path `name` alone at (max_seq, max_ctx) needs more GPU memory than the GPU has free
- * (the sweep reports such a point "does not fit" and spends no steps on it); the step's figures
- * are left alone. A path without a memory model fits. */
-static bool fits_alone(const ctx_t *X, const char *name, int max_seq, int max_ctx) {
-  vpath_opts po = {.max_seq = max_seq, .max_ctx = max_ctx};
-  ds_mem_estimate e;
-  if (vpath_estimate(name, X->cfg, &po, X->env->sms, &e) != V_OK || !e.on_gpu) return true;
-  return !(X->env->gpu && X->env->gpu_free > 0 && ds_mem_total(&e) > X->env->gpu_free);
+/* True when path `name` alone at (max_seq, max_ctx) fits this machine by open_set's rules (GPU
+ * memory, GPU count, host memory): the sweep reports a point that does not "does not fit" and spends
+ * no steps on it. The step's figures are left as they were. */
+static bool fits_alone(ctx_t *X, char *name, int max_seq, int max_ctx) {
+  const dry_step saved = *X->out;
+  const double wb = X->wbytes[0];
+  char *one[1] = {name};
+  const bool fits = open_set(X, one, 1, max_seq, max_ctx, false);
+  *X->out = saved;
+  X->wbytes[0] = wb;
+  return fits;
 }
 
 static void name_paths(dry_step *o, char **names, int n, bool together) {

@@ -159,6 +159,10 @@ vstatus rec_resume_dir(vrundir **out, const char *dir);
  * run starts after it; rec_dir_steps_done gives the number of finished steps (0 when none). */
 vstatus rec_dir_step_done(vrundir *rd, int step);
 vstatus rec_dir_steps_done(vrundir *rd, int *out);
+/* Before a resume changes anything: DIR's store (read-only) holds a run of this build (the
+ * manifest's commit and CMake options, as rec_resume_dir checks them), and *steps_done its finished
+ * steps. Fails naming the file and the field. */
+vstatus rec_resume_check(const char *dir, int *steps_done);
 /* Sets another key of the store's meta table (cmd_run.c keeps the run's variables there). */
 vstatus rec_dir_meta_set(vrundir *rd, const char *key, const char *value);
 /* Deletes record (suite, case_id, path) when it is stored with status not_run (a crashed run's

@@ -209,6 +209,9 @@ static char *read_text(const char *dir, const char *name) {
 static vstatus same_build(const cJSON *m, const char *where) {
   const cJSON *tool = cJSON_GetObjectItem(m, "tool"), *build = cJSON_GetObjectItem(m, "build");
   const cJSON *commit = cJSON_GetObjectItem(tool, "commit"), *opts = cJSON_GetObjectItem(build, "cmake_options");
+  if (!strcmp(VOUCH_GIT_COMMIT, "unknown")) /* built outside git: nothing tells two such builds apart */
+    return VERR("%s: this vouch was built outside a git checkout (commit unknown): it cannot show that it is the "
+                "build that started the run", where);
   if (!cJSON_IsString(commit) || strcmp(commit->valuestring, VOUCH_GIT_COMMIT))
     return VERR("%s: meta 'manifest' tool.commit: the run was started by vouch %.12s, this is %.12s: a run's records "
                 "come from one build (resume it with that build, or start a new run)",
@@ -286,6 +289,25 @@ static vstatus steps_done_of(vstore *st, int *out) {
 }
 
 vstatus rec_dir_steps_done(vrundir *rd, int *out) { return steps_done_of(&rd->st, out); }
+
+vstatus rec_resume_check(const char *dir, int *steps_done) {
+  *steps_done = 0;
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/results.sqlite", dir);
+  if (access(path, F_OK) != 0) return VERR("%s: not a result directory (results.sqlite missing)", dir);
+  vstore st;
+  VTRY(store_open(&st, path, true));
+  char *mtxt = NULL;
+  vstatus s = store_meta_get(&st, "manifest", &mtxt);
+  cJSON *m = s ? NULL : cJSON_Parse(mtxt ? mtxt : "");
+  if (!s && !cJSON_IsObject(m)) s = VERR("%s: meta 'manifest': not a JSON object", path);
+  if (!s) s = same_build(m, path);
+  if (!s) s = steps_done_of(&st, steps_done);
+  cJSON_Delete(m);
+  free(mtxt);
+  store_close(&st);
+  return s;
+}
 
 vstatus rec_dir_forget_not_run(vrundir *rd, const char *suite, const char *case_id, const char *path) {
   char status[16];

@@ -134,7 +134,7 @@ typedef struct {
 /* Runs suite s as a command: argv[0] is its last command word. Returns the exit code. */
 int vsuite_main(const vsuite *s, int argc, char **argv);
 /* Parses and checks argv as vsuite_main would up to opening the model (options, the paths against
- * the registry, options_done, paths_done), and runs nothing: what `vouch run` asks of every plan
+ * the registry, options_done, paths_done; for a suite with no_model, check too), and runs nothing: what `vouch run` asks of every plan
  * step before the first one runs. A --path-lib is loaded (as the step would). Error: the usage
  * error vsuite_main would print, naming the option. */
 vstatus vsuite_check_args(const vsuite *s, int argc, char **argv);

@@ -128,6 +128,11 @@ static vstatus diverge_options_done(void *st) {
   VTRY(cli_size_list("--context", s->ctx_s, &s->ctxs, &s->nc));
   if ((s->server_model || s->server_lp != 20) && !s->server)
     return VERR("option %s needs --server URL", s->server_model ? "--server-model" : "--server-logprobs");
+  vstatus e = sweep_routing_parse(s->routing_s, &s->routing); /* against the model in check */
+  if (e) {
+    verr_prefix("option --routing");
+    return e;
+  }
   served_conn c;
   return s->server ? served_conn_init(&c, s->server, 0) : V_OK;
 }
@@ -162,8 +167,7 @@ static bool is_server(const diverge_state *s, const vsuite_ctx *x, int p) { retu
 /* --routing against the model (forced experts need its MoE layout). */
 static vstatus diverge_check(void *st, const vsuite_ctx *x) {
   diverge_state *s = st;
-  vstatus e = sweep_routing_parse(s->routing_s, &s->routing);
-  if (!e) e = sweep_routing_prepare(&s->routing, &x->model->cfg, x->seed);
+  vstatus e = sweep_routing_prepare(&s->routing, &x->model->cfg, x->seed); /* parsed in options_done */
   if (!e && s->alternate && s->routing.kind == ROUTE_NATURAL)
     e = VERR("--alternate-natural needs forced experts (uniform, zipf:S or a trace)");
   if (e) verr_prefix("option --routing");

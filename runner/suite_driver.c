@@ -198,6 +198,9 @@ vstatus vsuite_check_args(const vsuite *s, int argc, char **argv) {
   vstatus err = parse_options(s, argc, argv, &o, st, &help);
   if (!err && !help) err = settle_options(s, &o, st, &x, &pbuf, &paths, &missing);
   if (!err && missing) err = VERR("a path to run is not named (see vouch %s --help)", s->name);
+  /* a suite with no model checks its options in `check` without one (kernels: --op, --path, --preset) */
+  x.seed = o.seed;
+  if (!err && !help && s->no_model && s->check) err = s->check(st, &x);
   s->free(st);
   free(st);
   free(pbuf);

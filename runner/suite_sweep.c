@@ -696,7 +696,12 @@ static vstatus sweep_paths_done(void *st, const char *const *paths, int n) {
     if (vpaths_name_tp(paths[i]))
       return VERR("--paths: '%s' fixes its TP degree, so it would run once per --tp value: give one --tp value or "
                   "drop :tpN", paths[i]);
-  return V_OK;
+  /* sweep_begin's own rules (paths listed twice, --spec bounds), here so that they hold before any
+   * model opens (vsuite_check_args) */
+  const sweep_opts o = {.paths = paths, .n_paths = n, .batches = s->batches, .n_batches = s->nb, .contexts = s->ctxs,
+                        .n_contexts = s->nc, .spec_k = s->spec_k, .spec_al = s->spec_al, .steps = (int)s->steps,
+                        .warmup = (int)s->warmup};
+  return sweep_check(&o);
 }
 
 /* The sweep's options from the suite's and the driver's. */

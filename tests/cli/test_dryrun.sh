@@ -62,17 +62,23 @@ cat > opts.json <<'JSON'
   {"suite": "diverge", "args": ["--paths", "cpu-ref", "--tokens", "4"]},
   {"suite": "kernels", "args": ["--quick", "--seeds", "0"]},
   {"suite": "diverge", "args": ["--paths", "cpu-ref,cpu-ref:tp2", "--tokn", "4"]},
-  {"suite": "sweep", "args": ["--server", "http://127.0.0.1:9/v1", "--concurrency", "1,0"]}]}
+  {"suite": "sweep", "args": ["--server", "http://127.0.0.1:9/v1", "--concurrency", "1,0"]},
+  {"suite": "kernels", "args": ["--quick", "--op", "nosuchop"]},
+  {"suite": "sweep", "args": ["--paths", "cpu-ref,cpu-ref"]},
+  {"suite": "diverge", "args": ["--paths", "cpu-ref,cpu-ref:tp2", "--routing", "bogus"]},
+  {"suite": "eval", "args": ["--help"]}]}
 JSON
 "$VOUCH" run --plan opts.json --out optsrun --no-bundle --force >opts.out 2>opts.err; rc=$?
 [ $rc -eq 2 ] && ok || bad "a plan with bad step options: exit $rc, want 2: $(cat opts.err)"
 for want in "steps\[1\] (generate): unknown path 'cpu-rfe'" "steps\[2\] (eval): unknown subcommand 'eval mrcx'" \
             "steps\[3\] (sweep): unknown option '--contxt'" "steps\[4\] (diverge): .*--paths" \
             "steps\[5\] (kernels): .*--seeds" "steps\[6\] (diverge): unknown option '--tokn'" \
-            "steps\[7\] (sweep): --concurrency: 0 is outside" "refused: 7 steps with options"; do
+            "steps\[7\] (sweep): --concurrency: 0 is outside" "steps\[8\] (kernels): .*nosuchop" \
+            "steps\[9\] (sweep): --paths: 'cpu-ref' listed twice" "steps\[10\] (diverge): option --routing" \
+            "refused: 10 steps with options"; do
   grep -q "$want" opts.err && ok || bad "refusal lacks '$want': $(cat opts.err)"
 done
-grep -q "steps\[0\]" opts.err && bad "the good step is refused: $(cat opts.err)" || ok
+grep -qE "steps\[(0|11)\]" opts.err && bad "a good step is refused: $(cat opts.err)" || ok
 grep -q "vouch run: step 0" opts.err && bad "a step ran before the plan was checked: $(cat opts.err)" || ok
 [ ! -e optsrun ] && ok || bad "a refused plan wrote a result directory"
 "$VOUCH" run --plan opts.json --dry-run >optsd.out 2>optsd.err; rc=$?
