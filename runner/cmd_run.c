@@ -366,24 +366,15 @@ static vstatus run_args_list(const cJSON *j, const char *field, const char *path
   return V_OK;
 }
 
-/* Reads back what save_run_args kept in DIR's store (read-only) and loads its path libraries;
- * every problem names the file and the field. */
-static vstatus load_run_args(const char *dir, char (*over)[600], int *n_over, char (*libs)[600], int *n_libs,
-                             bool *fail_fast) {
+/* Reads back what save_run_args kept in DIR's store (txt: its meta 'run_args', rec_resume_check)
+ * and loads its path libraries; every problem names the file and the field. */
+static vstatus load_run_args(const char *dir, const char *txt, char (*over)[600], int *n_over, char (*libs)[600],
+                             int *n_libs, bool *fail_fast) {
   char path[700];
   snprintf(path, sizeof path, "%s/results.sqlite", dir);
-  if (access(path, F_OK) != 0) return VERR("--resume %s: not a result directory (results.sqlite missing)", dir);
-  vstore st;
-  VTRY(store_open(&st, path, true));
-  char *txt = NULL;
-  vstatus s = store_meta_get(&st, "run_args", &txt);
-  store_close(&st);
-  if (s) return s;
-  if (!txt) return VERR("%s: meta 'run_args' missing (not made by vouch run, or by one without --resume)", path);
   cJSON *j = cJSON_Parse(txt);
-  free(txt);
   const cJSON *ff = cJSON_GetObjectItemCaseSensitive(j, "fail_fast");
-  s = cJSON_IsBool(ff) ? V_OK : VERR("%s: meta 'run_args': field 'fail_fast' must be true or false", path);
+  vstatus s = cJSON_IsBool(ff) ? V_OK : VERR("%s: meta 'run_args': field 'fail_fast' must be true or false", path);
   if (s == V_OK) s = run_args_list(j, "vars", path, over, 16, n_over);
   if (s == V_OK) s = run_args_list(j, "path_libs", path, libs, 8, n_libs);
   for (int i = 0; s == V_OK && i < *n_libs; i++) s = vpaths_load_lib(libs[i]);
@@ -468,10 +459,14 @@ int cmd_run(int argc, char **argv) {
     snprintf(resume_plan, sizeof resume_plan, "%s/plan.json", resume);
     plan_arg = resume_plan;
     /* the build first: a newer build's option names must not hide that it is another build */
-    if (rec_resume_check(resume, &resume_done) || load_run_args(resume, over, &n_over, libs, &n_libs, &fail_fast)) {
+    char *args_txt = NULL;
+    const vstatus e = rec_resume_check(resume, &resume_done, &args_txt);
+    if (e || load_run_args(resume, args_txt, over, &n_over, libs, &n_libs, &fail_fast)) {
       cli_print_error("run");
+      free(args_txt);
       return EXIT_USAGE;
     }
+    free(args_txt);
   }
   if (list) {
     for (const vplan_text *p = vouch_plans; p->name; p++) {

@@ -160,9 +160,10 @@ vstatus rec_resume_dir(vrundir **out, const char *dir);
 vstatus rec_dir_step_done(vrundir *rd, int step);
 vstatus rec_dir_steps_done(vrundir *rd, int *out);
 /* Before a resume changes anything: DIR's store (read-only) holds a run of this build (the
- * manifest's commit and CMake options, as rec_resume_dir checks them), and *steps_done its finished
- * steps. Fails naming the file and the field. */
-vstatus rec_resume_check(const char *dir, int *steps_done);
+ * manifest's commit and CMake options, as rec_resume_dir checks them); *steps_done its finished
+ * steps and *run_args its meta 'run_args' (malloc'ed, the caller frees it). Fails naming the file
+ * and the field (*run_args NULL). */
+vstatus rec_resume_check(const char *dir, int *steps_done, char **run_args);
 /* Sets another key of the store's meta table (cmd_run.c keeps the run's variables there). */
 vstatus rec_dir_meta_set(vrundir *rd, const char *key, const char *value);
 /* Deletes record (suite, case_id, path) when it is stored with status not_run (a crashed run's

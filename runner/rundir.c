@@ -290,8 +290,9 @@ static vstatus steps_done_of(vstore *st, int *out) {
 
 vstatus rec_dir_steps_done(vrundir *rd, int *out) { return steps_done_of(&rd->st, out); }
 
-vstatus rec_resume_check(const char *dir, int *steps_done) {
+vstatus rec_resume_check(const char *dir, int *steps_done, char **run_args) {
   *steps_done = 0;
+  *run_args = NULL;
   char path[PATH_MAX + 32];
   snprintf(path, sizeof path, "%s/results.sqlite", dir);
   if (access(path, F_OK) != 0) return VERR("%s: not a result directory (results.sqlite missing)", dir);
@@ -303,6 +304,8 @@ vstatus rec_resume_check(const char *dir, int *steps_done) {
   if (!s && !cJSON_IsObject(m)) s = VERR("%s: meta 'manifest': not a JSON object", path);
   if (!s) s = same_build(m, path);
   if (!s) s = steps_done_of(&st, steps_done);
+  if (!s) s = store_meta_get(&st, "run_args", run_args);
+  if (!s && !*run_args) s = VERR("%s: meta 'run_args' missing (not made by vouch run, or by one without --resume)", path);
   cJSON_Delete(m);
   free(mtxt);
   store_close(&st);
