@@ -1,11 +1,33 @@
-/* libFuzzer target: a plan's JSON (runner/cmd_run.c run_plan_parse). Property: errors are one
- * line naming the plan; an accepted plan has a non-empty steps list. */
+/* libFuzzer target: a plan's JSON (runner/cmd_run.c run_plan_parse), then each accepted step's
+ * arguments through its suite's own parser (runner/commands.h vcommand_check: what `vouch run`
+ * does before step 0 runs). Properties: errors are one line, the plan's naming the plan; an
+ * accepted plan has a non-empty steps list; no suite's option parser crashes, leaks or reads out of
+ * bounds on any argument list. Steps with --path-lib are left out (it loads a library). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz/fuzz_util.h"
 #include "runner/cmd_run.h"
+#include "runner/commands.h"
+
+/* Step s's arguments through its suite's parser (literal: ${VAR} is not expanded). */
+static void check_step(const cJSON *s) {
+  const char *suite = cJSON_GetObjectItem(s, "suite")->valuestring; /* run_plan_parse: a string */
+  const vcommand *c = vcommand_find(suite);
+  if (!c) return;
+  char *argv[64];
+  int argc = 0;
+  argv[argc++] = (char *)suite;
+  const cJSON *a;
+  cJSON_ArrayForEach(a, cJSON_GetObjectItem(s, "args")) {
+    if (argc == 63) break;
+    if (!strncmp(a->valuestring, "--path-lib", 10)) return;
+    argv[argc++] = a->valuestring;
+  }
+  argv[argc] = NULL;
+  if (vcommand_check(c, argc, argv) != V_OK) fz_assert(!strchr(verr_msg(), '\n'), "a step's option error is one line");
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
   char *text = fz_cstr(data, n);
@@ -18,6 +40,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     return 0;
   }
   fz_assert(cJSON_GetArraySize(cJSON_GetObjectItem(plan, "steps")) > 0, "accepted plan has steps");
+  const cJSON *step;
+  cJSON_ArrayForEach(step, cJSON_GetObjectItem(plan, "steps")) check_step(step);
   cJSON_Delete(plan);
   return 0;
 }

@@ -27,8 +27,10 @@ vstatus served_conn_init(served_conn *c, const char *url, double timeout_s) {
   size_t n = strlen(c->base);
   while (n > 0 && c->base[n - 1] == '/') c->base[--n] = 0;
   if (n >= 3 && !strcmp(c->base + n - 3, "/v1")) c->base[n -= 3] = 0; /* "http://h:8000/v1" as OpenAI clients take it */
+  const char *sep = strstr(c->base, "://");
+  if (!sep || !sep[3]) return VERR("--server: no host after the scheme"); /* "http://", "http:///v1" */
   /* shown: without user:password@ and ?query */
-  const char *scheme_end = strstr(c->base, "://") + 3, *at = strchr(scheme_end, '@'), *slash = strchr(scheme_end, '/');
+  const char *scheme_end = sep + 3, *at = strchr(scheme_end, '@'), *slash = strchr(scheme_end, '/');
   const char *host = at && (!slash || at < slash) ? at + 1 : scheme_end;
   snprintf(c->shown, sizeof c->shown, "%.*s%s", (int)(scheme_end - c->base), c->base, host);
   char *q = strchr(c->shown, '?');

@@ -172,5 +172,8 @@ PY
 expect_error 2 "option --server-model needs --server URL" "$VOUCH" eval mrcr --server-model x
 expect_error 2 "option --server needs a value" "$VOUCH" eval chain --server
 expect_error 2 "expected an http:// or https:// URL" "$VOUCH" eval chain --server localhost:8000
+# a URL with no host (found by fuzz_plan: the scheme's separator was looked for after it was stripped)
+expect_error 2 "--server: no host after the scheme" "$VOUCH" eval chain --server http://
+expect_error 2 "--server: no host after the scheme" "$VOUCH" sweep --server http:///v1
 
 finish
