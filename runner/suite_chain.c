@@ -137,6 +137,27 @@ static vstatus chain_run_case(void *st, const vsuite_ctx *x, int p) {
 static bool chain_unpaired(const chain_state *s, int p) { return p == s->ep.server && s->temperature > 0; }
 
 /* Path p's records: one per hop count, and its first-wrong hops as raw samples. */
+/* The case id of the record of hops[hi]. */
+static void hops_id(const chain_state *s, int hi, char *id, size_t n) {
+  snprintf(id, n, "chain_hops%ld_t%g", s->hops[hi], s->temperature);
+}
+
+/* Path p's records as they will be made (one per hop count; the first-wrong record only exists
+ * where the path ran), for the run's not_run. */
+static vstatus chain_plan(void *st, const vsuite_ctx *x, int p, veng *recs) {
+  const chain_state *s = st;
+  for (int hi = 0; hi < s->n_hops; hi++) {
+    char id[64];
+    hops_id(s, hi, id, sizeof id);
+    vrecord *r = eng_new(recs, "evals", id, s->r.pr[p].path);
+    if (!r) return V_ERR;
+    rec_param_str(r, "model", x->model->source);
+    rec_param_int(r, "hops", s->hops[hi]);
+    rec_param_num(r, "temperature", s->temperature);
+  }
+  return V_OK;
+}
+
 static vstatus chain_record(void *st, const vsuite_ctx *x, int p, veng *recs) {
   chain_state *s = st;
   const chain_result *r = &s->r;
@@ -147,7 +168,7 @@ static vstatus chain_record(void *st, const vsuite_ctx *x, int p, veng *recs) {
   for (int hi = 0; hi < nh; hi++) {
     for (int i = 0; i < n; i++) mask[i] = i % nh == hi;
     char id[64];
-    snprintf(id, sizeof id, "chain_hops%ld_t%g", s->hops[hi], s->temperature);
+    hops_id(s, hi, id, sizeof id);
     cJSON *params = cJSON_CreateObject();
     cJSON_AddStringToObject(params, "model", x->model->source);
     cJSON_AddNumberToObject(params, "hops", (double)s->hops[hi]);
@@ -276,6 +297,7 @@ const vsuite vsuite_chain = {
     .n_cases = chain_n_cases,
     .run = chain_run_case,
     .record = chain_record,
+    .plan = chain_plan,
     .print = chain_print,
     .free = chain_free,
 };

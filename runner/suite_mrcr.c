@@ -135,6 +135,27 @@ static vstatus mrcr_run_case(void *st, const vsuite_ctx *x, int p) {
   return V_OK;
 }
 
+/* The case id of the record of (bins[bi], needles[ni]). */
+static void cell_id(const mrcr_state *s, int bi, int ni, char *id, size_t n) {
+  snprintf(id, n, "mrcr_bin%ld_n%ld", s->bins[bi], s->needles[ni]);
+}
+
+/* Path p's records as they will be made (one per (bin, needles)), for the run's not_run. */
+static vstatus mrcr_plan(void *st, const vsuite_ctx *x, int p, veng *recs) {
+  const mrcr_state *s = st;
+  for (int bi = 0; bi < s->n_bins; bi++)
+    for (int ni = 0; ni < s->n_needles; ni++) {
+      char id[96];
+      cell_id(s, bi, ni, id, sizeof id);
+      vrecord *r = eng_new(recs, "evals", id, s->r.pr[p].path);
+      if (!r) return V_ERR;
+      rec_param_str(r, "model", x->model->source);
+      rec_param_int(r, "bin", s->bins[bi]);
+      rec_param_int(r, "needles", s->needles[ni]);
+    }
+  return V_OK;
+}
+
 /* Path p's records, one per (bin, needles). */
 static vstatus mrcr_record(void *st, const vsuite_ctx *x, int p, veng *recs) {
   mrcr_state *s = st;
@@ -145,7 +166,7 @@ static vstatus mrcr_record(void *st, const vsuite_ctx *x, int p, veng *recs) {
     for (int ni = 0; ni < s->n_needles; ni++) {
       for (int i = 0; i < r->n_queries; i++) mask[i] = r->q[i].bin == s->bins[bi] && r->q[i].needles == s->needles[ni];
       char id[96];
-      snprintf(id, sizeof id, "mrcr_bin%ld_n%ld", s->bins[bi], s->needles[ni]);
+      cell_id(s, bi, ni, id, sizeof id);
       cJSON *params = cJSON_CreateObject();
       cJSON_AddStringToObject(params, "model", x->model->source);
       cJSON_AddNumberToObject(params, "bin", (double)s->bins[bi]);
@@ -274,6 +295,7 @@ const vsuite vsuite_mrcr = {
     .n_cases = mrcr_n_cases,
     .run = mrcr_run_case,
     .record = mrcr_record,
+    .plan = mrcr_plan,
     .print = mrcr_print,
     .free = mrcr_free,
 };

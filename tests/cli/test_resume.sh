@@ -213,6 +213,38 @@ assert not any(k[3] == "not_run" for k in b), b
 print(f"resumed diverge: records as uninterrupted ({len(b)})")
 PY
 
+# an eval step stopped by SIGTERM during its second path: the driver finishes that path, and the
+# third path's planned records (one per hop count) stay not_run until --resume runs it
+cat >evplan.json <<'EOF'
+{"name": "ev", "steps": [{"suite": "eval", "args": ["chain", "--paths", "cpu-ref,cpu-ref:tp2,cpu-ref:tp4",
+  "--hops", "64,512", "--samples", "4"]}]}
+EOF
+# stored_of PATH: records of PATH in evterm/ with a result (not not_run)
+stored_of() {
+  python3 - "$t/evterm/results.sqlite" "$1" <<'PY' 2>/dev/null || echo 0
+import sqlite3, sys
+db = sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True)
+print(db.execute("SELECT count(*) FROM records WHERE suite = 'evals' AND path = ? AND status != 'not_run'",
+                 (sys.argv[2],)).fetchone()[0])
+PY
+}
+first_path_stored() { stored_of cpu-ref; }
+signal_when -TERM evplan.json evterm first_path_stored 2
+python3 - evterm/results.sqlite <<'PY' && ok || bad "eval stopped mid-suite: want tp4's 2 hop records not_run: $(tail -3 evterm.err)"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+st = dict(db.execute("SELECT path || ' ' || case_id, status FROM records WHERE suite = 'evals' AND case_id LIKE 'chain_hops%'"))
+want = {f"cpu-ref:tp4 chain_hops{h}_t0": "not_run" for h in (64, 512)}
+sys.exit(0 if all(st.get(k) == v for k, v in want.items()) and st.get("cpu-ref chain_hops64_t0") == "pass" else 1)
+PY
+"$VOUCH" run --resume evterm --no-bundle >evterm2.out 2>evterm2.err && ok || bad "resume of the eval step: $(tail -3 evterm2.err)"
+python3 - evterm/results.sqlite <<'PY' && ok || bad "resumed eval step: records not all pass"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+n = db.execute("SELECT count(*) FROM records WHERE suite = 'evals' AND case_id LIKE 'chain_hops%' AND status = 'pass'").fetchone()[0]
+sys.exit(0 if n == 6 else 1)
+PY
+
 # a run given --path-lib: --resume loads the library again, so the plan's plugin path is known
 lib="${VOUCH_PLUGINS:-}/slow_path_pct0.so"
 cat >pplan.json <<'EOF'
