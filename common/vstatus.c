@@ -10,14 +10,14 @@ static _Thread_local char g_where[160];
 
 /* Messages quote names and values from untrusted files: control characters (a newline, a
  * terminal escape) become '?', so a message stays one printable line. */
-static void one_line(char *m) {
+void vtext_one_line(char *m) {
   for (unsigned char *p = (unsigned char *)m; *p; p++)
     if (*p < 0x20 || *p == 0x7f) *p = '?';
 }
 
 static vstatus record(vstatus s, const char *file, int line, const char *fmt, va_list ap) {
   vsnprintf(g_msg, sizeof g_msg, fmt, ap);
-  one_line(g_msg);
+  vtext_one_line(g_msg);
   const char *base = strrchr(file, '/');
   snprintf(g_where, sizeof g_where, "%s:%d", base ? base + 1 : file, line);
   return s;
@@ -56,7 +56,7 @@ void verr_prefix(const char *fmt, ...) {
   if (m > rest) m = rest;
   memcpy(g_msg + n + 2, old, m);
   g_msg[n + 2 + m] = 0;
-  one_line(g_msg);
+  vtext_one_line(g_msg);
 }
 
 const char *verr_msg(void) { return g_msg; }

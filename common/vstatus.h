@@ -29,6 +29,9 @@ vstatus vunsupported_set(const char *file, int line, const char *fmt, ...)
 void verr_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 const char *verr_msg(void);   /* the last message, "" if none */
+/* Control characters in m (a newline, a terminal escape) become '?': a message that quotes an
+ * untrusted file or server stays one printable line (every verr message gets this). */
+void vtext_one_line(char *m);
 const char *verr_where(void); /* "file.c:123" of the last verr_set */
 void verr_clear(void);
 

@@ -79,6 +79,7 @@ static void transfer_error(char *out, size_t n, CURLcode rc, const char *errbuf,
   else
     w = snprintf(out, n, "%s%s: %s%s%s", shown, path, curl_easy_strerror(rc), errbuf[0] ? ": " : "", errbuf);
   if (n > 0 && (w < 0 || (size_t)w >= n)) out[n - 1] = 0;
+  vtext_one_line(out);
 }
 
 /* The message of an HTTP error body: OpenAI's error.message (or vLLM's/others' "message",
@@ -92,6 +93,7 @@ static void http_error(char *out, size_t n, long code, const char *body, const c
   if (!cJSON_IsString(m)) m = cJSON_GetObjectItemCaseSensitive(j, "detail");
   if (cJSON_IsString(m)) msg = m->valuestring;
   snprintf(out, n, "HTTP %ld from %s%s: %.200s", code, shown, path, msg ? msg : body && *body ? body : "(empty body)");
+  vtext_one_line(out); /* an HTML error page spans lines */
   cJSON_Delete(j);
 }
 
@@ -146,12 +148,18 @@ vstatus served_models(const served_conn *c, char *model, int model_cap, int *voc
     free(body);
     return VERR("%s", msg);
   }
-  cJSON *j = cJSON_Parse(body);
+  vstatus s = served_models_parse(body, c->shown, model, model_cap, vocab, max_len, synth);
   free(body);
+  return s;
+}
+
+vstatus served_models_parse(const char *body, const char *shown, char *model, int model_cap, int *vocab, int *max_len,
+                            served_synth *synth) {
+  cJSON *j = cJSON_Parse(body);
   const cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data"), *m;
   if (!cJSON_IsArray(data) || cJSON_GetArraySize(data) == 0) {
     cJSON_Delete(j);
-    return VERR("%s/v1/models: no 'data' list of models in the answer", c->shown);
+    return VERR("%s/v1/models: no 'data' list of models in the answer", shown);
   }
   char names[400] = "";
   const cJSON *found = NULL;
@@ -163,12 +171,18 @@ vstatus served_models(const served_conn *c, char *model, int model_cap, int *voc
     if (!found && (!model[0] || !strcmp(model, id->valuestring))) found = m;
   }
   if (!found) {
-    vstatus s = model[0] ? VERR("%s serves no model '%s' (it serves: %s): fix --server-model", c->shown, model, names)
-                         : VERR("%s/v1/models: no model has an 'id'", c->shown);
+    vstatus s = model[0] ? VERR("%s serves no model '%s' (it serves: %s): fix --server-model", shown, model, names)
+                         : VERR("%s/v1/models: no model has an 'id'", shown);
     cJSON_Delete(j);
     return s;
   }
-  snprintf(model, (size_t)model_cap, "%s", cJSON_GetObjectItemCaseSensitive(found, "id")->valuestring);
+  const char *fid = cJSON_GetObjectItemCaseSensitive(found, "id")->valuestring;
+  if (strlen(fid) >= (size_t)model_cap) { /* cut, it would name another model in every request */
+    vstatus s = VERR("%s/v1/models: the model id '%.60s...' is longer than %d characters", shown, fid, model_cap - 1);
+    cJSON_Delete(j);
+    return s;
+  }
+  snprintf(model, (size_t)model_cap, "%s", fid);
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(found, "vocab_size");
   const cJSON *ml = cJSON_GetObjectItemCaseSensitive(found, "max_model_len");
   *vocab = cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble < 1e9 ? (int)v->valuedouble : 0;
@@ -259,6 +273,13 @@ vstatus served_metrics_read(const served_conn *c, served_metrics *m) {
     free(body);
     return V_OK;
   }
+  served_metrics_parse(body, m);
+  free(body);
+  return V_OK;
+}
+
+void served_metrics_parse(const char *body, served_metrics *m) {
+  memset(m, 0, sizeof *m);
   m->have = true;
   m->drafts = served_prom_sum(body, "vllm:spec_decode_num_drafts_total");
   m->draft_tokens = served_prom_sum(body, "vllm:spec_decode_num_draft_tokens_total");
@@ -272,16 +293,15 @@ vstatus served_metrics_read(const served_conn *c, served_metrics *m) {
     if (*p == '#' || !series(p, pp, &lab, &ln, &v)) continue;
     ps = strstr(lab, "position=\"");
     if (!ps || ps > lab + ln) continue;
-    const int pos = atoi(ps + 10);
-    if (pos < 0 || pos >= SERVED_MAX_POS) continue;
+    char *end;
+    const long pos = strtol(ps + 10, &end, 10); /* atoi's overflow is undefined */
+    if (end == ps + 10 || pos < 0 || pos >= SERVED_MAX_POS) continue;
     m->per_pos[pos] += v;
     if (pos + 1 > m->n_pos) m->n_pos = pos + 1;
   }
   m->forward_s = served_prom_sum(body, "vouch:decode_seconds_total");
   m->forward_steps = served_prom_sum(body, "vouch:decode_steps_total");
   m->have_forward = !isnan(m->forward_s) && !isnan(m->forward_steps);
-  free(body);
-  return V_OK;
 }
 
 /* ---- streamed completions on curl multi ---- */
@@ -305,6 +325,7 @@ static void req_fail(served_req *r, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(r->error, sizeof r->error, fmt, ap);
   va_end(ap);
+  vtext_one_line(r->error); /* it quotes the server */
 }
 
 /* The id of a logprobs token name "token_id:N" (vLLM's return_tokens_as_token_ids, vouch serve);
@@ -402,7 +423,7 @@ static void on_event(xfer *x, const char *data, double now) {
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(c0, "text");
     const cJSON *fin = cJSON_GetObjectItemCaseSensitive(c0, "finish_reason");
     if (cJSON_IsArray(ids)) {
-      const int n = cJSON_GetArraySize(ids), at = r->n_tokens; /* at: this event's first position */
+      const int at = r->n_tokens; /* this event's first position */
       const cJSON *t;
       cJSON_ArrayForEach(t, ids) {
         if (!cJSON_IsNumber(t)) { req_fail(r, "token_ids holds a non-number"); break; }
@@ -412,7 +433,8 @@ static void on_event(xfer *x, const char *data, double now) {
         r->n_tokens++;
       }
       const cJSON *lp = cJSON_GetObjectItemCaseSensitive(c0, "logprobs");
-      if (r->keep_ids && r->logprobs > 0 && cJSON_IsObject(lp)) keep_logprobs(r, lp, at, r->n_tokens - at);
+      const int n = r->n_tokens - at; /* the ids taken (a non-number stops them) */
+      if (r->keep_ids && r->logprobs > 0 && cJSON_IsObject(lp)) keep_logprobs(r, lp, at, n);
       if (n > 0) {
         if (r->n_chunks == r->cap_chunks) {
           const int cap = r->cap_chunks ? r->cap_chunks * 2 : 64;
@@ -440,12 +462,20 @@ static void on_event(xfer *x, const char *data, double now) {
 }
 
 /* SSE: events are "data: ..." lines; other fields and comments are skipped. */
+static bool stream_bytes(xfer *x, const char *d, size_t n);
+
 static size_t on_stream(char *d, size_t sz, size_t nm, void *u) {
   xfer *x = u;
   const size_t n = sz * nm;
   if (!x->http) curl_easy_getinfo(x->e, CURLINFO_RESPONSE_CODE, &x->http);
   if (x->http >= 300) return grow_add(&x->err_body, d, n) ? n : 0;
-  if (!grow_add(&x->line, d, n)) return 0;
+  return stream_bytes(x, d, n) ? n : 0;
+}
+
+/* n more bytes of a 2xx stream: each complete line that is an event goes to on_event. False: out of
+ * memory. */
+static bool stream_bytes(xfer *x, const char *d, size_t n) {
+  if (!grow_add(&x->line, d, n)) return false;
   const double now = vclock_now();
   char *start = x->line.p, *nl;
   while ((nl = memchr(start, '\n', x->line.n - (size_t)(start - x->line.p)))) {
@@ -458,7 +488,13 @@ static size_t on_stream(char *d, size_t sz, size_t nm, void *u) {
   memmove(x->line.p, start, rest);
   x->line.n = rest;
   x->line.p[rest] = 0;
-  return n;
+  return true;
+}
+
+void served_stream_parse(served_req *r, const char *body, size_t n) {
+  xfer x = {.r = r, .http = 200};
+  if (!stream_bytes(&x, body, n)) req_fail(r, "out of memory");
+  free(x.line.p);
 }
 
 static vstatus xfer_start(const served_conn *c, const char *model, xfer *x, CURLM *multi) {

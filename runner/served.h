@@ -44,6 +44,9 @@ typedef struct {
  * or the error names the models served). vocab / max_len: the server's figures, 0 when it gives none;
  * synth (may be NULL): its "vouch_synth" identity, given false when absent or malformed. */
 vstatus served_models(const served_conn *c, char *model, int model_cap, int *vocab, int *max_len, served_synth *synth);
+/* The same from the body of /v1/models (untrusted): errors name `shown` (the server). */
+vstatus served_models_parse(const char *body, const char *shown, char *model, int model_cap, int *vocab, int *max_len,
+                            served_synth *synth);
 
 /* A served system under test as a path of a suite (evals, diverge, features): the connection, the
  * model it serves and what it declares. */
@@ -76,6 +79,9 @@ typedef struct {
 } served_metrics;
 /* Reads /metrics; a server without it (404) gives have = false, not an error. */
 vstatus served_metrics_read(const served_conn *c, served_metrics *m);
+/* *m from the Prometheus text of a /metrics that answered (untrusted; unknown or malformed series
+ * are left out). */
+void served_metrics_parse(const char *body, served_metrics *m);
 /* Sum of every series named `name` in Prometheus text (NaN when absent). For tests. */
 double served_prom_sum(const char *text, const char *name);
 
@@ -145,5 +151,8 @@ typedef void (*served_done_fn)(void *ctx, served_req *reqs, int i, double t0);
 vstatus served_run_hooked(const served_conn *c, const char *model, served_req *reqs, int n, int concurrency,
                           bool (*stop)(void), served_done_fn done, void *ctx);
 void served_req_free(served_req *r);
+/* Reads n bytes of a 2xx completions stream (SSE "data:" events) into r as served_run does as they
+ * arrive: token ids, logprobs, finish_reason, errors in r->error. For the fuzz target and tests. */
+void served_stream_parse(served_req *r, const char *body, size_t n);
 
 #endif
