@@ -82,8 +82,9 @@ static vstatus int_list(const char *opt, const char *s, int **out, int *n) {
   }
   for (int i = 0; i < *n; i++) {
     if (v[i] < 0 || v[i] > (1L << 30)) {
+      const vstatus e = VERR("%s: value %ld out of range", opt, v[i]); /* before v is freed */
       free(v);
-      return VERR("%s: value %ld out of range", opt, v[i]);
+      return e;
     }
     (*out)[i] = (int)v[i];
   }

@@ -79,6 +79,8 @@ expect_error 2 "--spec" "$VOUCH" sweep --spec K=2,AL=5
 expect_error 2 "--routing" "$VOUCH" sweep --routing zipf:x
 expect_error 2 "--workload" "$VOUCH" sweep --workload train
 expect_error 2 "unknown option" "$VOUCH" sweep --bogus
+# the value is named after the list it came from is freed (fuzz_plan found it read after free)
+expect_error 2 "--batch: value 6148914691236517202 out of range" "$VOUCH" sweep --batch 6148914691236517202,2
 printf '[[0,1]]\n' >"$t/bad.jsonl"
 expect_error 1 "num_experts_per_tok" "$VOUCH" sweep "${common[@]}" --routing "trace:$t/bad.jsonl"
 
