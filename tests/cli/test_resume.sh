@@ -217,7 +217,7 @@ PY
 # third path's planned records (one per hop count) stay not_run until --resume runs it
 cat >evplan.json <<'EOF'
 {"name": "ev", "steps": [{"suite": "eval", "args": ["chain", "--paths", "cpu-ref,cpu-ref:tp2,cpu-ref:tp4",
-  "--hops", "64,512", "--samples", "4"]}]}
+  "--hops", "64,256", "--samples", "2"]}]}
 EOF
 # stored_of PATH: records of PATH in evterm/ with a result (not not_run)
 stored_of() {
@@ -234,7 +234,7 @@ python3 - evterm/results.sqlite <<'PY' && ok || bad "eval stopped mid-suite: wan
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 st = dict(db.execute("SELECT path || ' ' || case_id, status FROM records WHERE suite = 'evals' AND case_id LIKE 'chain_hops%'"))
-want = {f"cpu-ref:tp4 chain_hops{h}_t0": "not_run" for h in (64, 512)}
+want = {f"cpu-ref:tp4 chain_hops{h}_t0": "not_run" for h in (64, 256)}
 sys.exit(0 if all(st.get(k) == v for k, v in want.items()) and st.get("cpu-ref chain_hops64_t0") == "pass" else 1)
 PY
 "$VOUCH" run --resume evterm --no-bundle >evterm2.out 2>evterm2.err && ok || bad "resume of the eval step: $(tail -3 evterm2.err)"
