@@ -15,7 +15,9 @@
 #   /shortlen  declares a max_model_len 8 below the upstream's (so it serves past what it declares)
 #   /500       answers completions with HTTP 500 and an OpenAI error
 #   /text      streams text without token ids
-import http.server, json, sys, urllib.error, urllib.request
+import json, sys
+
+from fake_http import Handler, forward, serve
 
 UP = sys.argv[2]
 DROP = {"nostop": "stop_token_ids", "nomin": "min_tokens", "noseed": "seed", "nostruct": "structured_outputs"}
@@ -27,30 +29,13 @@ def scale_lp(lp, f):
     lp["top_logprobs"] = [{k: v * f for k, v in d.items()} for d in lp.get("top_logprobs", [])]
 
 
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.0"
-
-    def log_message(self, *a):
-        pass
-
-    def send(self, code, body, ctype="application/json"):
-        b = body.encode()
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.end_headers()
-        self.wfile.write(b)
-
+class H(Handler):
     def split(self):
         parts = self.path.split("/", 2)
         return parts[1], "/" + (parts[2] if len(parts) > 2 else "")
 
     def upstream(self, path, body=None):
-        req = urllib.request.Request(UP + path, data=body, headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req) as r:
-                return r.status, r.read().decode(), r.headers.get("Content-Type")
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode(), "application/json"
+        return forward(UP + path, body)
 
     def do_GET(self):
         mode, path = self.split()
@@ -97,6 +82,4 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send(code, "\n".join(out), ctype)
 
 
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-open(sys.argv[1], "w").write(str(s.server_address[1]))
-s.serve_forever()
+serve(H, sys.argv[1])

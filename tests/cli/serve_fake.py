@@ -9,19 +9,13 @@
 # the log), /req answers as /ids and appends each whole request body as a JSON line to argv[2] + ".req",
 # /vocab lists its model with vocab_size 1024, and /small with max_model_len 100 (answering as
 # /ids). Writes its port to argv[1] once listening.
-import http.server, itertools, json, sys, threading, urllib.error, urllib.request
+import itertools, json, sys, threading
+
+from fake_http import Handler, forward, serve
 
 half_count, half_lock = itertools.count(), threading.Lock()
 
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.0"
-    def log_message(self, *a): pass
-    def send(self, code, body, ctype="application/json"):
-        b = body.encode()
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.end_headers()
-        self.wfile.write(b)
+class H(Handler):
     def ids_stream(self, n):
         """Streams n token ids 500, 501, .. properly: the last with finish_reason, then [DONE]."""
         ev = [{"choices": [{"index": 0, "text": "", "token_ids": [500 + k],
@@ -30,13 +24,7 @@ class H(http.server.BaseHTTPRequestHandler):
                   "text/event-stream")
     def upstream(self, body=None):
         """Passes the request on to argv[3] (without the /nolp prefix); its body without logprobs."""
-        url = sys.argv[3] + self.path[len("/nolp"):]
-        req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req) as r:
-                code, text, ctype = r.status, r.read().decode(), r.headers.get("Content-Type")
-        except urllib.error.HTTPError as e:
-            code, text, ctype = e.code, e.read().decode(), "application/json"
+        code, text, ctype = forward(sys.argv[3] + self.path[len("/nolp"):], body)
         out = []
         for line in text.split("\n"):
             if line.startswith("data: {"):
@@ -96,6 +84,4 @@ class H(http.server.BaseHTTPRequestHandler):
             ev = {"choices": [{"index": 0, "text": "", "token_ids": [1, 2], "finish_reason": None}]}
             self.send(200, "data: " + json.dumps(ev) + "\n\n", "text/event-stream")
 
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-open(sys.argv[1], "w").write(str(s.server_address[1]))
-s.serve_forever()
+serve(H, sys.argv[1])
