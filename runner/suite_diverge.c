@@ -306,7 +306,8 @@ static vstatus diverge_run_case(void *st, const vsuite_ctx *x, int c) {
 /* The records of point c, one per compared path, and their verdicts (s->v) for the table.
  * With --baseline B (the unoptimized bf16 engine; the reference an fp32 path), B's distance from the
  * reference is the noise floor of this very point, and another path passes when it is at most k
- * (VOUCH_ACCURACY_RATIO) times as far from fp32: mean KLD <= k^2 (B's mean + 3 se), and the same
+ * (VOUCH_ACCURACY_RATIO) times as far from fp32: mean KLD <= k^2 x B's mean + 3 standard errors
+ * of the paired difference (diverge_floor_kld_bound), and the same
  * argmax on every row whose reference margin exceeds 2k x B's largest top-2 error (a path within
  * k x that error cannot flip such a row). B itself is evidence, not a subject: it only has to
  * produce finite logits. */
@@ -324,7 +325,9 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
   for (int p = 0; p < s->n_res; p++) {
     const diverge_result *r = &s->res[p];
     path_verdict *v = &s->v[p];
-    const double kld_bound = rb ? kr * kr * (rb->kld_mean + 3 * rb->kld_se) : s->max_kld;
+    double b_mean = NAN, d_se = NAN; /* the floor's parts of the bound */
+    const double kld_bound = !rb ? s->max_kld : r == rb || !r->supported ? NAN
+                                              : diverge_floor_kld_bound(r, rb, kr, &b_mean, &d_se);
     /* a server that gives fewer top logprobs than asked compared less than the verdict says */
     *v = (path_verdict){.is_base = rb && r == rb, .eps = eps, .kld_bound = kld_bound,
                         .lp_ok = !is_server(s, x, p) || s->sd.given_min >= s->sd.asked};
@@ -339,8 +342,8 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
     const double same_dec = v->decided ? 100.0 * (v->decided - v->flips) / v->decided : 100.0;
     char bound_src[320];
     if (rb)
-      snprintf(bound_src, sizeof bound_src, "floor: baseline %s at this point (k=%g): mean KLD %.3g +/- %.2g, top-2 "
-               "error %.3g", s->baseline, kr, rb->kld_mean, rb->kld_se, b_top);
+      snprintf(bound_src, sizeof bound_src, "floor: baseline %s at this point (k=%g): mean KLD %.3g, k^2 x that + 3 "
+               "se of the paired difference (se %.2g); top-2 error %.3g", s->baseline, kr, b_mean, d_se, b_top);
     else
       snprintf(bound_src, sizeof bound_src, "options: --max-kld %.3g, --min-same-top %.3g over rows with margin > "
                "--margin-eps %.3g", s->max_kld, s->min_same, s->margin_eps);

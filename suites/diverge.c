@@ -2,6 +2,7 @@
 #include "common/clock.h"
 #include "suites/diverge.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,31 @@ void diverge_row(diverge_result *r, size_t row, const float *lr, const float *lt
   r->top_err[row] = stat_top2_error(lr, lt, V);
   r->same[row] = vsample_argmax(lr, V) == vsample_argmax(lt, V);
   r->same_top_pct += r->same[row];
+}
+
+double diverge_floor_kld_bound(const diverge_result *path, const diverge_result *base, double k, double *base_mean,
+                               double *diff_se) {
+  assert(path && base && k > 0);
+  const int n = path->rows < base->rows ? path->rows : base->rows;
+  long m = 0;
+  double sb = 0, sd = 0;
+  for (int i = 0; i < n; i++)
+    if (isfinite(path->kld[i]) && isfinite(base->kld[i])) {
+      sb += base->kld[i];
+      sd += path->kld[i] - k * k * base->kld[i];
+      m++;
+    }
+  const double mb = m ? sb / m : NAN, md = m ? sd / m : NAN;
+  double v = 0; /* second pass: the variance of d about its mean */
+  for (int i = 0; i < n; i++)
+    if (isfinite(path->kld[i]) && isfinite(base->kld[i])) {
+      const double e = path->kld[i] - k * k * base->kld[i] - md;
+      v += e * e;
+    }
+  const double se = m > 1 ? sqrt(v / (m - 1) / m) : m ? 0.0 : NAN;
+  if (base_mean) *base_mean = mb;
+  if (diff_se) *diff_se = se;
+  return k * k * mb + 3 * se;
 }
 
 vstatus diverge_summarize(diverge_result *r) {

@@ -78,6 +78,17 @@ typedef struct {
  * otherwise as errored (the record's status is error and the suite exits non-zero). */
 vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *res);
 void diverge_result_free(diverge_result *r);
+/* The KLD bound of `path` against the floor `base` (the --baseline engine) at one point
+ * (docs/verdicts.md): the path's mean KLD may exceed k^2 x the baseline's by at most 3 standard
+ * errors of the paired difference d_i = kld_path[i] - k^2 kld_base[i], over the rows both have
+ * finite. The difference carries both engines' sampling noise: under natural routing a router
+ * near-tie moves one row of either bf16 engine by ~500x the bulk KLD (k2-lite), and 16 rows of the
+ * baseline often hold none, so its own standard error alone (the rule before) failed about 12 % of
+ * correct batch-1 points there (docs/verdicts.md). Fewer than ~9 outlying rows are never
+ * significant, whatever their size. *base_mean and *diff_se (either may be NULL) get the parts of
+ * the bound; NaN when no row is paired. */
+double diverge_floor_kld_bound(const diverge_result *path, const diverge_result *base, double k, double *base_mean,
+                               double *diff_se);
 /* Compares row `row` of a result (r->kld, dp, margin, top_err and same allocated with more than
  * `row` entries): reference logits lr[V] against lt[V], `next` the stream's next token; adds to the
  * non-finite counts, max |dlogit| and the same-top count (turned into a % by diverge_summarize). */

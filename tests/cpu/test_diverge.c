@@ -1,7 +1,8 @@
 /* Divergence: a path against itself diverges by exactly zero (with and without a synthetic
  * context, batched); unknown paths are recorded as unsupported, not run; bad options are
  * errors; percentiles and standard errors are right; alternate_natural exposes a path that
- * replays one step's routing mode for the next (a cached step keyed without it), and only it. */
+ * replays one step's routing mode for the next (a cached step keyed without it), and only it; the
+ * floor's KLD bound passes a correct path's router near-ties and fails a broad loss of accuracy. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -67,7 +68,56 @@ static void test_alternate_natural(const ds_model *m) {
   sweep_routing_free(&uni);
 }
 
+/* diverge_floor_kld_bound: the KLD rule with a baseline (docs/verdicts.md). */
+static void test_floor_bound(void) {
+  /* H200, h200 plan seed 2, step 4 (k2-lite, natural routing, batch 1, context 0, 16 rows), main at
+   * 038f3a4: latency met a router near-tie on rows 2 and 6 (an expert flipped against fp32, KLD ~500x
+   * the bulk) and cuda-ref on none. Both engines are correct: the point must pass. The rule before
+   * (k^2 x (baseline mean + 3 se), the baseline's noise alone) failed it: 0.0024 > 1.9e-4. */
+  double kb[16] = {1.54756e-05, 2.33754e-05, 2.86313e-05, 3.88491e-05, 3.01578e-05, 4.43302e-05, 4.68783e-05, 4.84085e-05,
+                   3.47096e-05, 4.02511e-05, 4.01845e-05, 5.31633e-05, 4.81484e-05, 4.90177e-05, 3.9617e-05, 4.45061e-05};
+  double kp[16] = {1.70549e-05, 2.34754e-05, 0.0147981, 3.97592e-05, 3.16294e-05, 4.26145e-05, 0.0235213, 4.14361e-05,
+                   3.85399e-05, 4.44618e-05, 4.72456e-05, 4.77407e-05, 4.38929e-05, 4.78602e-05, 3.52757e-05, 4.44982e-05};
+  diverge_result b = {.rows = 16, .kld = kb}, p = {.rows = 16, .kld = kp};
+  double mb, mp, se_b, se_p, dse;
+  stat_mean_se(kb, 16, &mb, &se_b);
+  stat_mean_se(kp, 16, &mp, &se_p);
+  double bound = diverge_floor_kld_bound(&p, &b, 2, NULL, &dse);
+  CHECK(mp > 4 * (mb + 3 * se_b) && mp <= bound, "two router near-ties of a correct path: mean %g <= bound %g "
+        "(the baseline's noise alone: %g)", mp, bound, 4 * (mb + 3 * se_b));
+  /* a path k^2 + 1 = 5 times as far from fp32 as the baseline on every row fails; 3 times passes */
+  double k5[16], k3[16];
+  for (int i = 0; i < 16; i++) k5[i] = 5 * kb[i], k3[i] = 3 * kb[i];
+  diverge_result p5 = {.rows = 16, .kld = k5}, p3 = {.rows = 16, .kld = k3};
+  bound = diverge_floor_kld_bound(&p5, &b, 2, &mb, &dse);
+  CHECK(5 * mb > bound && fabs(dse - se_b) < 1e-15, "5x the floor on every row: %g > bound %g (se %g = the "
+        "baseline's %g)", 5 * mb, bound, dse, se_b);
+  CHECK(3 * mb <= diverge_floor_kld_bound(&p3, &b, 2, NULL, NULL), "3x the floor on every row passes");
+  /* a broad defect among router near-ties in both engines (128 rows, 8 near-ties each, at other
+   * rows): every row of the path 0.02 nats farther from fp32 (a near-tie's size) fails. (Where
+   * near-ties make most of the floor's mean, a bulk loss smaller than k^2 x that mean passes: the
+   * attention steps force uniform routing for this reason.) */
+  double bb[128], pb[128];
+  for (int i = 0; i < 128; i++) {
+    bb[i] = 3e-5 + 1e-5 * (i % 7) / 6 + (i % 16 == 3 ? 0.02 : 0);
+    pb[i] = 3e-5 + 1e-5 * (i % 5) / 4 + 0.02 + (i % 16 == 9 ? 0.02 : 0);
+  }
+  diverge_result b8 = {.rows = 128, .kld = bb}, p8 = {.rows = 128, .kld = pb};
+  stat_mean_se(pb, 128, &mp, &se_p);
+  bound = diverge_floor_kld_bound(&p8, &b8, 2, NULL, NULL);
+  CHECK(mp > bound, "0.02 nats more on every row among near-ties: mean %g > bound %g", mp, bound);
+  /* rows that are not finite in either engine are left out of both sides of the pairing */
+  kb[5] = NAN;
+  diverge_floor_kld_bound(&p3, &b, 2, &mb, &dse);
+  double rest = 0;
+  for (int i = 0; i < 16; i++) rest += i == 5 ? 0 : kb[i];
+  CHECK(fabs(mb - rest / 15) < 1e-18 && isfinite(dse), "paired over the 15 finite rows: mean %g want %g", mb, rest / 15);
+  for (int i = 0; i < 16; i++) kb[i] = NAN;
+  CHECK(isnan(diverge_floor_kld_bound(&p, &b, 2, &mb, &dse)) && isnan(mb), "no paired row: no bound (NaN)");
+}
+
 int main(void) {
+  test_floor_bound();
   double x[5] = {5, 1, 4, 2, 3}, mean, se;
   CHECK(stat_percentile(x, 5, 50) == 3 && stat_percentile(x, 5, 100) == 5 && stat_percentile(x, 5, 25) == 2,
         "percentiles");
@@ -119,6 +169,7 @@ int main(void) {
   paths[0] = "no-such-path";
   o.context = 0;
   CHECK(diverge_run(&m, &o, res) == V_ERR, "unknown reference is an error");
+  diverge_result_free(&res[0]); /* a failed run may leave the rows it allocated (the suite frees them) */
   ds_model_close(&m);
   return test_finish();
 }
