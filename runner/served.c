@@ -46,6 +46,11 @@ vstatus served_conn_init(served_conn *c, const char *url, double timeout_s) {
   return V_OK;
 }
 
+vstatus served_url_check(const char *url) {
+  served_conn c;
+  return url ? served_conn_init(&c, url, 0) : V_OK;
+}
+
 typedef struct {
   char *p;
   size_t n, cap;
@@ -70,15 +75,14 @@ static size_t on_body(char *d, size_t sz, size_t nm, void *u) {
 
 /* The message of a failed transfer, naming the URL. */
 static void transfer_error(char *out, size_t n, CURLcode rc, const char *errbuf, const char *shown, const char *path) {
-  int w; /* a message longer than n - 1 characters is cut there, still one terminated line */
+  /* a message longer than n - 1 characters is cut there (snprintf), still one terminated line */
   if (rc == CURLE_COULDNT_CONNECT)
-    w = snprintf(out, n, "cannot connect to %s%s: %s (is the server running there?)", shown, path,
-                 errbuf[0] ? errbuf : "connection refused");
+    snprintf(out, n, "cannot connect to %s%s: %s (is the server running there?)", shown, path,
+             errbuf[0] ? errbuf : "connection refused");
   else if (rc == CURLE_OPERATION_TIMEDOUT)
-    w = snprintf(out, n, "%s%s: no complete answer within the timeout (%s)", shown, path, errbuf);
+    snprintf(out, n, "%s%s: no complete answer within the timeout (%s)", shown, path, errbuf);
   else
-    w = snprintf(out, n, "%s%s: %s%s%s", shown, path, curl_easy_strerror(rc), errbuf[0] ? ": " : "", errbuf);
-  if (n > 0 && (w < 0 || (size_t)w >= n)) out[n - 1] = 0;
+    snprintf(out, n, "%s%s: %s%s%s", shown, path, curl_easy_strerror(rc), errbuf[0] ? ": " : "", errbuf);
   vtext_one_line(out);
 }
 

@@ -27,6 +27,9 @@ typedef struct {
 
 /* Checks the URL (http:// or https://) and picks up the API key from the environment. */
 vstatus served_conn_init(served_conn *c, const char *url, double timeout_s);
+/* The same checks for an option's value before anything runs (a plan's steps, a suite's options);
+ * NULL (no --server) passes. */
+vstatus served_url_check(const char *url);
 
 /* GET base+path: body (malloc'ed, NUL-terminated) and HTTP status. V_ERR with a clear message when
  * the server cannot be reached; HTTP errors are returned as *code for the caller to judge. */

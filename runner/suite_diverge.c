@@ -133,8 +133,7 @@ static vstatus diverge_options_done(void *st) {
     verr_prefix("option --routing");
     return e;
   }
-  served_conn c;
-  return s->server ? served_conn_init(&c, s->server, 0) : V_OK;
+  return served_url_check(s->server);
 }
 
 static vstatus diverge_paths_done(void *st, const char *const *paths, int n) {

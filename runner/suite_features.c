@@ -94,8 +94,7 @@ static vstatus features_options_done(void *st) {
   if (s->server_model && !s->server) return VERR("option --server-model needs --server URL");
   if (s->server && (s->path || s->floor || s->full))
     return VERR("option --server: the server is the subject: no --path, --floor or --full-ctx with it");
-  served_conn c;
-  return s->server ? served_conn_init(&c, s->server, 0) : V_OK;
+  return served_url_check(s->server);
 }
 
 /* The header line, and the checks' session. Options the model cannot take (--full-ctx, a floor
