@@ -7,7 +7,6 @@
 
 #include "common/clock.h"
 #include "common/interrupt.h"
-#include "common/sampling.h"
 #include "runner/served_suites.h"
 #include "suites/stats_tests.h"
 
@@ -32,8 +31,7 @@ static const char *row_problem(const served_req *q, int V, char *buf, size_t cap
  * answer q; `next` the stream's next token. Adds to d's extremes. */
 static void served_row(diverge_result *r, served_div *d, size_t row, const float *lr, double *lp, int V,
                        const served_req *q, int32_t next) {
-  long rbad = 0;
-  for (int i = 0; i < V; i++) rbad += !isfinite(lr[i]);
+  const int rbad = stat_log_softmax(lr, V, lp); /* its non-finite logits */
   r->ref_nonfinite += rbad;
   const served_top *t = &q->top[0];
   if (t->given < d->given_min) d->given_min = t->given;
@@ -42,7 +40,6 @@ static void served_row(diverge_result *r, served_div *d, size_t row, const float
     r->kld[row] = r->dp[row] = r->margin[row] = r->top_err[row] = NAN;
     return;
   }
-  stat_log_softmax(lr, V, lp);
   /* KLD over the partition {the server's top-k tokens, the rest} */
   double kl = 0, mp = 0, mq = 0, dp = NAN;
   for (int k = 0; k < t->n; k++) {
@@ -64,9 +61,10 @@ static void served_row(diverge_result *r, served_div *d, size_t row, const float
   if (qt > d->tail_srv_max) d->tail_srv_max = qt;
   r->kld[row] = kl;
   r->dp[row] = dp; /* NaN where the next token is not among the server's top-k */
-  r->margin[row] = stat_top2_margin(lr, V, NULL, NULL);
+  int top; /* the reference's argmax (the first of equal maxima, as vsample_argmax) */
+  r->margin[row] = stat_top2_margin(lr, V, &top, NULL);
   r->top_err[row] = NAN; /* logits are not known, only logprobs: the server is never the baseline */
-  r->same[row] = vsample_argmax(lr, V) == q->ids[0];
+  r->same[row] = top == q->ids[0];
   r->same_top_pct += r->same[row];
 }
 
