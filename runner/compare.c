@@ -124,15 +124,10 @@ static void boot_ratio(rec_derive d, const groups *ga, const groups *gb, double 
   free(rs);
 }
 
-/* The figure's statistic over round k of one side alone; NaN when that round lacks it. */
-static double round_stat(rec_derive d, const vresults *round, const vrecord *key, const char *metric) {
-  groups g;
-  gather(round, 1, key, metric, &g);
-  if (g.ng != 1 || g.total < 1) return NAN;
-  double *buf = malloc((size_t)g.total * sizeof *buf);
-  double v = buf ? pooled_stat(d, &g, buf) : NAN;
-  free(buf);
-  return v;
+/* The figure's statistic over round r of one side alone (buf: room for its samples). */
+static double round_stat(rec_derive d, const groups *g, int r, double *buf) {
+  memcpy(buf, g->x[r], (size_t)g->n[r] * sizeof *buf);
+  return rec_stat_derive(pooled_derive(d), buf, g->n[r], 0);
 }
 
 /* Round k of each side ran next to the other's (vouch ab: base, head, head, base, ...), so the
@@ -140,18 +135,25 @@ static double round_stat(rec_derive d, const vresults *round, const vrecord *key
  * step samples of a round cannot show, and which resampling 3 rounds with replacement
  * underestimates (the CI of 763a39c read a 1.45x drift under ASan as a regression). Sets the
  * 95% Student-t interval of the geometric mean of those ratios (log ratios, n-1 degrees of
- * freedom); false (lo, hi untouched) when fewer than 2 rounds pair up or a ratio is not finite
- * and positive. */
-static bool paired_ratio(rec_derive d, const vresults *base, const vresults *cand, int n, const vrecord *key,
-                         const char *metric, double *lo, double *hi) {
-  if (n < 2) return false;
-  double sum = 0, sum2 = 0;
+ * freedom); false (lo, hi untouched) when fewer than 2 rounds pair up (each of the n rounds
+ * of both sides must have the figure: ga and gb as gather made them), a ratio is not finite and
+ * positive, or memory runs out. */
+static bool paired_ratio(rec_derive d, const groups *ga, const groups *gb, int n, double *lo, double *hi) {
+  if (n < 2 || ga->ng != n || gb->ng != n) return false;
+  int mx = 0, paired = 0;
   for (int r = 0; r < n; r++) {
-    double q = round_stat(d, &cand[r], key, metric) / round_stat(d, &base[r], key, metric);
-    if (!isfinite(q) || q <= 0) return false;
+    if (ga->n[r] > mx) mx = ga->n[r];
+    if (gb->n[r] > mx) mx = gb->n[r];
+  }
+  double *buf = malloc((size_t)mx * sizeof *buf), sum = 0, sum2 = 0;
+  for (; buf && paired < n; paired++) {
+    double q = round_stat(d, gb, paired, buf) / round_stat(d, ga, paired, buf);
+    if (!isfinite(q) || q <= 0) break;
     sum += log(q);
     sum2 += log(q) * log(q);
   }
+  free(buf);
+  if (paired < n) return false;
   double mean = sum / n, var = (sum2 - n * mean * mean) / (n - 1);
   double half = rec_stat_t975(n - 1) * sqrt(var > 0 ? var : 0) / sqrt(n);
   *lo = exp(mean - half);
@@ -190,7 +192,7 @@ static void compare_metric(const vresults *base, int nb, const vresults *cand, i
    * and the drift between rounds (paired t), so a change must stand out of both to count */
   double plo, phi;
   bool paired = enough && perf_unit(ma->unit) && nb == nc && nb >= COMPARE_MIN_TIMING_RUNS && isfinite(lo) && isfinite(hi) &&
-                paired_ratio(ma->derive, base, cand, nb, a, ma->name, &plo, &phi);
+                paired_ratio(ma->derive, &ga, &gb, nb, &plo, &phi);
   if (paired) {
     lo = fmin(lo, plo);
     hi = fmax(hi, phi);
