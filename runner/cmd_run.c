@@ -598,14 +598,14 @@ int cmd_run(int argc, char **argv) {
   manifest_opts mo = {.plan_name = pname, .plan_text = text, .argc = argc, .argv = argv, .seeds = seeds, .n_seeds = 1,
                       .replay_args = replay[0] ? replay : NULL};
   vrundir *rd = NULL;
-  int steps_done = 0; /* steps a resumed run finished before */
+  const int steps_done = resume_done; /* steps a resumed run finished before (rec_resume_check read them) */
   if (resume ? rec_resume_dir(&rd, outdir) : rec_open_dir(&rd, outdir, &mo)) {
     cli_print_error("run");
     cJSON_Delete(plan);
     free(text);
     return EXIT_USAGE;
   }
-  if (resume ? rec_dir_steps_done(rd, &steps_done) : save_run_args(rd, over, n_over, libs, n_libs, fail_fast)) {
+  if (!resume && save_run_args(rd, over, n_over, libs, n_libs, fail_fast)) {
     cli_print_error("run");
     rec_abandon(rd);
     cJSON_Delete(plan);

@@ -156,9 +156,8 @@ vstatus rec_open_dir(vrundir **out, const char *dir, const struct manifest_opts 
  * naming the file and field, on a directory that is not a run, a finished run or a bad store. */
 vstatus rec_resume_dir(vrundir **out, const char *dir);
 /* Plan progress, kept in the store's meta table: step `step` (0-based) has finished, so a resumed
- * run starts after it; rec_dir_steps_done gives the number of finished steps (0 when none). */
+ * run starts after it (rec_resume_check gives the number of finished steps). */
 vstatus rec_dir_step_done(vrundir *rd, int step);
-vstatus rec_dir_steps_done(vrundir *rd, int *out);
 /* Before a resume changes anything: DIR's store (read-only) holds a run of this build (the
  * manifest's commit and CMake options, as rec_resume_dir checks them); *steps_done its finished
  * steps and *run_args its meta 'run_args' (malloc'ed, the caller frees it). Fails naming the file

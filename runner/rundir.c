@@ -288,8 +288,6 @@ static vstatus steps_done_of(vstore *st, int *out) {
   return s;
 }
 
-vstatus rec_dir_steps_done(vrundir *rd, int *out) { return steps_done_of(&rd->st, out); }
-
 vstatus rec_resume_check(const char *dir, int *steps_done, char **run_args) {
   *steps_done = 0;
   *run_args = NULL;
