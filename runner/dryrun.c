@@ -11,6 +11,7 @@
  *   kernels    no path (op-sized buffers only) */
 #include "runner/dryrun.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,57 +128,76 @@ typedef struct {
   double wbytes[MAX_PATHS]; /* weight bytes of each path at its last open, for open_s */
 } ctx_t;
 
-/* Paths names[n] opened together with (max_seq, max_ctx): adds their memory to the step's peak;
- * false (with why) when they do not fit. */
-static bool open_set(ctx_t *X, char **names, int n, int max_seq, int max_ctx, bool record_failure) {
-  dry_step *o = X->out;
-  const dry_env *env = X->env;
-  double gpu = 0, host = 0;
-  int ranks = 1;
-  char detail[400] = "";
+/* What paths names[n] opened together with (max_seq, max_ctx) take. */
+typedef struct {
+  double gpu, host;        /* bytes per GPU, bytes of host memory */
+  int ranks;               /* GPUs the widest of them spans */
+  bool uses_gpu;           /* one of them is on the GPU */
+  double wbytes[MAX_PATHS]; /* [n] weight bytes of each (0: no memory model) */
+  char detail[400];        /* the GPU paths' parts, for the message */
+  char est_err[300];       /* the first estimate that failed with an error (a TP degree the model cannot split) */
+} set_mem;
+
+static void measure_set(const ctx_t *X, char **names, int n, int max_seq, int max_ctx, set_mem *m) {
+  assert(n <= MAX_PATHS);
+  memset(m, 0, sizeof *m);
+  m->ranks = 1;
   for (int i = 0; i < n; i++) {
     vpath_opts po = {.max_seq = max_seq, .max_ctx = max_ctx};
     ds_mem_estimate e;
-    vstatus s = vpath_estimate(names[i], X->cfg, &po, env->sms, &e);
+    vstatus s = vpath_estimate(names[i], X->cfg, &po, X->env->sms, &e);
     if (s != V_OK) { /* no memory model (a --path-lib path) or a TP degree the model cannot split */
-      if (s == V_ERR && record_failure) {
-        o->fits = false;
-        snprintf(o->why, sizeof o->why, "%s", verr_msg());
-      }
-      X->wbytes[i] = 0;
+      if (s == V_ERR && !m->est_err[0]) snprintf(m->est_err, sizeof m->est_err, "%s", verr_msg());
       continue;
     }
-    X->wbytes[i] = e.weight_bytes;
+    m->wbytes[i] = e.weight_bytes;
     if (e.on_gpu) {
-      o->uses_gpu = true;
-      gpu += ds_mem_total(&e);
-      ranks = e.ranks > ranks ? e.ranks : ranks;
-      size_t k = strlen(detail);
-      snprintf(detail + k, sizeof detail - k, "%s%s %.2f GiB (%.2f weights + %.2f KV + %.2f work)", k ? " + " : "",
+      m->uses_gpu = true;
+      m->gpu += ds_mem_total(&e);
+      m->ranks = e.ranks > m->ranks ? e.ranks : m->ranks;
+      size_t k = strlen(m->detail);
+      snprintf(m->detail + k, sizeof m->detail - k, "%s%s %.2f GiB (%.2f weights + %.2f KV + %.2f work)", k ? " + " : "",
                names[i], ds_mem_total(&e) / GIB, e.weight_bytes / GIB, e.kv_bytes / GIB, e.work_bytes / GIB);
     }
-    host += e.host_bytes;
+    m->host += e.host_bytes;
   }
-  const bool peak = gpu > o->gpu_bytes || (gpu == o->gpu_bytes && host > o->host_bytes);
-  if (peak) snprintf(o->peak_at, sizeof o->peak_at, "max_seq %d x max_ctx %d", max_seq, max_ctx);
-  if (gpu > o->gpu_bytes) o->gpu_bytes = gpu;
-  if (host > o->host_bytes) o->host_bytes = host;
-  if (ranks > o->gpus_needed) o->gpus_needed = ranks;
-  bool fits = true;
-  char why[600] = "";
-  if (env->gpu && gpu > 0 && env->gpu_free > 0 && gpu > env->gpu_free) {
-    fits = false;
-    snprintf(why, sizeof why, "%s at max_seq %d x max_ctx %d needs %.2f GiB per GPU: %.300s; %.120s has %.2f GiB free of %.2f",
-             n > 1 ? "paths open together" : "path", max_seq, max_ctx, gpu / GIB, detail, env->device,
+}
+
+/* True when m fits this machine (GPU memory, GPU count, host memory); else false with why. */
+static bool set_fits(const dry_env *env, const set_mem *m, int n, int max_seq, int max_ctx, char *why, size_t cap) {
+  if (env->gpu && m->gpu > 0 && env->gpu_free > 0 && m->gpu > env->gpu_free)
+    snprintf(why, cap, "%s at max_seq %d x max_ctx %d needs %.2f GiB per GPU: %.300s; %.120s has %.2f GiB free of %.2f",
+             n > 1 ? "paths open together" : "path", max_seq, max_ctx, m->gpu / GIB, m->detail, env->device,
              env->gpu_free / GIB, env->gpu_total / GIB);
-  } else if (env->gpu && gpu > 0 && ranks > env->gpus) {
-    fits = false;
-    snprintf(why, sizeof why, "needs %d GPUs (TP %d), %d available", ranks, ranks, env->gpus);
-  } else if (env->host_total > 0 && host > env->host_total) {
-    fits = false;
-    snprintf(why, sizeof why, "host paths at max_seq %d x max_ctx %d need %.2f GiB of host memory, this machine has %.2f GiB",
-             max_seq, max_ctx, host / GIB, env->host_total / GIB);
+  else if (env->gpu && m->gpu > 0 && m->ranks > env->gpus)
+    snprintf(why, cap, "needs %d GPUs (TP %d), %d available", m->ranks, m->ranks, env->gpus);
+  else if (env->host_total > 0 && m->host > env->host_total)
+    snprintf(why, cap, "host paths at max_seq %d x max_ctx %d need %.2f GiB of host memory, this machine has %.2f GiB",
+             max_seq, max_ctx, m->host / GIB, env->host_total / GIB);
+  else
+    return true;
+  return false;
+}
+
+/* Paths names[n] opened together with (max_seq, max_ctx): adds their memory to the step's peak;
+ * false (with why, when record_failure) when they do not fit. */
+static bool open_set(ctx_t *X, char **names, int n, int max_seq, int max_ctx, bool record_failure) {
+  dry_step *o = X->out;
+  set_mem m;
+  measure_set(X, names, n, max_seq, max_ctx, &m);
+  memcpy(X->wbytes, m.wbytes, (size_t)n * sizeof *m.wbytes);
+  if (m.est_err[0] && record_failure) {
+    o->fits = false;
+    snprintf(o->why, sizeof o->why, "%s", m.est_err);
   }
+  o->uses_gpu |= m.uses_gpu;
+  const bool peak = m.gpu > o->gpu_bytes || (m.gpu == o->gpu_bytes && m.host > o->host_bytes);
+  if (peak) snprintf(o->peak_at, sizeof o->peak_at, "max_seq %d x max_ctx %d", max_seq, max_ctx);
+  if (m.gpu > o->gpu_bytes) o->gpu_bytes = m.gpu;
+  if (m.host > o->host_bytes) o->host_bytes = m.host;
+  if (m.ranks > o->gpus_needed) o->gpus_needed = m.ranks;
+  char why[600] = "";
+  const bool fits = set_fits(X->env, &m, n, max_seq, max_ctx, why, sizeof why);
   if (!fits && record_failure && o->fits) {
     o->fits = false;
     snprintf(o->why, sizeof o->why, "%s", why);
@@ -185,17 +205,15 @@ static bool open_set(ctx_t *X, char **names, int n, int max_seq, int max_ctx, bo
   return fits;
 }
 
-/* True when path `name` alone at (max_seq, max_ctx) fits this machine by open_set's rules (GPU
- * memory, GPU count, host memory): the sweep reports a point that does not "does not fit" and spends
- * no steps on it. The step's figures are left as they were. */
-static bool fits_alone(ctx_t *X, char *name, int max_seq, int max_ctx) {
-  const dry_step saved = *X->out;
-  const double wb = X->wbytes[0];
+/* True when path `name` alone at (max_seq, max_ctx) fits this machine by open_set's rules: the sweep
+ * reports a point that does not "does not fit" and spends no steps on it. The step's figures are
+ * not touched. */
+static bool fits_alone(const ctx_t *X, char *name, int max_seq, int max_ctx) {
   char *one[1] = {name};
-  const bool fits = open_set(X, one, 1, max_seq, max_ctx, false);
-  *X->out = saved;
-  X->wbytes[0] = wb;
-  return fits;
+  set_mem m;
+  char why[600];
+  measure_set(X, one, 1, max_seq, max_ctx, &m);
+  return set_fits(X->env, &m, 1, max_seq, max_ctx, why, sizeof why);
 }
 
 static void name_paths(dry_step *o, char **names, int n, bool together) {
