@@ -4,10 +4,10 @@
 # its libraries in .devlibs/ (see ../shared/device/README.md). Phases: bench/gpu_session.sh
 # [plans] [resume] [gputests] [golden] [cudaref] [kernels] [latency] [gemm] [sweep] [evals] ... ; logs and JSON go to $OUT.
 set -u
-# Binaries: $GPU_BIN (default gpu-carry/bin: stripped copies of vouch and the GPU tests, libraries in
+# Binaries: $GPU_BIN (default gpu-carry/head: stripped copies of vouch and the GPU tests, libraries in
 # gpu-carry/devlibs.tar.xz) when present, else build-cuda/ with .devlibs/. A second directory
-# (GPU_BIN=gpu-carry/head) lets one carry hold the build that started a run to resume and a newer one.
-GPU_BIN=${GPU_BIN:-gpu-carry/bin}
+# (GPU_BIN=gpu-carry/bin) lets one carry hold the build that started a run to resume and a newer one.
+GPU_BIN=${GPU_BIN:-gpu-carry/head}
 if [ -d "$GPU_BIN" ]; then
   # extract once: a second script running beside this one must not see half-written libraries
   [ -d /tmp/vouch-libs/.devlibs ] || { mkdir -p /tmp/vouch-libs && tar -xJf gpu-carry/devlibs.tar.xz -C /tmp/vouch-libs; }
