@@ -2,7 +2,7 @@
 # One GPU session: every check and timing the H200 run needs, in one call (device time is
 # scarce). Run from the repo root on the GPU machine with the CUDA build in build-cuda/ and
 # its libraries in .devlibs/ (see ../shared/device/README.md). Phases: bench/gpu_session.sh
-# [plans] [resume] [gputests] [golden] [cudaref] [kernels] [latency] [gemm] [sweep] [evals] ... ; logs and JSON go to $OUT.
+# [plans] [resume] [runbg] [gputests] [golden] [cudaref] [kernels] [latency] [gemm] [sweep] [evals] ... ; logs and JSON go to $OUT.
 set -u
 # Binaries: $GPU_BIN (default gpu-carry/head: stripped copies of vouch and the GPU tests, libraries in
 # gpu-carry/devlibs.tar.xz) when present, else build-cuda/ with .devlibs/. A second directory
@@ -92,6 +92,39 @@ for phase in "$@"; do
       note "$rn (${ra[0]}) rc=${PIPESTATUS[0]} $(( $(date +%s) - s0 )) s: $(grep -E '^[0-9]+ verdict: [a-z]+ \(' "$OUT/$rn.log" | tail -1 | cut -d' ' -f2-)"
       tar -czf "$FINAL/$rn.tgz" -C /tmp "$rn"; note "$rn.tgz: $(du -k "$FINAL/$rn.tgz" | cut -f1) KiB"
       python3 bench/plan_summary.py "/tmp/$rn" "$OUT/$rn.log" 2>&1 | tee -a "$summary" "$FINAL/summary.txt" ;;
+    runbg)
+      # The same long plan run detached from the device call (setsid), so no call's end cuts a case:
+      # RUN_PLAN at RUN_SEED runs into /tmp/run-PLAN-sSEED while the machine stays warm, and each call
+      # waits for it at most RUN_WALL s (540). A call that finds the directory but no live run (the
+      # call's end killed it after all) continues it with `vouch run --resume`. When the run has
+      # ended, its directory goes back as $FINAL/run-PLAN-sSEED.tgz with plan_summary's table.
+      rp=${RUN_PLAN:-h200}; rs=${RUN_SEED:-0}; rn=run-$rp-s$rs; s0=$(date +%s)
+      if [ -f "/tmp/$rn.rc" ]; then
+        note "$rn: ended before this call (rc $(cat "/tmp/$rn.rc"))"
+      elif ! flock -n "/tmp/$rn.lock" true; then # the live run holds the lock (a zombie does not)
+        note "$rn: still running, waiting"
+      else
+        if [ -d "/tmp/$rn" ]; then ra="--resume /tmp/$rn --no-bundle"; else ra="--plan $rp --set seed=$rs --out /tmp/$rn --no-bundle"; fi
+        note "$rn: starting $V run $ra"
+        # every log line stamped with the epoch second it arrived (plan_summary.py times the steps)
+        setsid flock "/tmp/$rn.lock" bash -c '"$@" 2>&1 | while IFS= read -r l; do printf "%s %s\n" "$(date +%s)" "$l"; done \
+          >> "/tmp/'"$rn"'.log"; echo "${PIPESTATUS[0]}" > "/tmp/'"$rn"'.rc"' _ "$PWD/$V" run $ra \
+          < /dev/null > /dev/null 2>&1 &
+        sleep 2
+      fi
+      while [ ! -f "/tmp/$rn.rc" ] && [ $(( $(date +%s) - s0 )) -lt "${RUN_WALL:-540}" ]; do
+        sleep 5
+        # the rc file is written under the lock: a free lock and no rc file is a run that was killed
+        flock -n "/tmp/$rn.lock" true && [ ! -f "/tmp/$rn.rc" ] && { note "$rn: killed (no rc); the next call resumes it"; break; }
+      done
+      cp "/tmp/$rn.log" "$OUT/$rn.log" 2>/dev/null
+      if [ -f "/tmp/$rn.rc" ]; then
+        note "$rn rc=$(cat "/tmp/$rn.rc"): $(grep -E '^[0-9]+ verdict: [a-z]+ \(' "/tmp/$rn.log" | tail -1 | cut -d' ' -f2-)"
+        tar -czf "$FINAL/$rn.tgz" -C /tmp "$rn"; note "$rn.tgz: $(du -k "$FINAL/$rn.tgz" | cut -f1) KiB"
+        python3 bench/plan_summary.py "/tmp/$rn" "/tmp/$rn.log" 2>&1 | tee -a "$summary" "$FINAL/summary.txt"
+      else
+        note "$rn: running after $(( $(date +%s) - s0 )) s of this call: $(grep -E 'vouch run: step [0-9]+' "/tmp/$rn.log" | tail -1 | cut -c1-150)"
+      fi ;;
     cudaref)
       VOUCH_SRC=$PWD $T/test_cuda_ref > "$OUT/test_cuda_ref.log" 2>&1; note "test_cuda_ref rc=$? $(tail -1 "$OUT/test_cuda_ref.log")"
       grep -E "rows|identical" "$OUT/test_cuda_ref.log" | head -5 | tee -a "$summary" "$FINAL/summary.txt" ;;
@@ -245,7 +278,8 @@ for phase in "$@"; do
     defects)
       # Planted defects (defects/, scripts/plant-defects.sh) on one GPU, several lanes at once: the pr plan
       # is half cpu-ref floor and half short GPU steps, so lanes sharing the GPU and the host's cores finish
-      # sooner than one after another. DEFECT_LANES="01-*,03-* 13-*@steps.json" (one lane per word, --only globs[@plan]),
+      # sooner than one after another. DEFECT_LANES="00-main 01-*,03-* 13-*@steps.json" (one lane per word, --only
+      # globs[@plan]; the word 00-main: the unpatched control, the only lane that runs it),
       # DEFECT_TIMEOUT per binary, DEFECT_WALL for the whole phase (a lane cut by it leaves no row; its log
       # says how far it came), DEFECT_TAR the corpus from `plant-defects.sh build`.
       dbin=/tmp/defects-bin; det="$OUT/det"
@@ -254,8 +288,9 @@ for phase in "$@"; do
       i=0; lanes=()
       for lane in ${DEFECT_LANES:-*}; do # GLOBS or GLOBS@PLAN (a lane's own plan: e.g. the pr steps it has left)
         lp=${lane#*@}; [ "$lp" = "$lane" ] && lp=${DEFECT_PLAN:-pr}
+        ctl=--no-control; [ "${lane%@*}" = 00-main ] && ctl= # a lane "00-main[@PLAN]": the unpatched control
         timeout -k 10 "${DEFECT_WALL:-560}" scripts/plant-defects.sh run "$bd" "$det" --plan "$lp" \
-          --timeout "${DEFECT_TIMEOUT:-540}" --no-control --only "${lane%@*}" > "$OUT/det-lane$i.log" 2>&1 &
+          --timeout "${DEFECT_TIMEOUT:-540}" $ctl --only "${lane%@*}" > "$OUT/det-lane$i.log" 2>&1 &
         lanes+=($!); i=$((i + 1))
       done
       for p in "${lanes[@]}"; do wait "$p"; done
