@@ -28,7 +28,7 @@ cleanup() {
     umount "${mounts[$i]}" 2>/dev/null || umount -l "${mounts[$i]}" 2>/dev/null || true
   done
   # never delete through a mount that is still there
-  if findmnt -rn -o TARGET | grep -q "^$work/"; then
+  if findmnt -rn -o TARGET | grep "^$work/" >/dev/null; then # no -q: under pipefail an early exit can SIGPIPE findmnt and fail open
     echo "check-image-recipe: mounts remain under $work: not deleting it" >&2
   elif [ "${KEEP:-0}" = 1 ]; then
     echo "check-image-recipe: kept $chr"

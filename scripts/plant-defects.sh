@@ -116,7 +116,10 @@ run_one() {
   local b=$1 out=$2 gpu=$3 name dir log ff=() rc t0 t1
   name=${b##*/vouch-}; dir="$out/$name"; log="$out/$name.log"
   rm -rf "$dir"
-  if "$b" run --help 2>&1 | grep -q -- '--fail-fast'; then ff=(--fail-fast); fi
+  # the whole help read before it is searched: `| grep -q` would close the pipe at the first match, and
+  # under pipefail the writer's SIGPIPE made the test false at random (defect 09 ran without it once)
+  local help; help=$("$b" run --help 2>&1 || true)
+  if [[ $help == *--fail-fast* ]]; then ff=(--fail-fast); fi
   echo "plant-defects: $name${gpu:+ (GPU $gpu)}: $b run --plan $plan --out $dir --no-bundle ${ff[*]} ${sets[*]}" >&2
   t0=$(date +%s.%N)
   set +e
