@@ -4,10 +4,12 @@
 usage: bench/floor_bound_replay.py RUN_DIR... [--bootstrap N]
 
 For every diverge point of the runs (results.sqlite) that has the baseline cuda-ref, prints each other
-path's mean KLD against two bounds computed from the stored per-row KLD samples:
+path's mean KLD against the bounds computed from the stored per-row KLD samples:
   before  k^2 x (baseline mean + 3 se of the baseline)           (main before 2026-12-02)
-  paired  k^2 x baseline mean + 3 se of (path - k^2 x baseline)  (suites/diverge.c)
-and the points where the verdicts differ. With --bootstrap N it estimates each rule's false-alarm
+  paired  k^2 x baseline mean + 3 se of (path - k^2 x baseline)  (suites/diverge.c, the plain-mean arm)
+  bulk    the 20%-trimmed mean of (path - k^2 x baseline) <= 3 of its Yuen se  (the bulk arm, 2026-12-03)
+(the rule in force fails a path when either arm does), and the points where the verdicts of "before"
+and "paired" differ or the bulk arm fails. With --bootstrap N it estimates each rule's false-alarm
 rate on correct code: from the points of 64 or more sequences (one token a step, equal contexts) it
 draws 1 and 8 whole sequences (their rows, in step order: row = step * sequences + sequence) N times,
 both engines' rows of a sequence together, and counts how often the path fails.
@@ -28,13 +30,28 @@ def mean_se(x):
     return m, math.sqrt(v / n)
 
 
+def trimmed_mean_se(x, trim=0.2):
+    """Yuen's trimmed mean and its se from the winsorized variance (stat_trimmed_mean_se)."""
+    s = sorted(x)
+    n = len(s)
+    g = int(trim * n)
+    h = n - 2 * g
+    w = [s[g]] * g + s[g:n - g] + [s[n - g - 1]] * g
+    mw = sum(w) / n
+    v = sum((a - mw) ** 2 for a in w)
+    return sum(s[g:n - g]) / h, math.sqrt(v / (h * (h - 1))) if h > 1 else 0.0
+
+
 def bounds(base, path):
-    """(before, paired) bounds for rows paired by index; NaN rows are left out of both."""
+    """(before, paired) bounds and the bulk arm's verdict (True: fails) for rows paired by index;
+    NaN rows are left out of all three."""
     pairs = [(b, p) for b, p in zip(base, path) if b is not None and p is not None]
     b = [x for x, _ in pairs]
     mb, seb = mean_se(b)
-    _, sed = mean_se([p - K * K * x for x, p in pairs])
-    return K * K * (mb + 3 * seb), K * K * mb + 3 * sed
+    d = [p - K * K * x for x, p in pairs]
+    _, sed = mean_se(d)
+    tm, tse = trimmed_mean_se(d)
+    return K * K * (mb + 3 * seb), K * K * mb + 3 * sed, tm > 3 * tse
 
 
 def points(db):
@@ -67,9 +84,10 @@ def main(argv):
             for path, (kld, prm) in sorted(by_path.items()):
                 if path == "cuda-ref" or len(kld) != len(base):
                     continue
-                before, paired = bounds(base, kld)
+                before, paired, bulk_fails = bounds(base, kld)
                 m = sum(kld) / len(kld)
                 flag = "" if (m <= before) == (m <= paired) else "   <- the verdicts differ"
+                flag += "   <- the bulk arm fails" if bulk_fails else ""
                 print(f"{run} {cid} {path}: rows {len(kld)} mean {m:.3g} before {before:.3g} paired {paired:.3g}{flag}")
                 nseq = prm["batch"]
                 if nseq >= 64 and not prm.get("spec_k") and not prm.get("ragged"):
@@ -81,14 +99,18 @@ def main(argv):
     for key, ss in sorted(seqs.items()) if boot else []:
         line = []
         for take in (1, 8):
-            fails = [0, 0]
+            fails = [0, 0, 0, 0]  # before, paired, bulk, paired or bulk (the rule in force)
             for _ in range(boot):
                 pick = [rng.choice(ss) for _ in range(take)]
                 rows = [s[t] for t in range(len(ss[0])) for s in pick]
                 m = sum(p for _, p in rows) / len(rows)
-                for i, bd in enumerate(bounds([b for b, _ in rows], [p for _, p in rows])):
-                    fails[i] += m > bd
-            line.append(f"{take} seq ({take * len(ss[0])} rows): before {fails[0] / boot:.4f} paired {fails[1] / boot:.4f}")
+                before, paired, bulk_fails = bounds([b for b, _ in rows], [p for _, p in rows])
+                fails[0] += m > before
+                fails[1] += m > paired
+                fails[2] += bulk_fails
+                fails[3] += m > paired or bulk_fails
+            line.append(f"{take} seq ({take * len(ss[0])} rows): before {fails[0] / boot:.4f} paired {fails[1] / boot:.4f} "
+                        f"bulk {fails[2] / boot:.4f} in force {fails[3] / boot:.4f}")
         print("false alarms", key, "|", " | ".join(line))
 
 

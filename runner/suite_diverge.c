@@ -59,6 +59,8 @@ typedef struct {
   double mcn_p;       /* McNemar p of only_p vs only_b */
   double eps;         /* the margin epsilon of the argmax rule */
   double kld_bound;   /* the KLD bound it was judged by */
+  double bulk, bulk_se; /* with a baseline: trimmed mean of KLD - k^2 x the baseline's, row by row, and its se */
+  bool bulk_ok;       /* the bulk arm held: bulk <= 3 bulk_se (true without a baseline) */
   bool lp_ok;         /* a server: it gave at least the top logprobs asked on every row (else true) */
 } path_verdict;
 
@@ -306,7 +308,8 @@ static vstatus diverge_run_case(void *st, const vsuite_ctx *x, int c) {
  * With --baseline B (the unoptimized bf16 engine; the reference an fp32 path), B's distance from the
  * reference is the noise floor of this very point, and another path passes when it is at most k
  * (VOUCH_ACCURACY_RATIO) times as far from fp32: mean KLD <= k^2 x B's mean + 3 standard errors
- * of the paired difference (diverge_floor_kld_bound), and the same
+ * of the paired difference (diverge_floor_kld_bound), the trimmed mean of that difference <= 3 of
+ * its standard errors (diverge_floor_bulk: a loss on most rows hidden by a few huge ones), and the same
  * argmax on every row whose reference margin exceeds 2k x B's largest top-2 error (a path within
  * k x that error cannot flip such a row). B itself is evidence, not a subject: it only has to
  * produce finite logits. */
@@ -328,8 +331,10 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
     const double kld_bound = !rb ? s->max_kld : r == rb || !r->supported ? NAN
                                               : diverge_floor_kld_bound(r, rb, kr, &b_mean, &d_se);
     /* a server that gives fewer top logprobs than asked compared less than the verdict says */
-    *v = (path_verdict){.is_base = rb && r == rb, .eps = eps, .kld_bound = kld_bound,
+    *v = (path_verdict){.is_base = rb && r == rb, .eps = eps, .kld_bound = kld_bound, .bulk = NAN, .bulk_se = NAN,
                         .lp_ok = !is_server(s, x, p) || s->sd.given_min >= s->sd.asked};
+    if (rb && r != rb && r->supported) VTRY(diverge_floor_bulk(r, rb, kr, &v->bulk, &v->bulk_se));
+    v->bulk_ok = !(v->bulk > 3 * v->bulk_se); /* no paired row: the plain-mean arm's NaN bound fails it */
     for (int i = 0; r->supported && i < r->rows; i++)
       if (r->margin[i] > eps) { v->decided++; v->flips += !r->same[i]; }
     /* rows where only the path's argmax left the reference's, and where only the baseline's did */
@@ -342,7 +347,8 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
     char bound_src[320];
     if (rb)
       snprintf(bound_src, sizeof bound_src, "floor: baseline %s at this point (k=%g): mean KLD %.3g, k^2 x that + 3 "
-               "se of the paired difference (se %.2g); top-2 error %.3g", s->baseline, kr, b_mean, d_se, b_top);
+               "se of the paired difference (se %.2g); that difference's %g%%-trimmed mean <= 3 of its se (%.2g); "
+               "top-2 error %.3g", s->baseline, kr, b_mean, d_se, 100 * DIVERGE_BULK_TRIM, v->bulk_se, b_top);
     else
       snprintf(bound_src, sizeof bound_src, "options: --max-kld %.3g, --min-same-top %.3g over rows with margin > "
                "--margin-eps %.3g", s->max_kld, s->min_same, s->margin_eps);
@@ -356,7 +362,7 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
        * row of either bf16 engine, a defect flips many */
       for (int i = 0; rb && !v->is_base && i < r->rows && i < rb->rows; i++) v->dec_b += r->margin[i] > eps && !rb->same[i];
       v->same_ok = rb ? !(v->flips > v->dec_b && v->only_p > v->only_b && v->mcn_p < 0.01) : same_dec >= s->min_same;
-      bool ok = v->is_base ? finite : r->kld_mean <= kld_bound && v->same_ok && finite && v->lp_ok;
+      bool ok = v->is_base ? finite : r->kld_mean <= kld_bound && v->bulk_ok && v->same_ok && finite && v->lp_ok;
       v->status = ok ? (v->is_base ? "base" : "pass") : "FAIL";
       if (rec) {
         int n = 0;
@@ -398,6 +404,9 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
           rec_metric_value(rec, "rows_only_path_missed", "", RB_LOWER, (double)v->only_p);
           rec_metric_value(rec, "rows_only_baseline_missed", "", RB_NONE, (double)v->only_b);
           rec_metric_value(rec, "same_top_mcnemar_p", "", RB_HIGHER, v->mcn_p);
+          rec_metric_value(rec, "kld_excess_trimmed", "nats", RB_LOWER, v->bulk);
+          rec_metric_value(rec, "kld_excess_trimmed_se", "nats", RB_NONE, v->bulk_se);
+          rec_check_add(rec, "kld_bulk_within_floor", v->bulk_ok);
         }
         if (!v->is_base) {
           if (is_server(s, x, p))
@@ -442,6 +451,9 @@ static void diverge_print_case(void *st, const vsuite_ctx *x, int c) {
       printf("%-*s   %s: %d requests, %d-%d top logprobs given of %d asked; max|dl| is of logprobs over them; mass "
              "outside them up to %.3g (reference) / %.3g (server); KLD over them and the rest (a lower bound)\n", s->col_w, "",
              r->path, s->sd.n_req, s->sd.given_min, s->sd.given_max, s->sd.asked, s->sd.tail_ref_max, s->sd.tail_srv_max);
+    if (!v->bulk_ok)
+      printf("%-*s   trimmed mean of KLD - k^2 x the baseline's, row by row, %.3g > 3 se %.3g (kld_bulk_within_floor)\n",
+             s->col_w, "", v->bulk, 3 * v->bulk_se);
     if (!v->is_base && !v->same_ok)
       printf("%-*s   argmax differs on %d of %d rows whose reference margin > eps %.3g (baseline %ld); rows only the "
              "path missed %ld, only the baseline %ld, McNemar p %.3g\n", s->col_w, "", v->flips, v->decided, v->eps, v->dec_b,

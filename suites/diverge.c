@@ -89,6 +89,20 @@ double diverge_floor_kld_bound(const diverge_result *path, const diverge_result 
   return k * k * mb + 3 * se;
 }
 
+vstatus diverge_floor_bulk(const diverge_result *path, const diverge_result *base, double k, double *excess, double *se) {
+  assert(path && base && k > 0 && excess && se);
+  const int n = path->rows < base->rows ? path->rows : base->rows;
+  double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof *d);
+  if (!d) return VERR("diverge: out of memory for %d paired rows", n);
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (isfinite(path->kld[i]) && isfinite(base->kld[i])) d[m++] = path->kld[i] - k * k * base->kld[i];
+  stat_trimmed_mean_se(d, m, DIVERGE_BULK_TRIM, excess, se);
+  if (!m) *se = NAN;
+  free(d);
+  return V_OK;
+}
+
 vstatus diverge_summarize(diverge_result *r) {
   double *k = calloc((size_t)(r->rows > 0 ? r->rows : 1), sizeof *k);
   if (!k) return VERR("diverge: out of memory");

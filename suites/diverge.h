@@ -89,6 +89,16 @@ void diverge_result_free(diverge_result *r);
  * the bound; NaN when no row is paired. */
 double diverge_floor_kld_bound(const diverge_result *path, const diverge_result *base, double k, double *base_mean,
                                double *diff_se);
+/* The bulk arm of the same rule: Yuen's trimmed mean of the paired difference d_i above, with
+ * DIVERGE_BULK_TRIM of the rows cut from each end, in *excess, and its standard error in *se; the
+ * path fails when *excess > 3 *se. A few rows of enormous KLD inflate the plain mean's se until no
+ * loss in the other rows is significant: on the H200, defect 15 (latency's chunked logits read at a
+ * wrong offset) put 4 of 2048 rows at 7e27 nats and every other row near 1 nat (argmax agreement 0 %),
+ * and the plain-mean arm passed it (mean 1.5e25 <= bound 2.2e25). Trimming takes such rows out of
+ * the mean and its spread alike; the plain-mean arm still judges the rows it cuts. NaN in both when
+ * no row is paired. Fails only for want of memory (error set). */
+#define DIVERGE_BULK_TRIM 0.2
+vstatus diverge_floor_bulk(const diverge_result *path, const diverge_result *base, double k, double *excess, double *se);
 /* Compares row `row` of a result (r->kld, dp, margin, top_err and same allocated with more than
  * `row` entries): reference logits lr[V] against lt[V], `next` the stream's next token; adds to the
  * non-finite counts, max |dlogit| and the same-top count (turned into a % by diverge_summarize). */

@@ -1,6 +1,7 @@
 /* Statistics shared by the diverge / eval / feature suites (see stats_tests.h). */
 #include "suites/stats_tests.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -174,6 +175,28 @@ void stat_mean_se(const double *x, int n, double *mean, double *se) {
   for (int i = 0; i < n; i++) v += (x[i] - m) * (x[i] - m);
   *mean = m;
   *se = n > 1 ? sqrt(v / (n - 1) / n) : 0.0;
+}
+
+void stat_trimmed_mean_se(double *x, int n, double trim, double *mean, double *se) {
+  assert(trim >= 0 && trim < 0.5);
+  *mean = NAN;
+  *se = 0;
+  if (n <= 0) return;
+  qsort(x, (size_t)n, sizeof *x, cmp_d);
+  const int g = (int)(trim * n), h = n - 2 * g; /* cut from each end, kept */
+  double m = 0, w = 0;
+  for (int i = g; i < n - g; i++) m += x[i];
+  m /= h;
+  /* the winsorized sample: x[g] stands for the g values below it, x[n-g-1] for the g above */
+  for (int i = 0; i < n; i++) w += x[i < g ? g : i >= n - g ? n - g - 1 : i];
+  w /= n;
+  double v = 0;
+  for (int i = 0; i < n; i++) {
+    const double e = x[i < g ? g : i >= n - g ? n - g - 1 : i] - w;
+    v += e * e;
+  }
+  *mean = m;
+  *se = h > 1 ? sqrt(v / ((double)h * (h - 1))) : 0.0; /* (n - 1) s_w^2 = v */
 }
 
 double stat_auc_normalized(const double *xs, const double *ys, int n) {

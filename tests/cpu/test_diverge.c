@@ -116,8 +116,60 @@ static void test_floor_bound(void) {
   CHECK(isnan(diverge_floor_kld_bound(&p, &b, 2, &mb, &dse)) && isnan(mb), "no paired row: no bound (NaN)");
 }
 
+/* diverge_floor_bulk: the rule's trimmed arm, which a few huge rows cannot hide a broad loss from. */
+static void test_floor_bulk(void) {
+  /* H200, pr at seed 0, defect 15 (the chunked logits read at a wrong offset), batch 64 ragged K+1 at
+   * context 1k, 2048 rows: latency ~1 nat from fp32 on every row, argmax agreement 0 %, and 4 rows at
+   * 7.44e27 nats. The plain-mean arm passed it (mean 1.5e25 <= bound 2.2e25); the bulk arm must not. */
+  enum { N = 2048 };
+  static double kb[N], kp[N];
+  for (int i = 0; i < N; i++) {
+    kb[i] = 2.5e-5 + 2e-5 * (i % 9) / 8 + (i % 97 == 11 ? 0.18 : 0); /* the bulk, and router near-ties */
+    kp[i] = 0.95 + 0.1 * (i % 13) / 12 + (i % 512 == 258 ? 7.44e27 : 0);
+  }
+  diverge_result b = {.rows = N, .kld = kb}, p = {.rows = N, .kld = kp};
+  double mp, se_p, ex, se;
+  stat_mean_se(kp, N, &mp, &se_p);
+  CHECK(mp <= diverge_floor_kld_bound(&p, &b, 2, NULL, NULL), "defect 15's rows pass the plain-mean arm (mean %g)", mp);
+  CHECK(!diverge_floor_bulk(&p, &b, 2, &ex, &se) && ex > 3 * se && ex > 0.9, "defect 15's rows: trimmed excess %g > 3 se %g",
+        ex, 3 * se);
+  /* the seed-2 false alarm of the rule before (two near-ties in the path, none in the baseline) */
+  double b2[16] = {1.54756e-05, 2.33754e-05, 2.86313e-05, 3.88491e-05, 3.01578e-05, 4.43302e-05, 4.68783e-05, 4.84085e-05,
+                   3.47096e-05, 4.02511e-05, 4.01845e-05, 5.31633e-05, 4.81484e-05, 4.90177e-05, 3.9617e-05, 4.45061e-05};
+  double p2[16] = {1.70549e-05, 2.34754e-05, 0.0147981, 3.97592e-05, 3.16294e-05, 4.26145e-05, 0.0235213, 4.14361e-05,
+                   3.85399e-05, 4.44618e-05, 4.72456e-05, 4.77407e-05, 4.38929e-05, 4.78602e-05, 3.52757e-05, 4.44982e-05};
+  diverge_result bb = {.rows = 16, .kld = b2}, pp = {.rows = 16, .kld = p2};
+  CHECK(!diverge_floor_bulk(&pp, &bb, 2, &ex, &se) && ex < 0, "two near-ties of a correct path: trimmed excess %g < 0", ex);
+  /* k^2 + 1 = 5 times the floor on every row fails, 3 times passes; a defect on 10 % of rows is the
+   * plain-mean arm's to catch (the trim cuts it), and it does */
+  double k5[16], k3[16], k10[160], b10[160];
+  for (int i = 0; i < 16; i++) k5[i] = 5 * b2[i], k3[i] = 3 * b2[i];
+  diverge_result p5 = {.rows = 16, .kld = k5}, p3 = {.rows = 16, .kld = k3};
+  CHECK(!diverge_floor_bulk(&p5, &bb, 2, &ex, &se) && ex > 3 * se, "5x the floor: trimmed excess %g > 3 se %g", ex, 3 * se);
+  CHECK(!diverge_floor_bulk(&p3, &bb, 2, &ex, &se) && ex <= 3 * se, "3x the floor: trimmed excess %g <= 3 se %g", ex, 3 * se);
+  for (int i = 0; i < 160; i++) b10[i] = b2[i % 16], k10[i] = b2[i % 16] + (i % 10 == 4 ? 0.5 : 0);
+  diverge_result p10 = {.rows = 160, .kld = k10}, b10r = {.rows = 160, .kld = b10};
+  stat_mean_se(k10, 160, &mp, &se_p);
+  CHECK(!diverge_floor_bulk(&p10, &b10r, 2, &ex, &se) && ex <= 3 * se && mp > diverge_floor_kld_bound(&p10, &b10r, 2, NULL, NULL),
+        "0.5 nats on 1 row in 10: cut by the trim (%g), failed by the plain mean (%g)", ex, mp);
+  /* non-finite rows are left out; no paired row gives NaN */
+  for (int i = 0; i < 16; i++) b2[i] = NAN;
+  CHECK(!diverge_floor_bulk(&pp, &bb, 2, &ex, &se) && isnan(ex) && isnan(se), "no paired row: NaN");
+  /* stat_trimmed_mean_se: 20 % of 10 values cut from each end, winsorized se by hand */
+  double x[10] = {9, 1, 1e9, 3, 4, 5, 6, -1e9, 7, 8}, tm, tse;
+  stat_trimmed_mean_se(x, 10, 0.2, &tm, &tse);
+  /* kept 3..8 (mean 5.5); winsorized 3,3,3,4,5,6,7,8,8,8: mean 5.5, sum of squares 42.5 */
+  CHECK(fabs(tm - 5.5) < 1e-12 && fabs(tse - sqrt(42.5 / (6 * 5))) < 1e-12, "trimmed mean %g se %g", tm, tse);
+  double y[4] = {1, 2, 3, 10};
+  stat_trimmed_mean_se(y, 4, 0.2, &tm, &tse); /* floor(0.8) = 0 cut: the plain mean and its se */
+  double pm, pse;
+  stat_mean_se(y, 4, &pm, &pse);
+  CHECK(tm == pm && fabs(tse - pse) < 1e-12, "nothing cut: the plain mean %g, se %g (want %g)", tm, tse, pse);
+}
+
 int main(void) {
   test_floor_bound();
+  test_floor_bulk();
   double x[5] = {5, 1, 4, 2, 3}, mean, se;
   CHECK(stat_percentile(x, 5, 50) == 3 && stat_percentile(x, 5, 100) == 5 && stat_percentile(x, 5, 25) == 2,
         "percentiles");
