@@ -5,7 +5,7 @@
 # [plans] [resume] [runbg] [gputests] [golden] [cudaref] [kernels] [latency] [gemm] [sweep] [evals] ... ; logs and JSON go to $OUT.
 set -u
 # Binaries: $GPU_BIN (default gpu-carry/head: stripped copies of vouch and the GPU tests, libraries in
-# gpu-carry/devlibs.tar.xz) when present, else build-cuda/ with .devlibs/. A second directory
+# gpu-carry/devlibs.tar.xz; bench/gpu_carry.sh builds all of gpu-carry/ from HEAD) when present, else build-cuda/ with .devlibs/. A second directory
 # (GPU_BIN=gpu-carry/bin) lets one carry hold the build that started a run to resume and a newer one.
 GPU_BIN=${GPU_BIN:-gpu-carry/head}
 if [ -d "$GPU_BIN" ]; then
@@ -104,11 +104,11 @@ for phase in "$@"; do
       elif ! flock -n "/tmp/$rn.lock" true; then # the live run holds the lock (a zombie does not)
         note "$rn: still running, waiting"
       else
-        if [ -d "/tmp/$rn" ]; then ra="--resume /tmp/$rn --no-bundle"; else ra="--plan $rp --set seed=$rs --out /tmp/$rn --no-bundle"; fi
-        note "$rn: starting $V run $ra"
+        if [ -d "/tmp/$rn" ]; then ra=(--resume "/tmp/$rn" --no-bundle); else ra=(--plan "$rp" --set seed="$rs" --out "/tmp/$rn" --no-bundle); fi
+        note "$rn: starting $V run ${ra[*]}"
         # every log line stamped with the epoch second it arrived (plan_summary.py times the steps)
         setsid flock "/tmp/$rn.lock" bash -c '"$@" 2>&1 | while IFS= read -r l; do printf "%s %s\n" "$(date +%s)" "$l"; done \
-          >> "/tmp/'"$rn"'.log"; echo "${PIPESTATUS[0]}" > "/tmp/'"$rn"'.rc"' _ "$PWD/$V" run $ra \
+          >> "/tmp/'"$rn"'.log"; echo "${PIPESTATUS[0]}" > "/tmp/'"$rn"'.rc"' _ "$PWD/$V" run "${ra[@]}" \
           < /dev/null > /dev/null 2>&1 &
         sleep 2
       fi
