@@ -333,8 +333,14 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
     /* a server that gives fewer top logprobs than asked compared less than the verdict says */
     *v = (path_verdict){.is_base = rb && r == rb, .eps = eps, .kld_bound = kld_bound, .bulk = NAN, .bulk_se = NAN,
                         .lp_ok = !is_server(s, x, p) || s->sd.given_min >= s->sd.asked};
-    if (rb && r != rb && r->supported) VTRY(diverge_floor_bulk(r, rb, kr, &v->bulk, &v->bulk_se));
-    v->bulk_ok = !(v->bulk > 3 * v->bulk_se); /* no paired row: the plain-mean arm's NaN bound fails it */
+    /* no paired row: NaN, and the plain-mean arm's NaN bound fails the path; out of memory: the arm
+     * could not be judged, so it fails (the error printed), and the other paths keep their records */
+    bool bulk_judged = true;
+    if (rb && r != rb && r->supported && diverge_floor_bulk(r, rb, kr, &v->bulk, &v->bulk_se)) {
+      cli_print_error("diverge");
+      bulk_judged = false;
+    }
+    v->bulk_ok = bulk_judged && !(v->bulk > 3 * v->bulk_se);
     for (int i = 0; r->supported && i < r->rows; i++)
       if (r->margin[i] > eps) { v->decided++; v->flips += !r->same[i]; }
     /* rows where only the path's argmax left the reference's, and where only the baseline's did */
@@ -344,7 +350,7 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
     }
     v->mcn_p = stat_mcnemar_p(v->only_p, v->only_b);
     const double same_dec = v->decided ? 100.0 * (v->decided - v->flips) / v->decided : 100.0;
-    char bound_src[320];
+    char bound_src[512];
     if (rb)
       snprintf(bound_src, sizeof bound_src, "floor: baseline %s at this point (k=%g): mean KLD %.3g, k^2 x that + 3 "
                "se of the paired difference (se %.2g); that difference's %g%%-trimmed mean <= 3 of its se (%.2g); "
@@ -404,7 +410,8 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
           rec_metric_value(rec, "rows_only_path_missed", "", RB_LOWER, (double)v->only_p);
           rec_metric_value(rec, "rows_only_baseline_missed", "", RB_NONE, (double)v->only_b);
           rec_metric_value(rec, "same_top_mcnemar_p", "", RB_HIGHER, v->mcn_p);
-          rec_metric_value(rec, "kld_excess_trimmed", "nats", RB_LOWER, v->bulk);
+          /* signed (negative on correct code), so no better direction: compare's ratios would read it backwards */
+          rec_metric_value(rec, "kld_excess_trimmed", "nats", RB_NONE, v->bulk);
           rec_metric_value(rec, "kld_excess_trimmed_se", "nats", RB_NONE, v->bulk_se);
           rec_check_add(rec, "kld_bulk_within_floor", v->bulk_ok);
         }

@@ -40,7 +40,8 @@ void stat_mean_se(const double *x, int n, double *mean, double *se);
  * (trim in [0, 0.5)), and its standard error from the winsorized variance s_w^2 (the cut values
  * replaced by the nearest kept one): se = sqrt((n - 1) s_w^2 / (h (h - 1))), h = the values kept.
  * A few outliers move neither, where they move the plain mean's se without bound; trim 0 gives the
- * plain mean and its se. Sorts x in place (no allocation). mean NaN for n == 0, se 0 for h < 2. */
+ * plain mean and its se. x must be finite (the caller pairs finite rows). Sorts x in place (no
+ * allocation). mean NaN for n == 0, se 0 for h < 2. */
 void stat_trimmed_mean_se(double *x, int n, double trim, double *mean, double *se);
 /* Trapezoid area under score(x) over x in [x0, x_last], divided by the x range, so a
  * constant score s gives s; one point gives its score. xs ascending. */

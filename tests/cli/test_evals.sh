@@ -32,7 +32,11 @@ python3 -c "
 import json; r=json.load(open('$t/b.json'))['records']
 t=[x for x in r if x['path']=='cpu-ref:tp4'][0]
 assert t['status']=='pass' and 'floor: baseline cpu-ref:tp2' in t['params']['bound_source'], t
-assert t['case_id']=='b3_c48_t2_ragged_k2_forced_vs_cpu-ref', t['case_id']" && ok || bad "diverge --baseline records"
+assert t['case_id']=='b3_c48_t2_ragged_k2_forced_vs_cpu-ref', t['case_id']
+# both arms of the KLD rule are on the record: the mean arm as the threshold, the bulk arm as a check
+assert t['threshold']['metric']=='kld' and {'name': 'kld_bulk_within_floor', 'ok': True} in t['checks'], t
+m={x['name']: x['value'] for x in t['metrics']}
+assert m['kld_excess_trimmed'] <= 3 * m['kld_excess_trimmed_se'], m" && ok || bad "diverge --baseline records"
 # a --baseline that is not a compared path (a typo, the reference itself) would leave the bounds
 # uncalibrated: a usage error naming the compared paths
 expect_error 2 "option --baseline: 'cpu-ref:tp3' is not one of the compared paths (--paths after the reference: cpu-ref:tp2,cpu-ref:tp4)" \

@@ -165,6 +165,11 @@ static void test_floor_bulk(void) {
   double pm, pse;
   stat_mean_se(y, 4, &pm, &pse);
   CHECK(tm == pm && fabs(tse - pse) < 1e-12, "nothing cut: the plain mean %g, se %g (want %g)", tm, tse, pse);
+  double one = 7;
+  stat_trimmed_mean_se(&one, 1, 0.2, &tm, &tse);
+  CHECK(tm == 7 && tse == 0, "one value: itself, se 0 (%g, %g)", tm, tse);
+  stat_trimmed_mean_se(&one, 0, 0.2, &tm, &tse);
+  CHECK(isnan(tm) && tse == 0, "no value: NaN, se 0 (%g, %g)", tm, tse);
 }
 
 int main(void) {
