@@ -94,36 +94,41 @@ for phase in "$@"; do
       python3 bench/plan_summary.py "/tmp/$rn" "$OUT/$rn.log" 2>&1 | tee -a "$summary" "$FINAL/summary.txt" ;;
     runbg)
       # The same long plan run detached from the device call (setsid), so no call's end cuts a case:
-      # RUN_PLAN at RUN_SEED runs into /tmp/run-PLAN-sSEED while the machine stays warm, and each call
-      # waits for it at most RUN_WALL s (540). A call that finds the directory but no live run (the
-      # call's end killed it after all) continues it with `vouch run --resume`. When the run has
-      # ended, its directory goes back as $FINAL/run-PLAN-sSEED.tgz with plan_summary's table.
-      rp=${RUN_PLAN:-h200}; rs=${RUN_SEED:-0}; rn=run-$rp-s$rs; s0=$(date +%s)
-      if [ -f "/tmp/$rn.rc" ]; then
-        note "$rn: ended before this call (rc $(cat "/tmp/$rn.rc"))"
-      elif ! flock -n "/tmp/$rn.lock" true; then # the live run holds the lock (a zombie does not)
+      # RUN_PLAN at RUN_SEED runs into /tmp/runbg-PLAN-sSEED (not the resume phase's directory) while the
+      # machine stays warm, and each call waits for it at most RUN_WALL s (540). A call that finds the
+      # directory but no live run (the call's end killed it after all) continues it with `vouch run
+      # --resume`. When the run has ended, its directory goes back as $FINAL/runbg-PLAN-sSEED.tgz with
+      # plan_summary's table. The run holds /tmp/NAME.lock for its life; NAME.started says it has the
+      # lock, NAME.rc (written whole, under the lock) that it ended.
+      rp=${RUN_PLAN:-h200}; rs=${RUN_SEED:-0}; rn=runbg-$rp-s$rs; s0=$(date +%s); f=/tmp/$rn
+      if [ -f "$f.rc" ]; then
+        note "$rn: ended before this call (rc $(cat "$f.rc"))"
+      elif ! flock -n "$f.lock" true; then # the live run holds the lock (a zombie does not)
         note "$rn: still running, waiting"
       else
-        if [ -d "/tmp/$rn" ]; then ra=(--resume "/tmp/$rn" --no-bundle); else ra=(--plan "$rp" --set seed="$rs" --out "/tmp/$rn" --no-bundle); fi
+        if [ -d "$f" ]; then ra=(--resume "$f" --no-bundle); else ra=(--plan "$rp" --set seed="$rs" --out "$f" --no-bundle); fi
         note "$rn: starting $V run ${ra[*]}"
+        rm -f "$f.started"
         # every log line stamped with the epoch second it arrived (plan_summary.py times the steps)
-        setsid flock "/tmp/$rn.lock" bash -c '"$@" 2>&1 | while IFS= read -r l; do printf "%s %s\n" "$(date +%s)" "$l"; done \
-          >> "/tmp/'"$rn"'.log"; echo "${PIPESTATUS[0]}" > "/tmp/'"$rn"'.rc"' _ "$PWD/$V" run "${ra[@]}" \
+        setsid flock "$f.lock" bash -c ': > "$1.started"; f=$1; shift
+          "$@" 2>&1 | while IFS= read -r l; do printf "%s %s\n" "$(date +%s)" "$l"; done >> "$f.log"
+          echo "${PIPESTATUS[0]}" > "$f.rc.tmp" && mv "$f.rc.tmp" "$f.rc"' _ "$f" "$(realpath "$V")" run "${ra[@]}" \
           < /dev/null > /dev/null 2>&1 &
-        sleep 2
+        for _ in $(seq 60); do [ -f "$f.started" ] && break; sleep 1; done
+        [ -f "$f.started" ] || note "$rn: the detached run did not start within 60 s"
       fi
-      while [ ! -f "/tmp/$rn.rc" ] && [ $(( $(date +%s) - s0 )) -lt "${RUN_WALL:-540}" ]; do
+      while [ ! -f "$f.rc" ] && [ $(( $(date +%s) - s0 )) -lt "${RUN_WALL:-540}" ]; do
         sleep 5
-        # the rc file is written under the lock: a free lock and no rc file is a run that was killed
-        flock -n "/tmp/$rn.lock" true && [ ! -f "/tmp/$rn.rc" ] && { note "$rn: killed (no rc); the next call resumes it"; break; }
+        # a free lock and no rc file is a run that was killed (the rc file is in place before the lock is freed)
+        flock -n "$f.lock" true && [ ! -f "$f.rc" ] && { note "$rn: killed (no rc); the next call resumes it"; break; }
       done
-      cp "/tmp/$rn.log" "$OUT/$rn.log" 2>/dev/null
-      if [ -f "/tmp/$rn.rc" ]; then
-        note "$rn rc=$(cat "/tmp/$rn.rc"): $(grep -E '^[0-9]+ verdict: [a-z]+ \(' "/tmp/$rn.log" | tail -1 | cut -d' ' -f2-)"
+      cp "$f.log" "$OUT/$rn.log" 2>/dev/null
+      if [ -f "$f.rc" ]; then
+        note "$rn rc=$(cat "$f.rc"): $(grep -E '^[0-9]+ verdict: [a-z]+ \(' "$f.log" | tail -1 | cut -d' ' -f2-)"
         tar -czf "$FINAL/$rn.tgz" -C /tmp "$rn"; note "$rn.tgz: $(du -k "$FINAL/$rn.tgz" | cut -f1) KiB"
-        python3 bench/plan_summary.py "/tmp/$rn" "/tmp/$rn.log" 2>&1 | tee -a "$summary" "$FINAL/summary.txt"
+        python3 bench/plan_summary.py "$f" "$f.log" 2>&1 | tee -a "$summary" "$FINAL/summary.txt"
       else
-        note "$rn: running after $(( $(date +%s) - s0 )) s of this call: $(grep -E 'vouch run: step [0-9]+' "/tmp/$rn.log" | tail -1 | cut -c1-150)"
+        note "$rn: running after $(( $(date +%s) - s0 )) s of this call: $(grep -E 'vouch run: step [0-9]+' "$f.log" | tail -1 | cut -c1-150)"
       fi ;;
     cudaref)
       VOUCH_SRC=$PWD $T/test_cuda_ref > "$OUT/test_cuda_ref.log" 2>&1; note "test_cuda_ref rc=$? $(tail -1 "$OUT/test_cuda_ref.log")"
@@ -286,6 +291,7 @@ for phase in "$@"; do
       [ -n "$(find "$dbin" -name vouch-00-main 2>/dev/null)" ] || { mkdir -p "$dbin" && tar -C "$dbin" -xJf "${DEFECT_TAR:-gpu-carry/defects-out.tar.xz}"; }
       bd=$(find "$dbin" -name vouch-00-main -printf '%h\n' | head -1)
       i=0; lanes=()
+      set -f # the lanes are globs for --only, not for this shell (the default "*" would list the repo root)
       for lane in ${DEFECT_LANES:-*}; do # GLOBS or GLOBS@PLAN (a lane's own plan: e.g. the pr steps it has left)
         lp=${lane#*@}; [ "$lp" = "$lane" ] && lp=${DEFECT_PLAN:-pr}
         ctl=--no-control; [ "${lane%@*}" = 00-main ] && ctl= # a lane "00-main[@PLAN]": the unpatched control
@@ -293,6 +299,7 @@ for phase in "$@"; do
           --timeout "${DEFECT_TIMEOUT:-540}" $ctl --only "${lane%@*}" > "$OUT/det-lane$i.log" 2>&1 &
         lanes+=($!); i=$((i + 1))
       done
+      set +f
       for p in "${lanes[@]}"; do wait "$p"; done
       note "defects: $(ls "$det"/*.row 2>/dev/null | wc -l) of $(ls -d "$det"/[0-9]*/ 2>/dev/null | wc -l) started finished"
       cat "$det"/*.row 2>/dev/null | cut -f1-3,5,6,9 | tee -a "$summary" "$FINAL/summary.txt"
