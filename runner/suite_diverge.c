@@ -308,8 +308,8 @@ static vstatus diverge_run_case(void *st, const vsuite_ctx *x, int c) {
  * With --baseline B (the unoptimized bf16 engine; the reference an fp32 path), B's distance from the
  * reference is the noise floor of this very point, and another path passes when it is at most k
  * (VOUCH_ACCURACY_RATIO) times as far from fp32: mean KLD <= k^2 x B's mean + 3 standard errors
- * of the paired difference (diverge_floor_kld_bound), the trimmed mean of that difference <= 3 of
- * its standard errors (diverge_floor_bulk: a loss on most rows hidden by a few huge ones), and the same
+ * of the paired difference, the trimmed mean of that difference <= 3 of its standard errors (a loss
+ * on most rows hidden by a few huge ones; both arms: diverge_floor_judge), and the same
  * argmax on every row whose reference margin exceeds 2k x B's largest top-2 error (a path within
  * k x that error cannot flip such a row). B itself is evidence, not a subject: it only has to
  * produce finite logits. */
@@ -327,20 +327,14 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
   for (int p = 0; p < s->n_res; p++) {
     const diverge_result *r = &s->res[p];
     path_verdict *v = &s->v[p];
-    double b_mean = NAN, d_se = NAN; /* the floor's parts of the bound */
-    const double kld_bound = !rb ? s->max_kld : r == rb || !r->supported ? NAN
-                                              : diverge_floor_kld_bound(r, rb, kr, &b_mean, &d_se);
+    /* the floor's figures (NaN unless judged); out of memory: NaN, so the path fails with the error
+     * printed, and the other paths keep their records */
+    diverge_floor fl = {.base_mean = NAN, .diff_se = NAN, .bound = NAN, .bulk = NAN, .bulk_se = NAN};
+    if (rb && r != rb && r->supported && diverge_floor_judge(r, rb, kr, &fl)) cli_print_error("diverge");
     /* a server that gives fewer top logprobs than asked compared less than the verdict says */
-    *v = (path_verdict){.is_base = rb && r == rb, .eps = eps, .kld_bound = kld_bound, .bulk = NAN, .bulk_se = NAN,
-                        .lp_ok = !is_server(s, x, p) || s->sd.given_min >= s->sd.asked};
-    /* no paired row: NaN, and the plain-mean arm's NaN bound fails the path; out of memory: the arm
-     * could not be judged, so it fails (the error printed), and the other paths keep their records */
-    bool bulk_judged = true;
-    if (rb && r != rb && r->supported && diverge_floor_bulk(r, rb, kr, &v->bulk, &v->bulk_se)) {
-      cli_print_error("diverge");
-      bulk_judged = false;
-    }
-    v->bulk_ok = bulk_judged && !(v->bulk > 3 * v->bulk_se);
+    *v = (path_verdict){.is_base = rb && r == rb, .eps = eps, .kld_bound = rb ? fl.bound : s->max_kld, .bulk = fl.bulk,
+                        .bulk_se = fl.bulk_se, .lp_ok = !is_server(s, x, p) || s->sd.given_min >= s->sd.asked};
+    v->bulk_ok = !(v->bulk > 3 * v->bulk_se); /* not judged: the NaN kld_bound fails the path */
     for (int i = 0; r->supported && i < r->rows; i++)
       if (r->margin[i] > eps) { v->decided++; v->flips += !r->same[i]; }
     /* rows where only the path's argmax left the reference's, and where only the baseline's did */
@@ -354,7 +348,7 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
     if (rb)
       snprintf(bound_src, sizeof bound_src, "floor: baseline %s at this point (k=%g): mean KLD %.3g, k^2 x that + 3 "
                "se of the paired difference (se %.2g); that difference's %g%%-trimmed mean <= 3 of its se (%.2g); "
-               "top-2 error %.3g", s->baseline, kr, b_mean, d_se, 100 * DIVERGE_BULK_TRIM, v->bulk_se, b_top);
+               "top-2 error %.3g", s->baseline, kr, fl.base_mean, fl.diff_se, 100 * DIVERGE_BULK_TRIM, fl.bulk_se, b_top);
     else
       snprintf(bound_src, sizeof bound_src, "options: --max-kld %.3g, --min-same-top %.3g over rows with margin > "
                "--margin-eps %.3g", s->max_kld, s->min_same, s->margin_eps);
@@ -368,7 +362,7 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
        * row of either bf16 engine, a defect flips many */
       for (int i = 0; rb && !v->is_base && i < r->rows && i < rb->rows; i++) v->dec_b += r->margin[i] > eps && !rb->same[i];
       v->same_ok = rb ? !(v->flips > v->dec_b && v->only_p > v->only_b && v->mcn_p < 0.01) : same_dec >= s->min_same;
-      bool ok = v->is_base ? finite : r->kld_mean <= kld_bound && v->bulk_ok && v->same_ok && finite && v->lp_ok;
+      bool ok = v->is_base ? finite : r->kld_mean <= v->kld_bound && v->bulk_ok && v->same_ok && finite && v->lp_ok;
       v->status = ok ? (v->is_base ? "base" : "pass") : "FAIL";
       if (rec) {
         int n = 0;
@@ -421,7 +415,7 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
                      "; the server's KLD is over its top-%ld tokens and the rest, a lower bound of its KLD", s->server_lp);
           rec_param_str(rec, "bound_source", bound_src);
           rec_param_num(rec, "margin_eps", eps);
-          rec_set_threshold(rec, "kld", "<=", kld_bound);
+          rec_set_threshold(rec, "kld", "<=", v->kld_bound);
           rec_check_add(rec, rb ? "same_top_on_decided_rows" : "same_top_pct_ok", v->same_ok);
         }
         rec_check_add(rec, "no_nonfinite", finite);

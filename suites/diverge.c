@@ -64,41 +64,24 @@ void diverge_row(diverge_result *r, size_t row, const float *lr, const float *lt
   r->same_top_pct += r->same[row];
 }
 
-double diverge_floor_kld_bound(const diverge_result *path, const diverge_result *base, double k, double *base_mean,
-                               double *diff_se) {
-  assert(path && base && k > 0);
+vstatus diverge_floor_judge(const diverge_result *path, const diverge_result *base, double k, diverge_floor *f) {
+  assert(path && base && k > 0 && f);
   const int n = path->rows < base->rows ? path->rows : base->rows;
-  long m = 0;
-  double sb = 0, sd = 0;
+  double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof *d); /* [paired] d_i, sorted by the bulk arm */
+  if (!d) return VERR("diverge: out of memory for %d paired rows", n);
+  int m = 0;
+  double sb = 0;
   for (int i = 0; i < n; i++)
     if (isfinite(path->kld[i]) && isfinite(base->kld[i])) {
       sb += base->kld[i];
-      sd += path->kld[i] - k * k * base->kld[i];
-      m++;
+      d[m++] = path->kld[i] - k * k * base->kld[i];
     }
-  const double mb = m ? sb / m : NAN, md = m ? sd / m : NAN;
-  double v = 0; /* second pass: the variance of d about its mean */
-  for (int i = 0; i < n; i++)
-    if (isfinite(path->kld[i]) && isfinite(base->kld[i])) {
-      const double e = path->kld[i] - k * k * base->kld[i] - md;
-      v += e * e;
-    }
-  const double se = m > 1 ? sqrt(v / (m - 1) / m) : m ? 0.0 : NAN;
-  if (base_mean) *base_mean = mb;
-  if (diff_se) *diff_se = se;
-  return k * k * mb + 3 * se;
-}
-
-vstatus diverge_floor_bulk(const diverge_result *path, const diverge_result *base, double k, double *excess, double *se) {
-  assert(path && base && k > 0 && excess && se);
-  const int n = path->rows < base->rows ? path->rows : base->rows;
-  double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof *d);
-  if (!d) return VERR("diverge: out of memory for %d paired rows", n);
-  int m = 0;
-  for (int i = 0; i < n; i++)
-    if (isfinite(path->kld[i]) && isfinite(base->kld[i])) d[m++] = path->kld[i] - k * k * base->kld[i];
-  stat_trimmed_mean_se(d, m, DIVERGE_BULK_TRIM, excess, se);
-  if (!m) *se = NAN;
+  double md;
+  *f = (diverge_floor){.paired = m, .base_mean = m ? sb / m : NAN};
+  stat_mean_se(d, m, &md, &f->diff_se); /* before the bulk arm sorts d */
+  stat_trimmed_mean_se(d, m, DIVERGE_BULK_TRIM, &f->bulk, &f->bulk_se);
+  if (!m) f->diff_se = f->bulk_se = NAN;
+  f->bound = k * k * f->base_mean + 3 * f->diff_se;
   free(d);
   return V_OK;
 }

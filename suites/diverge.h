@@ -78,27 +78,32 @@ typedef struct {
  * otherwise as errored (the record's status is error and the suite exits non-zero). */
 vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *res);
 void diverge_result_free(diverge_result *r);
-/* The KLD bound of `path` against the floor `base` (the --baseline engine) at one point
- * (docs/verdicts.md): the path's mean KLD may exceed k^2 x the baseline's by at most 3 standard
- * errors of the paired difference d_i = kld_path[i] - k^2 kld_base[i], over the rows both have
- * finite. The difference carries both engines' sampling noise: under natural routing a router
- * near-tie moves one row of either bf16 engine by ~500x the bulk KLD (k2-lite), and 16 rows of the
- * baseline often hold none, so its own standard error alone (the rule before) failed about 12 % of
- * correct batch-1 points there (docs/verdicts.md). Fewer than ~9 outlying rows are never
- * significant, whatever their size. *base_mean and *diff_se (either may be NULL) get the parts of
- * the bound; NaN when no row is paired. */
-double diverge_floor_kld_bound(const diverge_result *path, const diverge_result *base, double k, double *base_mean,
-                               double *diff_se);
-/* The bulk arm of the same rule: Yuen's trimmed mean of the paired difference d_i above, with
- * DIVERGE_BULK_TRIM of the rows cut from each end, in *excess, and its standard error in *se; the
- * path fails when *excess > 3 *se. A few rows of enormous KLD inflate the plain mean's se until no
- * loss in the other rows is significant: on the H200, defect 15 (latency's chunked logits read at a
- * wrong offset) put 4 of 2048 rows at 7e27 nats and every other row near 1 nat (argmax agreement 0 %),
- * and the plain-mean arm passed it (mean 1.5e25 <= bound 2.2e25). Trimming takes such rows out of
- * the mean and its spread alike; the plain-mean arm still judges the rows it cuts. NaN in both when
- * no row is paired. Fails only for want of memory (error set). */
+/* The KLD rule of `path` against the floor `base` (the --baseline engine) at one point
+ * (docs/verdicts.md), from the paired difference d_i = kld_path[i] - k^2 kld_base[i] over the rows
+ * both have finite. Two arms; the path fails when either fails.
+ * - Mean arm: the path's mean KLD <= bound = k^2 x the baseline's mean + 3 standard errors of d.
+ *   d carries both engines' sampling noise: under natural routing a router near-tie moves one row
+ *   of either bf16 engine by ~500x the bulk KLD (k2-lite), and 16 rows of the baseline often hold
+ *   none, so its own standard error alone (the rule before) failed about 12 % of correct batch-1
+ *   points there. Fewer than ~9 outlying rows are never significant, whatever their size.
+ * - Bulk arm: Yuen's trimmed mean of d, DIVERGE_BULK_TRIM of the rows cut from each end, <= 3 of
+ *   its standard error. A few rows of enormous KLD inflate the mean arm's se until no loss in the
+ *   other rows is significant: on the H200, defect 15 (latency's chunked logits read at a wrong
+ *   offset) put 4 of 2048 rows at 7e27 nats and every other row near 1 nat (argmax agreement 0 %),
+ *   and the mean arm passed it (mean 1.5e25 <= bound 2.2e25). Trimming takes such rows out of the
+ *   mean and its spread alike; the mean arm still judges the rows it cuts. */
 #define DIVERGE_BULK_TRIM 0.2
-vstatus diverge_floor_bulk(const diverge_result *path, const diverge_result *base, double k, double *excess, double *se);
+typedef struct {
+  int paired;       /* rows both engines have finite */
+  double base_mean; /* the baseline's mean KLD over them, nats */
+  double diff_se;   /* standard error of d's mean, nats */
+  double bound;     /* the mean arm's bound on the path's mean KLD: k^2 base_mean + 3 diff_se */
+  double bulk;      /* the bulk arm: d's trimmed mean, nats (it holds when bulk <= 3 bulk_se) */
+  double bulk_se;   /* its standard error (winsorized variance) */
+} diverge_floor;
+/* Fills *f (every figure NaN when no row is paired: the NaN bound fails the path). Fails only for
+ * want of memory (error set). */
+vstatus diverge_floor_judge(const diverge_result *path, const diverge_result *base, double k, diverge_floor *f);
 /* Compares row `row` of a result (r->kld, dp, margin, top_err and same allocated with more than
  * `row` entries): reference logits lr[V] against lt[V], `next` the stream's next token; adds to the
  * non-finite counts, max |dlogit| and the same-top count (turned into a % by diverge_summarize). */

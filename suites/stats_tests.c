@@ -184,12 +184,10 @@ void stat_trimmed_mean_se(double *x, int n, double trim, double *mean, double *s
   if (n <= 0) return;
   qsort(x, (size_t)n, sizeof *x, cmp_d);
   const int g = (int)(trim * n), h = n - 2 * g; /* cut from each end, kept */
-  double m = 0, w = 0;
-  for (int i = g; i < n - g; i++) m += x[i];
-  m /= h;
+  double kept = 0;
+  for (int i = g; i < n - g; i++) kept += x[i];
   /* the winsorized sample: x[g] stands for the g values below it, x[n-g-1] for the g above */
-  for (int i = 0; i < n; i++) w += x[i < g ? g : i >= n - g ? n - g - 1 : i];
-  w /= n;
+  const double m = kept / h, w = (kept + g * (x[g] + x[n - g - 1])) / n;
   double v = 0;
   for (int i = 0; i < n; i++) {
     const double e = x[i < g ? g : i >= n - g ? n - g - 1 : i] - w;

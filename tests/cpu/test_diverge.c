@@ -68,7 +68,14 @@ static void test_alternate_natural(const ds_model *m) {
   sweep_routing_free(&uni);
 }
 
-/* diverge_floor_kld_bound: the KLD rule with a baseline (docs/verdicts.md). */
+/* diverge_floor_judge at one point; a failure to judge is a failed check (NaN figures returned) */
+static diverge_floor judge(const diverge_result *path, const diverge_result *base) {
+  diverge_floor f = {.base_mean = NAN, .diff_se = NAN, .bound = NAN, .bulk = NAN, .bulk_se = NAN};
+  CHECK(!diverge_floor_judge(path, base, 2, &f), "diverge_floor_judge: %s", verr_msg());
+  return f;
+}
+
+/* diverge_floor_judge's mean arm: the KLD rule with a baseline (docs/verdicts.md). */
 static void test_floor_bound(void) {
   /* H200, h200 plan seed 2, step 4 (k2-lite, natural routing, batch 1, context 0, 16 rows), main at
    * 038f3a4: latency met a router near-tie on rows 2 and 6 (an expert flipped against fp32, KLD ~500x
@@ -82,17 +89,19 @@ static void test_floor_bound(void) {
   double mb, mp, se_b, se_p, dse;
   stat_mean_se(kb, 16, &mb, &se_b);
   stat_mean_se(kp, 16, &mp, &se_p);
-  double bound = diverge_floor_kld_bound(&p, &b, 2, NULL, &dse);
+  diverge_floor f = judge(&p, &b);
+  double bound = f.bound;
   CHECK(mp > 4 * (mb + 3 * se_b) && mp <= bound, "two router near-ties of a correct path: mean %g <= bound %g "
         "(the baseline's noise alone: %g)", mp, bound, 4 * (mb + 3 * se_b));
   /* a path k^2 + 1 = 5 times as far from fp32 as the baseline on every row fails; 3 times passes */
   double k5[16], k3[16];
   for (int i = 0; i < 16; i++) k5[i] = 5 * kb[i], k3[i] = 3 * kb[i];
   diverge_result p5 = {.rows = 16, .kld = k5}, p3 = {.rows = 16, .kld = k3};
-  bound = diverge_floor_kld_bound(&p5, &b, 2, &mb, &dse);
+  f = judge(&p5, &b);
+  bound = f.bound, mb = f.base_mean, dse = f.diff_se;
   CHECK(5 * mb > bound && fabs(dse - se_b) < 1e-15, "5x the floor on every row: %g > bound %g (se %g = the "
         "baseline's %g)", 5 * mb, bound, dse, se_b);
-  CHECK(3 * mb <= diverge_floor_kld_bound(&p3, &b, 2, NULL, NULL), "3x the floor on every row passes");
+  CHECK(3 * mb <= judge(&p3, &b).bound, "3x the floor on every row passes");
   /* a broad defect among router near-ties in both engines (128 rows, 8 near-ties each, at other
    * rows): every row of the path 0.02 nats farther from fp32 (a near-tie's size) fails. (Where
    * near-ties make most of the floor's mean, a bulk loss smaller than k^2 x that mean passes: the
@@ -104,19 +113,21 @@ static void test_floor_bound(void) {
   }
   diverge_result b8 = {.rows = 128, .kld = bb}, p8 = {.rows = 128, .kld = pb};
   stat_mean_se(pb, 128, &mp, &se_p);
-  bound = diverge_floor_kld_bound(&p8, &b8, 2, NULL, NULL);
+  bound = judge(&p8, &b8).bound;
   CHECK(mp > bound, "0.02 nats more on every row among near-ties: mean %g > bound %g", mp, bound);
   /* rows that are not finite in either engine are left out of both sides of the pairing */
   kb[5] = NAN;
-  diverge_floor_kld_bound(&p3, &b, 2, &mb, &dse);
+  f = judge(&p3, &b);
+  mb = f.base_mean, dse = f.diff_se;
   double rest = 0;
   for (int i = 0; i < 16; i++) rest += i == 5 ? 0 : kb[i];
   CHECK(fabs(mb - rest / 15) < 1e-18 && isfinite(dse), "paired over the 15 finite rows: mean %g want %g", mb, rest / 15);
   for (int i = 0; i < 16; i++) kb[i] = NAN;
-  CHECK(isnan(diverge_floor_kld_bound(&p, &b, 2, &mb, &dse)) && isnan(mb), "no paired row: no bound (NaN)");
+  f = judge(&p, &b);
+  CHECK(isnan(f.bound) && isnan(f.base_mean), "no paired row: no bound (NaN)");
 }
 
-/* diverge_floor_bulk: the rule's trimmed arm, which a few huge rows cannot hide a broad loss from. */
+/* diverge_floor_judge's bulk arm: the rule's trimmed arm, which a few huge rows cannot hide a broad loss from. */
 static void test_floor_bulk(void) {
   /* H200, pr at seed 0, defect 15 (the chunked logits read at a wrong offset), batch 64 ragged K+1 at
    * context 1k, 2048 rows: latency ~1 nat from fp32 on every row, argmax agreement 0 %, and 4 rows at
@@ -128,33 +139,38 @@ static void test_floor_bulk(void) {
     kp[i] = 0.95 + 0.1 * (i % 13) / 12 + (i % 512 == 258 ? 7.44e27 : 0);
   }
   diverge_result b = {.rows = N, .kld = kb}, p = {.rows = N, .kld = kp};
+  diverge_floor f;
   double mp, se_p, ex, se;
   stat_mean_se(kp, N, &mp, &se_p);
-  CHECK(mp <= diverge_floor_kld_bound(&p, &b, 2, NULL, NULL), "defect 15's rows pass the plain-mean arm (mean %g)", mp);
-  CHECK(!diverge_floor_bulk(&p, &b, 2, &ex, &se) && ex > 3 * se && ex > 0.9, "defect 15's rows: trimmed excess %g > 3 se %g",
-        ex, 3 * se);
+  CHECK(mp <= judge(&p, &b).bound, "defect 15's rows pass the plain-mean arm (mean %g)", mp);
+  f = judge(&p, &b), ex = f.bulk, se = f.bulk_se;
+  CHECK(ex > 3 * se && ex > 0.9, "defect 15's rows: trimmed excess %g > 3 se %g", ex, 3 * se);
   /* the seed-2 false alarm of the rule before (two near-ties in the path, none in the baseline) */
   double b2[16] = {1.54756e-05, 2.33754e-05, 2.86313e-05, 3.88491e-05, 3.01578e-05, 4.43302e-05, 4.68783e-05, 4.84085e-05,
                    3.47096e-05, 4.02511e-05, 4.01845e-05, 5.31633e-05, 4.81484e-05, 4.90177e-05, 3.9617e-05, 4.45061e-05};
   double p2[16] = {1.70549e-05, 2.34754e-05, 0.0147981, 3.97592e-05, 3.16294e-05, 4.26145e-05, 0.0235213, 4.14361e-05,
                    3.85399e-05, 4.44618e-05, 4.72456e-05, 4.77407e-05, 4.38929e-05, 4.78602e-05, 3.52757e-05, 4.44982e-05};
   diverge_result bb = {.rows = 16, .kld = b2}, pp = {.rows = 16, .kld = p2};
-  CHECK(!diverge_floor_bulk(&pp, &bb, 2, &ex, &se) && ex < 0, "two near-ties of a correct path: trimmed excess %g < 0", ex);
+  f = judge(&pp, &bb), ex = f.bulk, se = f.bulk_se;
+  CHECK(ex < 0, "two near-ties of a correct path: trimmed excess %g < 0", ex);
   /* k^2 + 1 = 5 times the floor on every row fails, 3 times passes; a defect on 10 % of rows is the
    * plain-mean arm's to catch (the trim cuts it), and it does */
   double k5[16], k3[16], k10[160], b10[160];
   for (int i = 0; i < 16; i++) k5[i] = 5 * b2[i], k3[i] = 3 * b2[i];
   diverge_result p5 = {.rows = 16, .kld = k5}, p3 = {.rows = 16, .kld = k3};
-  CHECK(!diverge_floor_bulk(&p5, &bb, 2, &ex, &se) && ex > 3 * se, "5x the floor: trimmed excess %g > 3 se %g", ex, 3 * se);
-  CHECK(!diverge_floor_bulk(&p3, &bb, 2, &ex, &se) && ex <= 3 * se, "3x the floor: trimmed excess %g <= 3 se %g", ex, 3 * se);
+  f = judge(&p5, &bb), ex = f.bulk, se = f.bulk_se;
+  CHECK(ex > 3 * se, "5x the floor: trimmed excess %g > 3 se %g", ex, 3 * se);
+  f = judge(&p3, &bb), ex = f.bulk, se = f.bulk_se;
+  CHECK(ex <= 3 * se, "3x the floor: trimmed excess %g <= 3 se %g", ex, 3 * se);
   for (int i = 0; i < 160; i++) b10[i] = b2[i % 16], k10[i] = b2[i % 16] + (i % 10 == 4 ? 0.5 : 0);
   diverge_result p10 = {.rows = 160, .kld = k10}, b10r = {.rows = 160, .kld = b10};
   stat_mean_se(k10, 160, &mp, &se_p);
-  CHECK(!diverge_floor_bulk(&p10, &b10r, 2, &ex, &se) && ex <= 3 * se && mp > diverge_floor_kld_bound(&p10, &b10r, 2, NULL, NULL),
-        "0.5 nats on 1 row in 10: cut by the trim (%g), failed by the plain mean (%g)", ex, mp);
+  f = judge(&p10, &b10r), ex = f.bulk, se = f.bulk_se;
+  CHECK(ex <= 3 * se && mp > f.bound, "0.5 nats on 1 row in 10: cut by the trim (%g), failed by the plain mean (%g)", ex, mp);
   /* non-finite rows are left out; no paired row gives NaN */
   for (int i = 0; i < 16; i++) b2[i] = NAN;
-  CHECK(!diverge_floor_bulk(&pp, &bb, 2, &ex, &se) && isnan(ex) && isnan(se), "no paired row: NaN");
+  f = judge(&pp, &bb), ex = f.bulk, se = f.bulk_se;
+  CHECK(isnan(ex) && isnan(se), "no paired row: NaN");
   /* stat_trimmed_mean_se: 20 % of 10 values cut from each end, winsorized se by hand */
   double x[10] = {9, 1, 1e9, 3, 4, 5, 6, -1e9, 7, 8}, tm, tse;
   stat_trimmed_mean_se(x, 10, 0.2, &tm, &tse);
