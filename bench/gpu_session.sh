@@ -53,6 +53,12 @@ bench_ctx128() {
   timeout 200 $B/bench_latency --ctx 128 > "$OUT/bench_latency_ctx128.txt" 2>&1; note "bench ctx128 rc=$?"
   grep -E "^ +[0-9]+ " "$OUT/bench_latency_ctx128.txt" | tee -a "$summary" "$FINAL/summary.txt"
 }
+# pack_run NAME DIR LOG: a plan's run directory DIR back as $FINAL/NAME.tgz, and plan_summary's table of it
+# (LOG: its output stamped line by line with the epoch second)
+pack_run() {
+  tar -czf "$FINAL/$1.tgz" -C "$(dirname "$2")" "$(basename "$2")"; note "$1.tgz: $(du -k "$FINAL/$1.tgz" | cut -f1) KiB"
+  python3 bench/plan_summary.py "$2" "$3" 2>&1 | tee -a "$summary" "$FINAL/summary.txt"
+}
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$OUT/gpu.txt"
 for phase in "$@"; do
@@ -90,8 +96,7 @@ for phase in "$@"; do
       timeout -k 20 "${RUN_WALL:-540}" $V run "${ra[@]}" 2>&1 |
         while IFS= read -r l; do printf '%s %s\n' "$(date +%s)" "$l"; done >> "$OUT/$rn.log"
       note "$rn (${ra[0]}) rc=${PIPESTATUS[0]} $(( $(date +%s) - s0 )) s: $(grep -E '^[0-9]+ verdict: [a-z]+ \(' "$OUT/$rn.log" | tail -1 | cut -d' ' -f2-)"
-      tar -czf "$FINAL/$rn.tgz" -C /tmp "$rn"; note "$rn.tgz: $(du -k "$FINAL/$rn.tgz" | cut -f1) KiB"
-      python3 bench/plan_summary.py "/tmp/$rn" "$OUT/$rn.log" 2>&1 | tee -a "$summary" "$FINAL/summary.txt" ;;
+      pack_run "$rn" "/tmp/$rn" "$OUT/$rn.log" ;;
     runbg)
       # The same long plan run detached from the device call (setsid), so no call's end cuts a case:
       # RUN_PLAN at RUN_SEED runs into /tmp/runbg-PLAN-sSEED (not the resume phase's directory) while the
@@ -125,8 +130,7 @@ for phase in "$@"; do
       cp "$f.log" "$OUT/$rn.log" 2>/dev/null
       if [ -f "$f.rc" ]; then
         note "$rn rc=$(cat "$f.rc"): $(grep -E '^[0-9]+ verdict: [a-z]+ \(' "$f.log" | tail -1 | cut -d' ' -f2-)"
-        tar -czf "$FINAL/$rn.tgz" -C /tmp "$rn"; note "$rn.tgz: $(du -k "$FINAL/$rn.tgz" | cut -f1) KiB"
-        python3 bench/plan_summary.py "$f" "$f.log" 2>&1 | tee -a "$summary" "$FINAL/summary.txt"
+        pack_run "$rn" "$f" "$f.log"
       else
         note "$rn: running after $(( $(date +%s) - s0 )) s of this call: $(grep -E 'vouch run: step [0-9]+' "$f.log" | tail -1 | cut -c1-150)"
       fi ;;
