@@ -59,6 +59,21 @@ pack_run() {
   tar -czf "$FINAL/$1.tgz" -C "$(dirname "$2")" "$(basename "$2")"; note "$1.tgz: $(du -k "$FINAL/$1.tgz" | cut -f1) KiB"
   python3 bench/plan_summary.py "$2" "$3" 2>&1 | tee -a "$summary" "$FINAL/summary.txt"
 }
+# snapshot_run NAME DIR: a live run's directory DIR back as $FINAL/NAME.tgz, the store copied whole
+# through SQLite's backup API (a plain copy of a WAL database in use can be torn); what the copy lacks
+# is the case in flight, which `vouch run --resume` runs again
+snapshot_run() {
+  local c=/tmp/snap-$1; rm -rf "$c" && mkdir -p "$c"
+  if tar -C "$(dirname "$2")" --exclude='results.sqlite*' -cf - "$(basename "$2")" | tar -C "$c" -xf - &&
+    python3 -c 'import sqlite3, sys; d = sqlite3.connect(sys.argv[2]); sqlite3.connect(sys.argv[1]).backup(d); d.close()' \
+      "$2/results.sqlite" "$c/$(basename "$2")/results.sqlite" &&
+    tar -czf "$FINAL/$1.tgz" -C "$c" "$(basename "$2")"; then
+    note "$1.tgz: a copy of the run in flight, $(du -k "$FINAL/$1.tgz" | cut -f1) KiB (carry it as gpu-carry/$1.tgz)"
+  else
+    rm -f "$FINAL/$1.tgz"; note "$1: the copy of the run in flight failed; none returned"
+  fi
+  rm -rf "$c"
+}
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$OUT/gpu.txt"
 for phase in "$@"; do
@@ -104,8 +119,14 @@ for phase in "$@"; do
       # directory but no live run (the call's end killed it after all) continues it with `vouch run
       # --resume`. When the run has ended, its directory goes back as $FINAL/runbg-PLAN-sSEED.tgz with
       # plan_summary's table. The run holds /tmp/NAME.lock for its life; NAME.started says it has the
-      # lock, NAME.rc (written whole, under the lock) that it ended.
+      # lock, NAME.rc (written whole, under the lock) that it ended. A call that leaves the run going
+      # returns a consistent copy of its directory, $FINAL/runbg-PLAN-sSEED.tgz (the store copied with
+      # SQLite's backup API), so the device time ending (the machine is gone) loses no finished case:
+      # carried back as gpu-carry/runbg-PLAN-sSEED.tgz with the same GPU_BIN, a fresh machine resumes it.
       rp=${RUN_PLAN:-h200}; rs=${RUN_SEED:-0}; rn=runbg-$rp-s$rs; s0=$(date +%s); f=/tmp/$rn
+      if [ ! -d "$f" ] && [ -f "gpu-carry/$rn.tgz" ]; then
+        tar -xzf "gpu-carry/$rn.tgz" -C /tmp && note "$rn: resuming the copy carried in gpu-carry/$rn.tgz"
+      fi
       if [ -f "$f.rc" ]; then
         note "$rn: ended before this call (rc $(cat "$f.rc"))"
       elif ! flock -n "$f.lock" true; then # the live run holds the lock (a zombie does not)
@@ -133,6 +154,7 @@ for phase in "$@"; do
         pack_run "$rn" "$f" "$f.log"
       else
         note "$rn: running after $(( $(date +%s) - s0 )) s of this call: $(grep -E 'vouch run: step [0-9]+' "$f.log" | tail -1 | cut -c1-150)"
+        snapshot_run "$rn" "$f"
       fi ;;
     cudaref)
       VOUCH_SRC=$PWD $T/test_cuda_ref > "$OUT/test_cuda_ref.log" 2>&1; note "test_cuda_ref rc=$? $(tail -1 "$OUT/test_cuda_ref.log")"
