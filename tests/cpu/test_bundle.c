@@ -20,7 +20,16 @@
 #include "runner/verify.h"
 #include "tests/harness.h"
 
-static const char *PLAN = "{\"name\":\"test\",\"suites\":[\"kernels\",\"sweep\",\"evals\"]}\n";
+/* a valid plan (vouch run --dry-run accepts it) of the three suites the fixture's records come from,
+ * so the fixture's replay.sh runs */
+static const char *PLAN =
+    "{\"name\":\"test\",\"steps\":["
+    "{\"suite\":\"kernels\",\"args\":[\"--path\",\"latency\",\"--seeds\",\"1\",\"--seed\",\"10\"]},"
+    "{\"suite\":\"sweep\",\"args\":[\"--model\",\"synth:tiny\",\"--paths\",\"cuda-ref,latency\","
+    "\"--batch\",\"1,2,4,8\",\"--context\",\"256\",\"--steps\",\"4\"]},"
+    "{\"suite\":\"eval\",\"args\":[\"mrcr\",\"--model\",\"synth:recall-mrcr\",\"--paths\",\"latency\","
+    "\"--bins\",\"4k\",\"--needles\",\"2\",\"--samples\",\"1\"]}"
+    "]}\n";
 
 /* n samples around mean with +-5% deterministic jitter and one 10x outlier at index 3 */
 static void samples(double *x, int n, double mean, uint64_t seed) {
@@ -237,7 +246,13 @@ int main(int argc, char **argv) {
   CHECK_OK(bundle_load(tmp, &r));
   CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.results, "verdict")), "incomplete"), "crash -> incomplete");
   CHECK(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(r.results, "complete")), "complete false");
-  CHECK(r.n == 15, "records kept after crash: %d", r.n);
+  /* the 15 it wrote, and a not_run "stepN-SUITE" for each of PLAN's 3 steps it never finished */
+  CHECK(r.n == 15 + 3, "records kept after crash: %d", r.n);
+  int step_not_run = 0;
+  for (const cJSON *x = cJSON_GetObjectItemCaseSensitive(r.results, "records")->child; x; x = x->next)
+    step_not_run += !strncmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "case_id")), "step", 4) &&
+                    !strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "status")), "not_run");
+  CHECK(step_not_run == 3, "one not_run per unfinished plan step: %d", step_not_run);
   bundle_unload(&r);
   CHECK(count_problems(tmp, NULL) == 0, "incomplete bundle verifies");
 
