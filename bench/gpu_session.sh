@@ -53,21 +53,37 @@ bench_ctx128() {
   timeout 200 $B/bench_latency --ctx 128 > "$OUT/bench_latency_ctx128.txt" 2>&1; note "bench ctx128 rc=$?"
   grep -E "^ +[0-9]+ " "$OUT/bench_latency_ctx128.txt" | tee -a "$summary" "$FINAL/summary.txt"
 }
-# pack_run NAME DIR LOG: a plan's run directory DIR back as $FINAL/NAME.tgz, and plan_summary's table of it
-# (LOG: its output stamped line by line with the epoch second)
+# pack_run NAME DIR: a plan's run directory DIR back as $FINAL/NAME.tgz, with what lies beside it:
+# DIR.log (its output, each line stamped with the epoch second) and DIR.mem (gpumem's samples); and
+# plan_summary's table of it
 pack_run() {
-  tar -czf "$FINAL/$1.tgz" -C "$(dirname "$2")" "$(basename "$2")"; note "$1.tgz: $(du -k "$FINAL/$1.tgz" | cut -f1) KiB"
-  python3 bench/plan_summary.py "$2" "$3" 2>&1 | tee -a "$summary" "$FINAL/summary.txt"
+  local names=("$(basename "$2")") x
+  for x in mem log; do [ -f "$2.$x" ] && names+=("${names[0]}.$x"); done
+  tar -czf "$FINAL/$1.tgz" -C "$(dirname "$2")" "${names[@]}"; note "$1.tgz: $(du -k "$FINAL/$1.tgz" | cut -f1) KiB"
+  python3 bench/plan_summary.py "$2" "$2.log" "$2.mem" 2>&1 | tee -a "$summary" "$FINAL/summary.txt"
 }
-# snapshot_run NAME DIR: a live run's directory DIR back as $FINAL/NAME.tgz, the store copied whole
+# gpumem FILE PID: every GPU's memory.used (MiB, all processes: contexts included), about 3 times a
+# second while PID lives, a line "EPOCH_S INDEX, MIB" each, appended to FILE: plan_summary.py takes each
+# step's peak from it, to set beside the dry run's GPU GiB (a sample every ~0.3 s: a shorter peak is missed)
+gpumem() {
+  command -v nvidia-smi > /dev/null || return 0
+  while kill -0 "$2" 2> /dev/null; do
+    nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits 2> /dev/null |
+      while IFS= read -r l; do printf '%(%s)T %s\n' -1 "$l"; done
+    sleep 0.25
+  done >> "$1"
+}
+export -f gpumem # the detached runbg run samples its own
+# snapshot_run NAME DIR: a live run's directory DIR (and DIR.mem, DIR.log) back as $FINAL/NAME.tgz, the store copied whole
 # through SQLite's backup API (a plain copy of a WAL database in use can be torn); what the copy lacks
 # is the case in flight, which `vouch run --resume` runs again
 snapshot_run() {
-  local c=/tmp/snap-$1; rm -rf "$c" && mkdir -p "$c"
+  local c=/tmp/snap-$1 names=("$(basename "$2")"); rm -rf "$c" && mkdir -p "$c"
+  local x; for x in mem log; do [ -f "$2.$x" ] && cp "$2.$x" "$c/" && names+=("${names[0]}.$x"); done # samples, stamped log
   if tar -C "$(dirname "$2")" --exclude='results.sqlite*' -cf - "$(basename "$2")" | tar -C "$c" -xf - &&
     python3 -c 'import sqlite3, sys; d = sqlite3.connect(sys.argv[2]); sqlite3.connect(sys.argv[1]).backup(d); d.close()' \
       "$2/results.sqlite" "$c/$(basename "$2")/results.sqlite" &&
-    tar -czf "$FINAL/$1.tgz" -C "$c" "$(basename "$2")"; then
+    tar -czf "$FINAL/$1.tgz" -C "$c" "${names[@]}"; then
     note "$1.tgz: a copy of the run in flight, $(du -k "$FINAL/$1.tgz" | cut -f1) KiB (carry it as gpu-carry/$1.tgz)"
   else
     rm -f "$FINAL/$1.tgz"; note "$1: the copy of the run in flight failed; none returned"
@@ -80,7 +96,7 @@ for phase in "$@"; do
   ps=$(date +%s)
   case $phase in
     golden)
-      (cd out/golden && while IFS=$'\t' read -r name preset seed n sets; do
+      (cd out/golden && while IFS=$'\t' read -r name _; do # cases.tsv: name preset seed n sets
         python3 ../../scripts/peers/hf_logits.py --model models/$name --tokens "$(cat models/$name/tokens.txt)" \
           --out "$OUT/$name" > "$OUT/golden_$name.log" 2>&1 || echo "hf_logits $name failed" >> "$summary"
       done < cases.tsv)
@@ -89,11 +105,13 @@ for phase in "$@"; do
       # PLANS="smoke pr" SEEDS="0 1 2": each plan once per seed, wall time, verdict, what failed
       for p in ${PLANS:-smoke pr}; do for sd in ${SEEDS:-0}; do
         s0=$(date +%s)
+        gpumem "$OUT/$p-s$sd.mem" $$ & mp=$!
         # every log line stamped with the epoch second it arrived: plan_summary.py times the steps
         timeout "${PLAN_TIMEOUT:-580}" $V run --plan "$p" --set seed="$sd" --out "$OUT/$p-s$sd" --no-bundle 2>&1 |
           while IFS= read -r l; do printf '%s %s\n' "$(date +%s)" "$l"; done > "$OUT/$p-s$sd.log"
         note "plan $p seed $sd rc=${PIPESTATUS[0]} $(( $(date +%s) - s0 )) s: $(grep -E '^[0-9]+ verdict: [a-z]+ \(' "$OUT/$p-s$sd.log" | tail -1 | cut -d' ' -f2-)"
-        python3 bench/plan_summary.py "$OUT/$p-s$sd" "$OUT/$p-s$sd.log" 2>&1 | tee -a "$summary" "$FINAL/summary.txt"
+        kill "$mp" 2> /dev/null
+        python3 bench/plan_summary.py "$OUT/$p-s$sd" "$OUT/$p-s$sd.log" "$OUT/$p-s$sd.mem" 2>&1 | tee -a "$summary" "$FINAL/summary.txt"
       done; done ;;
     resume)
       # A plan longer than one device call (h200), over several calls: RUN_PLAN (h200) at RUN_SEED (0) runs
@@ -103,15 +121,18 @@ for phase in "$@"; do
       # flight keeps its stored cases, the rest of it and the later steps run on resume.
       rp=${RUN_PLAN:-h200}; rs=${RUN_SEED:-0}; rn=run-$rp-s$rs; s0=$(date +%s)
       if [ -f "gpu-carry/$rn.tgz" ]; then
-        rm -rf "/tmp/$rn" && tar -xzf "gpu-carry/$rn.tgz" -C /tmp
+        rm -rf "/tmp/$rn" "/tmp/$rn.mem" "/tmp/$rn.log" && tar -xzf "gpu-carry/$rn.tgz" -C /tmp
         ra=(--resume "/tmp/$rn" --no-bundle)
       else
-        rm -rf "/tmp/$rn"; ra=(--plan "$rp" --set seed="$rs" --out "/tmp/$rn" --no-bundle)
+        rm -rf "/tmp/$rn" "/tmp/$rn.mem" "/tmp/$rn.log"; ra=(--plan "$rp" --set seed="$rs" --out "/tmp/$rn" --no-bundle)
       fi
+      gpumem "/tmp/$rn.mem" $$ & mp=$!
       timeout -k 20 "${RUN_WALL:-540}" $V run "${ra[@]}" 2>&1 |
-        while IFS= read -r l; do printf '%s %s\n' "$(date +%s)" "$l"; done >> "$OUT/$rn.log"
-      note "$rn (${ra[0]}) rc=${PIPESTATUS[0]} $(( $(date +%s) - s0 )) s: $(grep -E '^[0-9]+ verdict: [a-z]+ \(' "$OUT/$rn.log" | tail -1 | cut -d' ' -f2-)"
-      pack_run "$rn" "/tmp/$rn" "$OUT/$rn.log" ;;
+        while IFS= read -r l; do printf '%s %s\n' "$(date +%s)" "$l"; done >> "/tmp/$rn.log"
+      note "$rn (${ra[0]}) rc=${PIPESTATUS[0]} $(( $(date +%s) - s0 )) s: $(grep -E '^[0-9]+ verdict: [a-z]+ \(' "/tmp/$rn.log" | tail -1 | cut -d' ' -f2-)"
+      kill "$mp" 2> /dev/null
+      cp "/tmp/$rn.log" "$OUT/$rn.log"
+      pack_run "$rn" "/tmp/$rn" ;;
     runbg)
       # The same long plan run detached from the device call (setsid), so no call's end cuts a case:
       # RUN_PLAN at RUN_SEED runs into /tmp/runbg-PLAN-sSEED (not the resume phase's directory) while the
@@ -132,11 +153,12 @@ for phase in "$@"; do
       elif ! flock -n "$f.lock" true; then # the live run holds the lock (a zombie does not)
         note "$rn: still running, waiting"
       else
-        if [ -d "$f" ]; then ra=(--resume "$f" --no-bundle); else ra=(--plan "$rp" --set seed="$rs" --out "$f" --no-bundle); fi
+        if [ -d "$f" ]; then ra=(--resume "$f" --no-bundle); else rm -f "$f.mem"; ra=(--plan "$rp" --set seed="$rs" --out "$f" --no-bundle); fi
         note "$rn: starting $V run ${ra[*]}"
         rm -f "$f.started"
         # every log line stamped with the epoch second it arrived (plan_summary.py times the steps)
         setsid flock "$f.lock" bash -c ': > "$1.started"; f=$1; shift
+          gpumem "$f.mem" $$ &
           "$@" 2>&1 | while IFS= read -r l; do printf "%s %s\n" "$(date +%s)" "$l"; done >> "$f.log"
           echo "${PIPESTATUS[0]}" > "$f.rc.tmp" && mv "$f.rc.tmp" "$f.rc"' _ "$f" "$(realpath "$V")" run "${ra[@]}" \
           < /dev/null > /dev/null 2>&1 &
@@ -151,7 +173,7 @@ for phase in "$@"; do
       cp "$f.log" "$OUT/$rn.log" 2>/dev/null
       if [ -f "$f.rc" ]; then
         note "$rn rc=$(cat "$f.rc"): $(grep -E '^[0-9]+ verdict: [a-z]+ \(' "$f.log" | tail -1 | cut -d' ' -f2-)"
-        pack_run "$rn" "$f" "$f.log"
+        pack_run "$rn" "$f"
       else
         note "$rn: running after $(( $(date +%s) - s0 )) s of this call: $(grep -E 'vouch run: step [0-9]+' "$f.log" | tail -1 | cut -c1-150)"
         snapshot_run "$rn" "$f"

@@ -1,28 +1,75 @@
 #!/usr/bin/env python3
 """One line per failing (or erroring) record of a vouch result directory, then the counts.
 
-usage: plan_summary.py RESULT_DIR [LOG]   (RESULT_DIR/results.json; LOG: the run's stderr with each
+usage: plan_summary.py RESULT_DIR [LOG [MEM]]   (RESULT_DIR/results.json; LOG: the run's stderr with each
 line stamped by the epoch second it arrived, as bench/gpu_session.sh's plans phase writes it: the
-wall seconds of every step)"""
+wall seconds of every step; MEM: gpu_session.sh's gpumem samples, lines "EPOCH_S INDEX, MIB": each
+step's peak memory.used on the fullest GPU, set beside the dry run's GPU GiB. It counts every process
+and the CUDA context, and samples every ~0.3 s, so a briefer peak is missed.)"""
 import json
+import os
 import re
 import sys
 
+
+def mem_samples(path):
+    """[(epoch_s, MiB used on the fullest GPU at that sample)] from a gpumem file, [] when absent."""
+    if not path or not os.path.exists(path):
+        return []
+    by_t = {}
+    for line in open(path, errors="replace"):
+        m = re.match(r"(\d+) (\d+), (\d+)\n$", line)  # a whole line: a copy of a live file may end mid-line
+        if m:
+            t, mib = int(m.group(1)), int(m.group(3))
+            by_t[t] = max(by_t.get(t, 0), mib)
+    return sorted(by_t.items())
+
+
 if len(sys.argv) > 2:
-    starts = []
-    end = None
+    mem = mem_samples(sys.argv[3] if len(sys.argv) > 3 else None)
+    if mem:
+        print(f"  GPU memory.used at the first sample: {mem[0][1] / 1024:.2f} GiB (the peaks below include what it holds)")
+    # a step's time is the sum of its segments: a run that was stopped and resumed (a "vouch run: plan"
+    # line starts each) ends the step in flight at the last line before the resume, so the time between
+    # two device calls or sessions is not counted; GPU memory: the peak over the same segments
+    steps = {}  # step -> [what, seconds, peak MiB or None]
+    cur = None  # (step, segment start)
+    last = None
+    lines = []
     for line in open(sys.argv[2], errors="replace"):
         t, _, rest = line.partition(" ")
-        if not t.isdigit():
-            continue
-        end = int(t)
+        if t.isdigit():
+            lines.append((int(t), rest))
+    lines.append((lines[-1][0] if lines else 0, "vouch run: plan (end of the log)"))
+
+    def close(t_end):
+        n, t0 = cur
+        # the samples from the segment's first second to its last: at a shared second the peak of either
+        # step counts for both (a second is the stamps' resolution)
+        peak = [mib for ts, mib in mem if t0 <= ts <= t_end]
+        st = steps[n]
+        st[1] += t_end - t0
+        if peak:
+            st[2] = max(st[2] or 0, max(peak))
+
+    for t, rest in lines:
         m = re.match(r"vouch run: step (\d+)(?::| \((\w+)\) needs)", rest)
-        if m and (not starts or starts[-1][0] != int(m.group(1))):
-            starts.append((int(m.group(1)), int(t), rest.strip()[:110]))
-    for i, (n, t, what) in enumerate(starts):
-        nxt = starts[i + 1][1] if i + 1 < len(starts) else end
-        if "needs a" not in what:
-            print(f"  step {n:2} {nxt - t:5} s  {what}")
+        if rest.startswith("vouch run: plan"):
+            if cur:
+                close(last if last is not None else t)
+            cur = None
+        elif m and (not cur or cur[0] != int(m.group(1))):
+            if cur:
+                close(t)
+            n = int(m.group(1))
+            steps.setdefault(n, [rest.strip()[:110], 0, None])
+            cur = (n, t)
+        last = t
+    for n, (what, secs, peak) in sorted(steps.items()):
+        if "needs a" in what:
+            continue
+        gib = f"{peak / 1024:7.2f} GiB  " if peak else ("      - GiB  " if mem else "")
+        print(f"  step {n:2} {secs:5} s  {gib}{what}")
 
 d = json.load(open(sys.argv[1] + "/results.json"))
 bad = [r for r in d["records"] if r["status"] in ("fail", "error")]
