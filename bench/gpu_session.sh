@@ -64,9 +64,10 @@ pack_run() {
 }
 # gpumem FILE PID: every GPU's memory.used (MiB, all processes: contexts included), about 3 times a
 # second while PID lives, a line "EPOCH_S INDEX, MIB" each, appended to FILE: plan_summary.py takes each
-# step's peak from it, to set beside the dry run's GPU GiB (a sample every ~0.3 s: a shorter peak is missed)
+# step's peak from it, to set beside the dry run's GPU GiB (a sample every ~0.3 s: a shorter peak is missed).
+# GPU_MEM=0: no sampler (a run whose timings must not share the host with nvidia-smi's)
 gpumem() {
-  command -v nvidia-smi > /dev/null || return 0
+  [ "${GPU_MEM:-1}" != 0 ] && command -v nvidia-smi > /dev/null || return 0
   while kill -0 "$2" 2> /dev/null; do
     nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits 2> /dev/null |
       while IFS= read -r l; do printf '%(%s)T %s\n' -1 "$l"; done
