@@ -53,12 +53,20 @@ bench_ctx128() {
   timeout 200 $B/bench_latency --ctx 128 > "$OUT/bench_latency_ctx128.txt" 2>&1; note "bench ctx128 rc=$?"
   grep -E "^ +[0-9]+ " "$OUT/bench_latency_ctx128.txt" | tee -a "$summary" "$FINAL/summary.txt"
 }
+# stamp: stdin to stdout, each line prefixed with the epoch second it arrived (plan_summary.py times the
+# steps from these); printf's own clock, no process per line
+stamp() { local l; while IFS= read -r l; do printf '%(%s)T %s\n' -1 "$l"; done; }
+export -f stamp # the detached runbg run stamps its own log
+# verdict_of LOG: the last "verdict: ..." line of a stamped vouch run log, without its stamp
+verdict_of() { grep -E '^[0-9]+ verdict: [a-z]+ \(' "$1" | tail -1 | cut -d' ' -f2-; }
+# run_files DIR: DIR's name, then DIR.mem (gpumem's samples) and DIR.log (its stamped log) where they
+# exist: what goes back with a run, one per line
+run_files() { local x; basename "$1"; for x in mem log; do [ -f "$1.$x" ] && echo "$(basename "$1").$x"; done; return 0; }
 # pack_run NAME DIR: a plan's run directory DIR back as $FINAL/NAME.tgz, with what lies beside it:
 # DIR.log (its output, each line stamped with the epoch second) and DIR.mem (gpumem's samples); and
 # plan_summary's table of it
 pack_run() {
-  local names=("$(basename "$2")") x
-  for x in mem log; do [ -f "$2.$x" ] && names+=("${names[0]}.$x"); done
+  local names; mapfile -t names < <(run_files "$2")
   tar -czf "$FINAL/$1.tgz" -C "$(dirname "$2")" "${names[@]}"; note "$1.tgz: $(du -k "$FINAL/$1.tgz" | cut -f1) KiB"
   python3 bench/plan_summary.py "$2" "$2.log" "$2.mem" 2>&1 | tee -a "$summary" "$FINAL/summary.txt"
 }
@@ -69,8 +77,7 @@ pack_run() {
 gpumem() {
   [ "${GPU_MEM:-1}" != 0 ] && command -v nvidia-smi > /dev/null || return 0
   while kill -0 "$2" 2> /dev/null; do
-    nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits 2> /dev/null |
-      while IFS= read -r l; do printf '%(%s)T %s\n' -1 "$l"; done
+    nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits 2> /dev/null | stamp
     sleep 0.25
   done >> "$1"
 }
@@ -79,8 +86,9 @@ export -f gpumem # the detached runbg run samples its own
 # through SQLite's backup API (a plain copy of a WAL database in use can be torn); what the copy lacks
 # is the case in flight, which `vouch run --resume` runs again
 snapshot_run() {
-  local c=/tmp/snap-$1 names=("$(basename "$2")"); rm -rf "$c" && mkdir -p "$c"
-  local x; for x in mem log; do [ -f "$2.$x" ] && cp "$2.$x" "$c/" && names+=("${names[0]}.$x"); done # samples, stamped log
+  local c=/tmp/snap-$1 names x; rm -rf "$c" && mkdir -p "$c"
+  mapfile -t names < <(run_files "$2")
+  for x in "${names[@]:1}"; do cp "$(dirname "$2")/$x" "$c/"; done # the samples and the log, as they are
   if tar -C "$(dirname "$2")" --exclude='results.sqlite*' -cf - "$(basename "$2")" | tar -C "$c" -xf - &&
     python3 -c 'import sqlite3, sys; d = sqlite3.connect(sys.argv[2]); sqlite3.connect(sys.argv[1]).backup(d); d.close()' \
       "$2/results.sqlite" "$c/$(basename "$2")/results.sqlite" &&
@@ -107,10 +115,9 @@ for phase in "$@"; do
       for p in ${PLANS:-smoke pr}; do for sd in ${SEEDS:-0}; do
         s0=$(date +%s)
         gpumem "$OUT/$p-s$sd.mem" $$ & mp=$!
-        # every log line stamped with the epoch second it arrived: plan_summary.py times the steps
         timeout "${PLAN_TIMEOUT:-580}" $V run --plan "$p" --set seed="$sd" --out "$OUT/$p-s$sd" --no-bundle 2>&1 |
-          while IFS= read -r l; do printf '%s %s\n' "$(date +%s)" "$l"; done > "$OUT/$p-s$sd.log"
-        note "plan $p seed $sd rc=${PIPESTATUS[0]} $(( $(date +%s) - s0 )) s: $(grep -E '^[0-9]+ verdict: [a-z]+ \(' "$OUT/$p-s$sd.log" | tail -1 | cut -d' ' -f2-)"
+          stamp > "$OUT/$p-s$sd.log"
+        note "plan $p seed $sd rc=${PIPESTATUS[0]} $(( $(date +%s) - s0 )) s: $(verdict_of "$OUT/$p-s$sd.log")"
         kill "$mp" 2> /dev/null
         python3 bench/plan_summary.py "$OUT/$p-s$sd" "$OUT/$p-s$sd.log" "$OUT/$p-s$sd.mem" 2>&1 | tee -a "$summary" "$FINAL/summary.txt"
       done; done ;;
@@ -129,8 +136,8 @@ for phase in "$@"; do
       fi
       gpumem "/tmp/$rn.mem" $$ & mp=$!
       timeout -k 20 "${RUN_WALL:-540}" $V run "${ra[@]}" 2>&1 |
-        while IFS= read -r l; do printf '%s %s\n' "$(date +%s)" "$l"; done >> "/tmp/$rn.log"
-      note "$rn (${ra[0]}) rc=${PIPESTATUS[0]} $(( $(date +%s) - s0 )) s: $(grep -E '^[0-9]+ verdict: [a-z]+ \(' "/tmp/$rn.log" | tail -1 | cut -d' ' -f2-)"
+        stamp >> "/tmp/$rn.log"
+      note "$rn (${ra[0]}) rc=${PIPESTATUS[0]} $(( $(date +%s) - s0 )) s: $(verdict_of "/tmp/$rn.log")"
       kill "$mp" 2> /dev/null
       cp "/tmp/$rn.log" "$OUT/$rn.log"
       pack_run "$rn" "/tmp/$rn" ;;
@@ -157,10 +164,9 @@ for phase in "$@"; do
         if [ -d "$f" ]; then ra=(--resume "$f" --no-bundle); else rm -f "$f.mem"; ra=(--plan "$rp" --set seed="$rs" --out "$f" --no-bundle); fi
         note "$rn: starting $V run ${ra[*]}"
         rm -f "$f.started"
-        # every log line stamped with the epoch second it arrived (plan_summary.py times the steps)
         setsid flock "$f.lock" bash -c ': > "$1.started"; f=$1; shift
           gpumem "$f.mem" $$ &
-          "$@" 2>&1 | while IFS= read -r l; do printf "%s %s\n" "$(date +%s)" "$l"; done >> "$f.log"
+          "$@" 2>&1 | stamp >> "$f.log"
           echo "${PIPESTATUS[0]}" > "$f.rc.tmp" && mv "$f.rc.tmp" "$f.rc"' _ "$f" "$(realpath "$V")" run "${ra[@]}" \
           < /dev/null > /dev/null 2>&1 &
         for _ in $(seq 60); do [ -f "$f.started" ] && break; sleep 1; done
@@ -173,7 +179,7 @@ for phase in "$@"; do
       done
       cp "$f.log" "$OUT/$rn.log" 2>/dev/null
       if [ -f "$f.rc" ]; then
-        note "$rn rc=$(cat "$f.rc"): $(grep -E '^[0-9]+ verdict: [a-z]+ \(' "$f.log" | tail -1 | cut -d' ' -f2-)"
+        note "$rn rc=$(cat "$f.rc"): $(verdict_of "$f.log")"
         pack_run "$rn" "$f"
       else
         note "$rn: running after $(( $(date +%s) - s0 )) s of this call: $(grep -E 'vouch run: step [0-9]+' "$f.log" | tail -1 | cut -c1-150)"

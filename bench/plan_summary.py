@@ -55,8 +55,8 @@ if len(sys.argv) > 2:
     for t, rest in lines:
         m = re.match(r"vouch run: step (\d+)(?::| \((\w+)\) needs)", rest)
         if rest.startswith("vouch run: plan"):
-            if cur:
-                close(last if last is not None else t)
+            if cur:  # a step in flight has a line before this one
+                close(last)
             cur = None
         elif m and (not cur or cur[0] != int(m.group(1))):
             if cur:
