@@ -53,17 +53,19 @@ bench_ctx128() {
   timeout 200 $B/bench_latency --ctx 128 > "$OUT/bench_latency_ctx128.txt" 2>&1; note "bench ctx128 rc=$?"
   grep -E "^ +[0-9]+ " "$OUT/bench_latency_ctx128.txt" | tee -a "$summary" "$FINAL/summary.txt"
 }
-# stamp: stdin to stdout, each line prefixed with the epoch second it arrived (plan_summary.py times the
-# steps from these); printf's own clock, no process per line
-stamp() { local l; while IFS= read -r l; do printf '%(%s)T %s\n' -1 "$l"; done; }
+# stamp: stdin to stdout, each line prefixed with the epoch time it arrived, to the microsecond
+# (plan_summary.py times the steps from these and gives each gpumem sample to the step whose line came
+# before it: whole seconds gave a step the samples of the one before it, still held in the second it
+# started); bash's own clock, no process per line, '.' whatever the locale's decimal point
+stamp() { local l; while IFS= read -r l; do printf '%s %s\n' "${EPOCHREALTIME/[^0-9]/.}" "$l"; done; }
 export -f stamp # the detached runbg run stamps its own log
 # verdict_of LOG: the last "verdict: ..." line of a stamped vouch run log, without its stamp
-verdict_of() { grep -E '^[0-9]+ verdict: [a-z]+ \(' "$1" | tail -1 | cut -d' ' -f2-; }
+verdict_of() { grep -E '^[0-9.]+ verdict: [a-z]+ \(' "$1" | tail -1 | cut -d' ' -f2-; }
 # run_files DIR: DIR's name, then DIR.mem (gpumem's samples) and DIR.log (its stamped log) where they
 # exist: what goes back with a run, one per line
 run_files() { local x; basename "$1"; for x in mem log; do [ -f "$1.$x" ] && echo "$(basename "$1").$x"; done; return 0; }
 # pack_run NAME DIR: a plan's run directory DIR back as $FINAL/NAME.tgz, with what lies beside it:
-# DIR.log (its output, each line stamped with the epoch second) and DIR.mem (gpumem's samples); and
+# DIR.log (its output, each line stamped with the epoch time) and DIR.mem (gpumem's samples); and
 # plan_summary's table of it
 pack_run() {
   local names; mapfile -t names < <(run_files "$2")

@@ -13,16 +13,31 @@ import sys
 
 
 def mem_samples(path):
-    """[(epoch_s, MiB used on the fullest GPU at that sample)] from a gpumem file, [] when absent."""
+    """[(epoch_s, MiB used on the fullest GPU at that sample)] from a gpumem file, [] when absent.
+    One nvidia-smi call writes a line per GPU, index 0 first: a sample ends where the index stops rising."""
     if not path or not os.path.exists(path):
         return []
-    by_t = {}
+    out = []
+    prev = None  # the last line's GPU index
     for line in open(path, errors="replace"):
-        m = re.match(r"(\d+) (\d+), (\d+)\n$", line)  # a whole line: a copy of a live file may end mid-line
+        m = re.match(r"(\d+(?:\.\d+)?) (\d+), (\d+)\n$", line)  # a whole line: a copy of a live file may end mid-line
         if m:
-            t, mib = int(m.group(1)), int(m.group(3))
-            by_t[t] = max(by_t.get(t, 0), mib)
-    return sorted(by_t.items())
+            t, gpu, mib = float(m.group(1)), int(m.group(2)), int(m.group(3))
+            if prev is not None and gpu > prev:
+                out[-1] = (out[-1][0], max(out[-1][1], mib))
+            else:
+                out.append((t, mib))
+            prev = gpu
+    return out
+
+
+def stamp_of(word):
+    """A log line's stamp (epoch seconds: whole in logs before 2026-12-03's fifteenth session, to the
+    microsecond after), None when the line has none."""
+    try:
+        return float(word)
+    except ValueError:
+        return None
 
 
 if len(sys.argv) > 2:
@@ -38,15 +53,16 @@ if len(sys.argv) > 2:
     lines = []
     for line in open(sys.argv[2], errors="replace"):
         t, _, rest = line.partition(" ")
-        if t.isdigit():
-            lines.append((int(t), rest))
+        if stamp_of(t) is not None:
+            lines.append((stamp_of(t), rest))
     lines.append((lines[-1][0] if lines else 0, "vouch run: plan (end of the log)"))
 
     def close(t_end):
         n, t0 = cur
-        # the samples from the segment's first second to its last: at a shared second the peak of either
-        # step counts for both (a second is the stamps' resolution)
-        peak = [mib for ts, mib in mem if t0 <= ts <= t_end]
+        # the samples after the step's line up to the next one's: a sample stamped in a step's first
+        # whole second (older logs) is the step before's, still held then (h200 seed 4 measured it: at
+        # the second step 7 began the GPU still held step 6's 14.7 GiB; step 7's own peak was 9.4)
+        peak = [mib for ts, mib in mem if t0 < ts <= t_end]
         st = steps[n]
         st[1] += t_end - t0
         if peak:
@@ -69,7 +85,7 @@ if len(sys.argv) > 2:
         if "needs a" in what:
             continue
         gib = f"{peak / 1024:7.2f} GiB  " if peak else ("      - GiB  " if mem else "")
-        print(f"  step {n:2} {secs:5} s  {gib}{what}")
+        print(f"  step {n:2} {round(secs):5} s  {gib}{what}")
 
 d = json.load(open(sys.argv[1] + "/results.json"))
 bad = [r for r in d["records"] if r["status"] in ("fail", "error")]

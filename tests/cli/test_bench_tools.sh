@@ -4,7 +4,8 @@
 #   - plan_summary.py on a crafted run whose answer is known: a step stopped by a call's end and
 #     resumed in a later session counts its two segments (30 + 20 s), not the hours between; a step
 #     skipped for another variant is not listed; each step's GPU memory peak is the fullest GPU's
-#     over the step's segments; a last sample cut mid-line (a copy of a live file) is ignored.
+#     over the step's segments, from the samples after its line (whole-second and microsecond
+#     stamps); a last sample cut mid-line (a copy of a live file) is ignored.
 # ~1 s. Exits 77 without python3 (shellcheck missing: that part is skipped, said so).
 command -v python3 > /dev/null || { echo "python3 missing; skipping"; exit 77; }
 . "$VOUCH_SRC/tests/cli/counters.sh"
@@ -21,8 +22,11 @@ for f in "$S"/bench/*.py; do
   if python3 -c "import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')" "$f" 2> "$T/err"; then ok "compiles: $(basename "$f")"; else bad "$(basename "$f"): $(head -1 "$T/err")"; fi
 done
 
-# A run of four steps: 0 (30 s), 1 cut at 150 after 20 s and resumed at 5001 for 20 s more, 2 a
-# CPU-only step skipped, 3 (10 s). GPU 1 is the fuller at 140.
+# A run of four steps: 0 (30 s), 1 cut at 150 after 20 s and resumed at 5001.5 for 19.75 s more, 2 a
+# CPU-only step skipped, 3 (9.75 s). The first segment has whole-second stamps (logs before the
+# fifteenth session), the resumed one microsecond stamps (gpu_session.sh's stamp now).
+# GPU memory: 10 GiB in the second step 1 began belongs to step 0, still held then; GPU 1 is the
+# fuller at 140; 9 GiB at 5021.1, before step 3's line at 5021.25 of the same second, is step 1's.
 mkdir -p "$T/run"
 cat > "$T/run/results.json" << 'EOF'
 {"verdict": "pass", "complete": true, "counts": {"pass": 3}, "records": [
@@ -33,18 +37,18 @@ cat > "$T/run.log" << 'EOF'
 100 vouch run: step 0: vouch kernels --path cuda-ref
 130 vouch run: step 1: vouch kernels --path latency
 150 kernels: 4000 cases
-5000 vouch run: plan h200 on GPU (1 GPU) -> /tmp/run (resumed)
-5000 vouch run: step 0 (kernels) finished before: its records are kept
-5001 vouch run: step 1: vouch kernels --path latency
-5021 vouch run: step 2 (features) needs a cpu: skipped
-5021 vouch run: step 3: vouch diverge --model synth:small
-5031 verdict: pass (/tmp/run)
+5000.100000 vouch run: plan h200 on GPU (1 GPU) -> /tmp/run (resumed)
+5000.200000 vouch run: step 0 (kernels) finished before: its records are kept
+5001.500000 vouch run: step 1: vouch kernels --path latency
+5021.250000 vouch run: step 2 (features) needs a cpu: skipped
+5021.250000 vouch run: step 3: vouch diverge --model synth:small
+5031.000000 verdict: pass (/tmp/run)
 EOF
-printf '100 0, 1024\n140 0, 4096\n140 1, 8192\n5010 0, 2048\n5025 0, 3072\n5030 0, 99999' > "$T/run.mem"
+printf '101 0, 1024\n130 0, 10240\n140 0, 4096\n140 1, 8192\n5010.3 0, 2048\n5021.1 0, 9216\n5025.5 0, 3072\n5025.6 1, 1024\n5030 0, 99999' > "$T/run.mem"
 python3 "$S/bench/plan_summary.py" "$T/run" "$T/run.log" "$T/run.mem" > "$T/out" 2>&1 || bad "plan_summary.py exited $?"
 want() { grep -qE "$1" "$T/out" && ok "$2" || bad "$2: no line matching '$1'"; }
-want '^  step  0    30 s     1\.00 GiB  vouch run: step 0: vouch kernels' "step 0: 30 s, 1 GiB"
-want '^  step  1    40 s     8\.00 GiB  vouch run: step 1: vouch kernels' "step 1: its two segments, 40 s; the fuller GPU's 8 GiB"
+want '^  step  0    30 s    10\.00 GiB  vouch run: step 0: vouch kernels' "step 0: 30 s; 10 GiB, sampled in the second step 1 began"
+want '^  step  1    40 s     9\.00 GiB  vouch run: step 1: vouch kernels' "step 1: its two segments, 40 s; 9 GiB, sampled just before step 3's line"
 want '^  step  3    10 s     3\.00 GiB  vouch run: step 3: vouch diverge' "step 3: 10 s, 3 GiB (the cut last sample ignored)"
 grep -q 'step  2' "$T/out" && bad "the skipped step 2 is listed" || ok "the skipped step 2 is not listed"
 want 'first sample: 1\.00 GiB' "the first sample is named"
