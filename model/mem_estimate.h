@@ -36,12 +36,18 @@ typedef struct {
   int tp;       /* ranks of the communicator (0 or 1: unsharded); sizes the TP buffers */
   bool dcp;     /* latency: the latent cache split by position over the tp ranks */
   int sms;      /* latency: SMs of the GPU (0: 132, an H100/H200) for the split-KV partials */
+  int rows;     /* cuda-ref: token rows of the largest forward the caller will run, all sequences
+                 * together (its workspace grows to them, reference/cuda/cuda_ref.cu ensure_ws; a
+                 * sweep's prefill chunk is 8192 + batch); 0: what open allocates. latency runs any
+                 * count in chunks of its 64-row workspace and ignores it */
 } ds_mem_opts;
 
 /* cuda-ref (reference/cuda/cuda_ref.cu): each weight it binds as bf16 (the router bias fp32), every
  * tensor 256-byte aligned in one arena; the expanded K and V caches (layers x max_seq x max_ctx x
  * H x (n+r) and x v, bf16); a fixed working space (DS_MEM_CUDA_REF_RESERVE) for the workspace,
- * logits and cuBLAS. */
+ * logits and cuBLAS, and on top of it, for o->rows > 0, ws_layout's workspace of that many rows
+ * (rounded up to 64, as ensure_ws does): an upper bound, since the open's small workspace it
+ * replaces is inside the reserve. */
 vstatus ds_mem_cuda_ref(const ds_config *c, const ds_mem_opts *o, ds_mem_estimate *out);
 /* latency (kernels/latency.cu): the same weights plus W_UK^T per layer and the gate/up staging
  * buffer, the latent cache (layers x max_seq x ceil(max_ctx / dcp ranks) x (kv_lora + r), bf16) and

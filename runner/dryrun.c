@@ -23,6 +23,7 @@
 #include "runner/cli.h"
 #include "runner/dryrun_cost.h"
 #include "suites/paths.h"
+#include "suites/sweep.h"
 
 #define GIB 1073741824.0
 #define MAX_PATHS 16
@@ -126,6 +127,8 @@ typedef struct {
   const dry_env *env;
   dry_step *out;
   double wbytes[MAX_PATHS]; /* weight bytes of each path at its last open, for open_s */
+  int rows;                 /* token rows of the step's largest forward (vpath_estimate's rows; 0: none
+                             * beyond what open allocates): a sweep's prefill chunk */
 } ctx_t;
 
 /* What paths names[n] opened together with (max_seq, max_ctx) take. */
@@ -145,7 +148,7 @@ static void measure_set(const ctx_t *X, char **names, int n, int max_seq, int ma
   for (int i = 0; i < n; i++) {
     vpath_opts po = {.max_seq = max_seq, .max_ctx = max_ctx};
     ds_mem_estimate e;
-    vstatus s = vpath_estimate(names[i], X->cfg, &po, X->env->sms, &e);
+    vstatus s = vpath_estimate(names[i], X->cfg, &po, X->env->sms, X->rows, &e);
     if (s != V_OK) { /* no memory model (a --path-lib path) or a TP degree the model cannot split */
       if (s == V_ERR && !m->est_err[0]) snprintf(m->est_err, sizeof m->est_err, "%s", verr_msg());
       continue;
@@ -370,6 +373,8 @@ static vstatus est_sweep(int argc, char **argv, ctx_t *X) {
   const long bmax = list_max(bs, nb);
   long bmin = bs[0];
   for (int i = 1; i < nb; i++) bmin = bs[i] < bmin ? bs[i] : bmin;
+  /* the largest forward: a prefill chunk (suites/sweep.c), else a decode step of the largest batch */
+  X->rows = prefill ? SWEEP_PREFILL_ROWS + (int)bmax : (int)bmax * (spec_k + 1);
   for (int ci = 0; ci < nc; ci++) {
     const int max_ctx = cs[ci] + span <= maxpos ? (int)cs[ci] + span : maxpos;
     if (!open_set(X, names, n, (int)bmax, max_ctx, false)) {

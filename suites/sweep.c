@@ -20,8 +20,6 @@
 #include "reference/cuda/cuda_membw.h"
 #endif
 
-#define PREFILL_ROWS 8192 /* tokens per prefill chunk step (all sequences together) */
-
 const char *sweep_workload_name(sweep_workload w) { return w == SWEEP_PREFILL_DECODE ? "prefill+decode" : "decode"; }
 
 /* ---- routing ---- */
@@ -432,7 +430,7 @@ static vstatus run_point(runner *R, const int *act_in, int n_in, sweep_point **p
     n++;
   }
   /* buffers */
-  size_t prefill_T = o->workload == SWEEP_PREFILL_DECODE ? (size_t)PREFILL_ROWS + b : 0;
+  size_t prefill_T = o->workload == SWEEP_PREFILL_DECODE ? (size_t)SWEEP_PREFILL_ROWS + b : 0;
   size_t maxT = (size_t)T > prefill_T ? (size_t)T : prefill_T;
   VTRY(grow((void **)&R->tok, &R->tok_cap, maxT, sizeof(int32_t)));
   VTRY(grow((void **)&R->forced, &R->forced_cap, maxT * (size_t)(R->n_moe ? R->n_moe : 1) * (size_t)(c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1), sizeof(int32_t)));
@@ -458,7 +456,7 @@ static vstatus run_point(runner *R, const int *act_in, int n_in, sweep_point **p
       }
     } else {
       double total = 0;
-      const int chunk = PREFILL_ROWS / b > 0 ? PREFILL_ROWS / b : 1;
+      const int chunk = SWEEP_PREFILL_ROWS / b > 0 ? SWEEP_PREFILL_ROWS / b : 1;
       for (int p0 = 0, ci = 0; p0 < fill && s == V_OK; p0 += chunk, ci++) {
         const int cn = fill - p0 < chunk ? fill - p0 : chunk;
         for (int i = 0; i < b; i++) R->ntok[i] = cn, R->spos[i] = p0;

@@ -41,6 +41,9 @@
 #include "suites/stats.h"
 
 typedef enum { SWEEP_DECODE = 0, SWEEP_PREFILL_DECODE = 1 } sweep_workload;
+/* prefill+decode: token rows of one prefill chunk step, all sequences together (a step of batch b
+ * holds up to this + b rows; cuda-ref's workspace grows to them, the dry run counts it) */
+#define SWEEP_PREFILL_ROWS 8192
 const char *sweep_workload_name(sweep_workload w); /* "decode", "prefill+decode" */
 
 typedef enum { ROUTE_NATURAL = 0, ROUTE_UNIFORM, ROUTE_ZIPF, ROUTE_TRACE } sweep_route_kind;
