@@ -70,6 +70,12 @@ vstatus ds_mem_cuda_ref(const ds_config *c, const ds_mem_opts *o, ds_mem_estimat
         Imax * 2, Imax * 2, Imax * 2, D * 2, D * 2,             /* g, u, a, xg, y */
         K * 4, K * 4, K * 4, K * 4, 4, 4, 4, 4};                /* idx, wt, perm_tok, perm_w, tok, slot, pos, rows */
     for (size_t i = 0; i < sizeof per_row / sizeof *per_row; i++) out->work_bytes += align256(n * per_row[i]);
+    if (o->tp > 1) out->work_bytes += align256(n * D * 4); /* ensure_tpo: fp32 partials */
+  }
+  if (o->logit_rows > 1) { /* ensure_logits [R, V] fp32; TP: tp_logits' gathered blocks and padding */
+    const double R = o->logit_rows, V = c->vocab_size, blk = o->lm_rows > 0 ? o->lm_rows : V;
+    out->work_bytes += align256(R * V * 4);
+    if (o->tp > 1) out->work_bytes += align256(o->tp * R * blk * 4) + align256(R * blk * 4);
   }
   return V_OK;
 }

@@ -37,17 +37,20 @@ typedef struct {
   bool dcp;     /* latency: the latent cache split by position over the tp ranks */
   int sms;      /* latency: SMs of the GPU (0: 132, an H100/H200) for the split-KV partials */
   int rows;     /* cuda-ref: token rows of the largest forward the caller will run, all sequences
-                 * together (its workspace grows to them, reference/cuda/cuda_ref.cu ensure_ws; a
-                 * sweep's prefill chunk is 8192 + batch); 0: what open allocates. latency runs any
-                 * count in chunks of its 64-row workspace and ignores it */
+                 * together (its workspace grows to them, reference/cuda/cuda_ref.cu ensure_ws and,
+                 * under TP, ensure_tpo; a sweep's prefill chunk is up to 8192); 0: what open
+                 * allocates. latency runs any count in chunks of its 64-row workspace and ignores it */
+  int logit_rows; /* cuda-ref: rows of logits of the largest forward (ensure_logits; every position's
+                   * under speculative decoding); 0 or 1: what open allocates */
 } ds_mem_opts;
 
 /* cuda-ref (reference/cuda/cuda_ref.cu): each weight it binds as bf16 (the router bias fp32), every
  * tensor 256-byte aligned in one arena; the expanded K and V caches (layers x max_seq x max_ctx x
  * H x (n+r) and x v, bf16); a fixed working space (DS_MEM_CUDA_REF_RESERVE) for the workspace,
- * logits and cuBLAS, and on top of it, for o->rows > 0, ws_layout's workspace of that many rows
- * (rounded up to 64, as ensure_ws does): an upper bound, since the open's small workspace it
- * replaces is inside the reserve. */
+ * logits and cuBLAS, and on top of it the buffers that grow with a forward: for o->rows > 0,
+ * ws_layout's workspace of that many rows (rounded up to 64, as ensure_ws does) and under TP the
+ * partial sums (ensure_tpo); for o->logit_rows > 1, the logits (and under TP the gathered blocks).
+ * An upper bound: the open's small buffers these replace are inside the reserve. */
 vstatus ds_mem_cuda_ref(const ds_config *c, const ds_mem_opts *o, ds_mem_estimate *out);
 /* latency (kernels/latency.cu): the same weights plus W_UK^T per layer and the gate/up staging
  * buffer, the latent cache (layers x max_seq x ceil(max_ctx / dcp ranks) x (kv_lora + r), bf16) and

@@ -12,6 +12,7 @@
 #include "runner/dryrun.h"
 
 #include <assert.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,9 +128,12 @@ typedef struct {
   const dry_env *env;
   dry_step *out;
   double wbytes[MAX_PATHS]; /* weight bytes of each path at its last open, for open_s */
-  int rows;                 /* token rows of the step's largest forward (vpath_estimate's rows; 0: none
-                             * beyond what open allocates): a sweep's prefill chunk */
+  int rows, logit_rows;     /* token rows and logit rows of the largest forward at the point being
+                             * estimated (vpath_estimate's; 0: none beyond what open allocates) */
 } ctx_t;
+
+/* A row count for ds_mem_opts, saturated (an estimate past INT_MAX rows refuses either way). */
+static int rows_int(double r) { return r > INT_MAX ? INT_MAX : (int)r; }
 
 /* What paths names[n] opened together with (max_seq, max_ctx) take. */
 typedef struct {
@@ -148,7 +152,7 @@ static void measure_set(const ctx_t *X, char **names, int n, int max_seq, int ma
   for (int i = 0; i < n; i++) {
     vpath_opts po = {.max_seq = max_seq, .max_ctx = max_ctx};
     ds_mem_estimate e;
-    vstatus s = vpath_estimate(names[i], X->cfg, &po, X->env->sms, X->rows, &e);
+    vstatus s = vpath_estimate(names[i], X->cfg, &po, X->env->sms, X->rows, X->logit_rows, &e);
     if (s != V_OK) { /* no memory model (a --path-lib path) or a TP degree the model cannot split */
       if (s == V_ERR && !m->est_err[0]) snprintf(m->est_err, sizeof m->est_err, "%s", verr_msg());
       continue;
@@ -279,11 +283,14 @@ static vstatus est_mrcr(int argc, char **argv, ctx_t *X) {
   VTRY(split_paths(opt(argc, argv, "--paths", "cpu-ref"), pbuf, sizeof pbuf, names, &n));
   VTRY(opt_long(argc, argv, "--samples", 4, &samples));
   VTRY(opt_long(argc, argv, "--batch", 1, &B));
+  long chunk; /* suites/eval_mrcr.c: each forward is min(batch, samples) prompts x min(chunk, bin) tokens */
+  VTRY(opt_long(argc, argv, "--chunk", 2048, &chunk));
   VTRY(cli_size_list("--bins", opt(argc, argv, "--bins", "1k,4k"), &bins, &nbins));
   vstatus s = cli_size_list("--needles", opt(argc, argv, "--needles", "2,4,8"), &need, &nneed);
   if (s) { free(bins); return s; }
   name_paths(X->out, names, n, false);
   const long maxbin = list_max(bins, nbins);
+  X->rows = rows_int((B < samples ? B : samples) * (chunk < maxbin ? chunk : maxbin));
   for (int p = 0; p < n; p++) {
     open_set(X, &names[p], 1, (int)B, (int)maxbin, true);
     X->out->seconds += open_s(names[p], X->env, X->wbytes[0]);
@@ -345,6 +352,17 @@ static vstatus est_features(int argc, char **argv, ctx_t *X) {
   return V_OK;
 }
 
+/* The largest forward of a sweep point at batch b and context ctx (suites/sweep.c): a prefill chunk
+ * of b x min(ctx, 8192 / b) rows (at least b) with one logit row each, and a decode step of
+ * b x (K+1) rows, every position's logits under --spec. */
+static void sweep_rows(ctx_t *X, bool prefill, int spec_k, long b, long ctx) {
+  long chunk = SWEEP_PREFILL_ROWS / b > 0 ? SWEEP_PREFILL_ROWS / b : 1;
+  if (chunk > ctx) chunk = ctx > 0 ? ctx : 1;
+  const double pre = prefill ? (double)b * chunk : 0, dec = (double)b * (spec_k + 1);
+  X->rows = rows_int(pre > dec ? pre : dec);
+  X->logit_rows = rows_int(spec_k > 0 ? dec : b);
+}
+
 static vstatus est_sweep(int argc, char **argv, ctx_t *X) {
   char pbuf[1024], *names[MAX_PATHS];
   int n, nb, nc;
@@ -373,19 +391,20 @@ static vstatus est_sweep(int argc, char **argv, ctx_t *X) {
   const long bmax = list_max(bs, nb);
   long bmin = bs[0];
   for (int i = 1; i < nb; i++) bmin = bs[i] < bmin ? bs[i] : bmin;
-  /* the largest forward: a prefill chunk (suites/sweep.c), else a decode step of the largest batch */
-  X->rows = prefill ? SWEEP_PREFILL_ROWS + (int)bmax : (int)bmax * (spec_k + 1);
   for (int ci = 0; ci < nc; ci++) {
     const int max_ctx = cs[ci] + span <= maxpos ? (int)cs[ci] + span : maxpos;
+    sweep_rows(X, prefill, spec_k, bmax, cs[ci]);
     if (!open_set(X, names, n, (int)bmax, max_ctx, false)) {
       /* the sweep retries smaller batches, then each path alone: refused only when nothing fits */
       bool any = false;
+      sweep_rows(X, prefill, spec_k, bmin, cs[ci]);
       for (int p = 0; p < n; p++) any |= open_set(X, &names[p], 1, (int)bmin, max_ctx, false);
       if (!any) open_set(X, names, 1, (int)bmin, max_ctx, true);
     }
     for (int p = 0; p < n; p++) {
       X->out->seconds += open_s(names[p], X->env, X->wbytes[p]);
       for (int bi = 0; bi < nb; bi++) {
+        sweep_rows(X, prefill, spec_k, bs[bi], cs[ci]);
         if (!fits_alone(X, names[p], (int)bs[bi], max_ctx)) continue; /* not run: does not fit */
         const int rows = (int)bs[bi] * (spec_k + 1);
         X->out->seconds += repeat * ((warmup + steps) * step_s(names[p], X->cfg, X->env, rows, cs[ci] + span / 2.0) +

@@ -362,7 +362,7 @@ void vpath_close(vpath *p) {
 }
 
 vstatus vpath_estimate(const char *name, const ds_config *full, const vpath_opts *o, int sms, int rows,
-                       ds_mem_estimate *out) {
+                       int logit_rows, ds_mem_estimate *out) {
   memset(out, 0, sizeof *out);
   char base[128];
   name_opts no;
@@ -371,7 +371,8 @@ vstatus vpath_estimate(const char *name, const ds_config *full, const vpath_opts
   const bool ep = no.ep || o->ep;
   ds_config local = *full;
   ds_mem_opts mo = {
-      .max_seq = o->max_seq, .max_ctx = o->max_ctx, .tp = tp, .dcp = no.dcp || o->dcp, .sms = sms, .rows = rows};
+      .max_seq = o->max_seq, .max_ctx = o->max_ctx, .tp = tp, .dcp = no.dcp || o->dcp, .sms = sms, .rows = rows,
+                    .logit_rows = logit_rows};
   if (tp > 1) {
     VTRY(ds_shard_config_ep(full, tp, ep, &local));
     mo.lm_rows = ds_shard_vocab_block(full->vocab_size, tp);

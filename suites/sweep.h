@@ -41,8 +41,8 @@
 #include "suites/stats.h"
 
 typedef enum { SWEEP_DECODE = 0, SWEEP_PREFILL_DECODE = 1 } sweep_workload;
-/* prefill+decode: token rows of one prefill chunk step, all sequences together (a step of batch b
- * holds up to this + b rows; cuda-ref's workspace grows to them, the dry run counts it) */
+/* prefill+decode: token rows of one prefill chunk step, all sequences together (batch b: b x
+ * floor(this / b) rows, at least b; cuda-ref's workspace grows to them, the dry run counts it) */
 #define SWEEP_PREFILL_ROWS 8192
 const char *sweep_workload_name(sweep_workload w); /* "decode", "prefill+decode" */
 
