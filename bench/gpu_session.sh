@@ -57,7 +57,8 @@ bench_ctx128() {
 # (plan_summary.py times the steps from these and gives each gpumem sample to the step whose line came
 # before it: whole seconds gave a step the samples of the one before it, still held in the second it
 # started); bash's own clock, no process per line, '.' whatever the locale's decimal point
-stamp() { local l; while IFS= read -r l; do printf '%s %s\n' "${EPOCHREALTIME/[^0-9]/.}" "$l"; done; }
+# (a last line without its newline, from a process cut by timeout, is stamped too)
+stamp() { local l; while IFS= read -r l || [ -n "$l" ]; do printf '%s %s\n' "${EPOCHREALTIME/[^0-9]/.}" "$l"; done; }
 export -f stamp # the detached runbg run stamps its own log
 # verdict_of LOG: the last "verdict: ..." line of a stamped vouch run log, without its stamp
 verdict_of() { grep -E '^[0-9.]+ verdict: [a-z]+ \(' "$1" | tail -1 | cut -d' ' -f2-; }
@@ -73,13 +74,17 @@ pack_run() {
   python3 bench/plan_summary.py "$2" "$2.log" "$2.mem" 2>&1 | tee -a "$summary" "$FINAL/summary.txt"
 }
 # gpumem FILE PID: every GPU's memory.used (MiB, all processes: contexts included), about 3 times a
-# second while PID lives, a line "EPOCH_S INDEX, MIB" each, appended to FILE: plan_summary.py takes each
+# second while PID lives, a line "EPOCH INDEX, MIB" each (EPOCH: seconds to the microsecond, one per
+# nvidia-smi call, so the lines of one sample share it), appended to FILE: plan_summary.py takes each
 # step's peak from it, to set beside the dry run's GPU GiB (a sample every ~0.3 s: a shorter peak is missed).
 # GPU_MEM=0: no sampler (a run whose timings must not share the host with nvidia-smi's)
 gpumem() {
   [ "${GPU_MEM:-1}" != 0 ] && command -v nvidia-smi > /dev/null || return 0
+  local ts l
   while kill -0 "$2" 2> /dev/null; do
-    nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits 2> /dev/null | stamp
+    ts=${EPOCHREALTIME/[^0-9]/.}
+    nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits 2> /dev/null |
+      while IFS= read -r l; do printf '%s %s\n' "$ts" "$l"; done
     sleep 0.25
   done >> "$1"
 }

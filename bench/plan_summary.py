@@ -2,8 +2,8 @@
 """One line per failing (or erroring) record of a vouch result directory, then the counts.
 
 usage: plan_summary.py RESULT_DIR [LOG [MEM]]   (RESULT_DIR/results.json; LOG: the run's stderr with each
-line stamped by the epoch second it arrived, as bench/gpu_session.sh's plans phase writes it: the
-wall seconds of every step; MEM: gpu_session.sh's gpumem samples, lines "EPOCH_S INDEX, MIB": each
+line stamped by the epoch time it arrived, as bench/gpu_session.sh's plans phase writes it: the
+wall seconds of every step; MEM: gpu_session.sh's gpumem samples, lines "EPOCH INDEX, MIB": each
 step's peak memory.used on the fullest GPU, set beside the dry run's GPU GiB. It counts every process
 and the CUDA context, and samples every ~0.3 s, so a briefer peak is missed.)"""
 import json
@@ -14,20 +14,22 @@ import sys
 
 def mem_samples(path):
     """[(epoch_s, MiB used on the fullest GPU at that sample)] from a gpumem file, [] when absent.
-    One nvidia-smi call writes a line per GPU, index 0 first: a sample ends where the index stops rising."""
+    One nvidia-smi call writes a line per GPU, index 0 first, all with its one stamp: a sample ends where
+    the stamp changes or the index stops rising (files before the fifteenth session stamped by the
+    whole second, so several calls share a stamp)."""
     if not path or not os.path.exists(path):
         return []
     out = []
-    prev = None  # the last line's GPU index
+    prev = None  # the last line's (stamp, GPU index)
     for line in open(path, errors="replace"):
         m = re.match(r"(\d+(?:\.\d+)?) (\d+), (\d+)\n$", line)  # a whole line: a copy of a live file may end mid-line
         if m:
             t, gpu, mib = float(m.group(1)), int(m.group(2)), int(m.group(3))
-            if prev is not None and gpu > prev:
+            if prev is not None and t == prev[0] and gpu > prev[1]:
                 out[-1] = (out[-1][0], max(out[-1][1], mib))
             else:
                 out.append((t, mib))
-            prev = gpu
+            prev = (t, gpu)
     return out
 
 

@@ -44,7 +44,7 @@ cat > "$T/run.log" << 'EOF'
 5021.250000 vouch run: step 3: vouch diverge --model synth:small
 5031.000000 verdict: pass (/tmp/run)
 EOF
-printf '101 0, 1024\n130 0, 10240\n140 0, 4096\n140 1, 8192\n5010.3 0, 2048\n5021.1 0, 9216\n5025.5 0, 3072\n5025.6 1, 1024\n5030 0, 99999' > "$T/run.mem"
+printf '101 0, 1024\n130 0, 10240\n140 0, 4096\n140 1, 8192\n5010.3 0, 2048\n5021.1 0, 9216\n5025.5 0, 3072\n5025.5 1, 1024\n5030 0, 99999' > "$T/run.mem"
 python3 "$S/bench/plan_summary.py" "$T/run" "$T/run.log" "$T/run.mem" > "$T/out" 2>&1 || bad "plan_summary.py exited $?"
 want() { grep -qE "$1" "$T/out" && ok "$2" || bad "$2: no line matching '$1'"; }
 want '^  step  0    30 s    10\.00 GiB  vouch run: step 0: vouch kernels' "step 0: 30 s; 10 GiB, sampled in the second step 1 began"
@@ -53,6 +53,22 @@ want '^  step  3    10 s     3\.00 GiB  vouch run: step 3: vouch diverge' "step 
 grep -q 'step  2' "$T/out" && bad "the skipped step 2 is listed" || ok "the skipped step 2 is not listed"
 want 'first sample: 1\.00 GiB' "the first sample is named"
 want '^  verdict pass, complete True' "the verdict line"
+# gpu_session.sh's own stamp and gpumem, with an nvidia-smi of two GPUs that prints 100 and 200 MiB:
+# one stamp per call, shared by both lines; a last line without its newline is stamped too
+mkdir -p "$T/bin"
+printf '#!/bin/sh\nprintf "0, 100\\n1, 200\\n"\n' > "$T/bin/nvidia-smi" && chmod +x "$T/bin/nvidia-smi"
+# shellcheck source=/dev/null
+. <(sed -n '/^stamp() /p; /^gpumem() {/,/^}/p' "$S/bench/gpu_session.sh")
+sleep 1 & sp=$!
+PATH="$T/bin:$PATH" gpumem "$T/live.mem" $sp
+n=$(wc -l < "$T/live.mem")
+[ "$n" -ge 4 ] && [ $((n % 2)) = 0 ] && ok "gpumem: $n lines, two per call" || bad "gpumem wrote $n lines: $(head -3 "$T/live.mem")"
+awk 'NR % 2 == 1 { t = $1; if ($2 != "0,") bad = 1 } NR % 2 == 0 { if ($1 != t || $2 != "1,") bad = 1 }
+     $1 !~ /^[0-9]+\.[0-9]+$/ { bad = 1 } END { exit bad }' "$T/live.mem" &&
+  ok "gpumem: a call's two lines share one microsecond stamp" || bad "gpumem's stamps: $(head -4 "$T/live.mem")"
+printf 'a\nb' | stamp > "$T/stamped"
+grep -qE '^[0-9]+\.[0-9]{6} b$' "$T/stamped" && ok "stamp: the last line without a newline is kept" ||
+  bad "stamp: $(cat "$T/stamped")"
 # without samples: the same times, no memory column
 python3 "$S/bench/plan_summary.py" "$T/run" "$T/run.log" "$T/none.mem" > "$T/out" 2>&1 || bad "plan_summary.py without samples exited $?"
 want '^  step  1    40 s  vouch run: step 1' "no samples: times only"
