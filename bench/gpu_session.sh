@@ -80,11 +80,10 @@ pack_run() {
 # GPU_MEM=0: no sampler (a run whose timings must not share the host with nvidia-smi's)
 gpumem() {
   [ "${GPU_MEM:-1}" != 0 ] && command -v nvidia-smi > /dev/null || return 0
-  local ts l
+  local ts
   while kill -0 "$2" 2> /dev/null; do
     ts=${EPOCHREALTIME/[^0-9]/.}
-    nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits 2> /dev/null |
-      while IFS= read -r l; do printf '%s %s\n' "$ts" "$l"; done
+    nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits 2> /dev/null | sed "s/^/$ts /"
     sleep 0.25
   done >> "$1"
 }

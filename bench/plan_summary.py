@@ -55,8 +55,9 @@ if len(sys.argv) > 2:
     lines = []
     for line in open(sys.argv[2], errors="replace"):
         t, _, rest = line.partition(" ")
-        if stamp_of(t) is not None:
-            lines.append((stamp_of(t), rest))
+        ts = stamp_of(t)
+        if ts is not None:
+            lines.append((ts, rest))
     lines.append((lines[-1][0] if lines else 0, "vouch run: plan (end of the log)"))
 
     def close(t_end):

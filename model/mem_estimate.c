@@ -59,10 +59,7 @@ vstatus ds_mem_cuda_ref(const ds_config *c, const ds_mem_opts *o, ds_mem_estimat
     const double n = (o->rows + 63) / 64 * 64, D = c->hidden_size, ql = c->q_lora_rank > 0 ? c->q_lora_rank : 1;
     const double nope = c->qk_nope_head_dim, r = c->qk_rope_head_dim, kl = c->kv_lora_rank;
     const double K = c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1;
-    const double F = c->moe_intermediate_size, Fs = c->moe_intermediate_size * c->n_shared_experts;
-    double Imax = F > Fs ? F : Fs;
-    if (c->first_k_dense_replace > 0 || c->n_routed_experts == 0) Imax = Imax > c->intermediate_size ? Imax : c->intermediate_size;
-    if (Imax < 1) Imax = 1;
+    const double Imax = ds_mem_cuda_ref_imax(c);
     const double per_row[] = {
         D * 4, D * 2,                                           /* x, xn */
         ql * 2, ql * 2, H * dk * 2, (kl + r) * 2, kl * 2,       /* qa, qan, q, ckv, latn */

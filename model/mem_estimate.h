@@ -52,6 +52,14 @@ typedef struct {
  * partial sums (ensure_tpo); for o->logit_rows > 1, the logits (and under TP the gathered blocks).
  * An upper bound: the open's small buffers these replace are inside the reserve. */
 vstatus ds_mem_cuda_ref(const ds_config *c, const ds_mem_opts *o, ds_mem_estimate *out);
+/* cuda-ref's widest FFN row (its g/u/a workspace columns): the routed and shared experts', and the
+ * dense FFN's when some layer is dense; at least 1. */
+static inline int ds_mem_cuda_ref_imax(const ds_config *c) {
+  const int F = c->moe_intermediate_size, Fs = c->moe_intermediate_size * c->n_shared_experts;
+  int m = F > Fs ? F : Fs;
+  if ((c->first_k_dense_replace > 0 || c->n_routed_experts == 0) && c->intermediate_size > m) m = c->intermediate_size;
+  return m > 0 ? m : 1;
+}
 /* latency (kernels/latency.cu): the same weights plus W_UK^T per layer and the gate/up staging
  * buffer, the latent cache (layers x max_seq x ceil(max_ctx / dcp ranks) x (kv_lora + r), bf16) and
  * the workspace of alloc_workspace for 64 token rows (split-KV partials bounded by 2 x SMs + 64

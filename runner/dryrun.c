@@ -356,7 +356,7 @@ static vstatus est_features(int argc, char **argv, ctx_t *X) {
  * of b x min(ctx, 8192 / b) rows (at least b) with one logit row each, and a decode step of
  * b x (K+1) rows, every position's logits under --spec. */
 static void sweep_rows(ctx_t *X, bool prefill, int spec_k, long b, long ctx) {
-  long chunk = SWEEP_PREFILL_ROWS / b > 0 ? SWEEP_PREFILL_ROWS / b : 1;
+  long chunk = sweep_prefill_chunk(b);
   if (chunk > ctx) chunk = ctx > 0 ? ctx : 1;
   const double pre = prefill ? (double)b * chunk : 0, dec = (double)b * (spec_k + 1);
   X->rows = rows_int(pre > dec ? pre : dec);

@@ -370,9 +370,8 @@ vstatus vpath_estimate(const char *name, const ds_config *full, const vpath_opts
   const int tp = no.tp > 0 ? no.tp : o->tp;
   const bool ep = no.ep || o->ep;
   ds_config local = *full;
-  ds_mem_opts mo = {
-      .max_seq = o->max_seq, .max_ctx = o->max_ctx, .tp = tp, .dcp = no.dcp || o->dcp, .sms = sms, .rows = rows,
-                    .logit_rows = logit_rows};
+  ds_mem_opts mo = {.max_seq = o->max_seq, .max_ctx = o->max_ctx, .tp = tp, .dcp = no.dcp || o->dcp, .sms = sms,
+                    .rows = rows, .logit_rows = logit_rows};
   if (tp > 1) {
     VTRY(ds_shard_config_ep(full, tp, ep, &local));
     mo.lm_rows = ds_shard_vocab_block(full->vocab_size, tp);

@@ -55,7 +55,8 @@ void vpath_close(vpath *p);
  * model of config `full` (the unsharded config): the same arithmetic the path refuses an open with
  * (model/mem_estimate.h), per GPU and on each rank's shard under TP. sms: the GPU's SMs (0: an
  * H200's); rows, logit_rows: token rows and logit rows of the largest forward that will run
- * (ds_mem_opts; 0: none beyond what open allocates). V_UNSUPPORTED for a path with no memory model (one loaded with --path-lib). */
+ * (ds_mem_opts; 0: none beyond what open allocates). V_UNSUPPORTED for a path with no memory model
+ * (one loaded with --path-lib). */
 vstatus vpath_estimate(const char *name, const ds_config *full, const vpath_opts *o, int sms, int rows,
                        int logit_rows, ds_mem_estimate *out);
 

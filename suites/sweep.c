@@ -456,7 +456,7 @@ static vstatus run_point(runner *R, const int *act_in, int n_in, sweep_point **p
       }
     } else {
       double total = 0;
-      const int chunk = SWEEP_PREFILL_ROWS / b > 0 ? SWEEP_PREFILL_ROWS / b : 1;
+      const int chunk = sweep_prefill_chunk(b);
       for (int p0 = 0, ci = 0; p0 < fill && s == V_OK; p0 += chunk, ci++) {
         const int cn = fill - p0 < chunk ? fill - p0 : chunk;
         for (int i = 0; i < b; i++) R->ntok[i] = cn, R->spos[i] = p0;

@@ -41,9 +41,11 @@
 #include "suites/stats.h"
 
 typedef enum { SWEEP_DECODE = 0, SWEEP_PREFILL_DECODE = 1 } sweep_workload;
-/* prefill+decode: token rows of one prefill chunk step, all sequences together (batch b: b x
- * floor(this / b) rows, at least b; cuda-ref's workspace grows to them, the dry run counts it) */
+/* prefill+decode: token rows of one prefill chunk step, all sequences together; at batch b each
+ * sequence gets sweep_prefill_chunk(b) tokens a step (cuda-ref's workspace grows to them, the dry
+ * run counts it) */
 #define SWEEP_PREFILL_ROWS 8192
+static inline int sweep_prefill_chunk(long b) { return SWEEP_PREFILL_ROWS / b > 0 ? (int)(SWEEP_PREFILL_ROWS / b) : 1; }
 const char *sweep_workload_name(sweep_workload w); /* "decode", "prefill+decode" */
 
 typedef enum { ROUTE_NATURAL = 0, ROUTE_UNIFORM, ROUTE_ZIPF, ROUTE_TRACE } sweep_route_kind;

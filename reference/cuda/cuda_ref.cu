@@ -863,9 +863,7 @@ static vstatus open_impl(cstate *S, const ds_model *m, const vpath_opts *o) {
   S->vblk = o->comm ? ds_shard_vocab_block(S->V, o->comm->size) : S->V;
   S->eps = (float)c->rms_norm_eps;
   S->attn_scale = (float)ds_attention_scale(c);
-  int Imax = S->F > S->Fs ? S->F : S->Fs;
-  if (c->first_k_dense_replace > 0 || S->E == 0) Imax = Imax > S->I ? Imax : S->I;
-  S->Imax = Imax > 0 ? Imax : 1;
+  S->Imax = ds_mem_cuda_ref_imax(c);
   if ((size_t)(S->dk + 128 + S->v + 32) * sizeof(float) > 48 * 1024)
     return VUNSUPPORTED(PATH_NAME ": head dims %d + %d too large for the attention kernel", S->dk, S->v);
 
