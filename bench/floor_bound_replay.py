@@ -6,7 +6,7 @@ usage: bench/floor_bound_replay.py RUN_DIR... [--bootstrap N]
 For every diverge point of the runs (results.sqlite) that has the baseline cuda-ref, prints each other
 path's mean KLD against the bounds computed from the stored per-row KLD samples:
   before  k^2 x (baseline mean + 3 se of the baseline)           (main before 2026-12-02)
-  paired  k^2 x baseline mean + 3 se of (path - k^2 x baseline)  (suites/diverge.c, the plain-mean arm)
+  paired  k^2 x baseline mean + 3 se of (path - k^2 x baseline)  (suites/diverge/diverge.c, the plain-mean arm)
   bulk    the 20%-trimmed mean of (path - k^2 x baseline) <= 3 of its Yuen se  (the bulk arm, 2026-12-03)
 (the rule in force fails a path when either arm does), and the points where the verdicts of "before"
 and "paired" differ or the bulk arm fails. With --bootstrap N it estimates each rule's false-alarm
@@ -20,7 +20,7 @@ import random
 import sqlite3
 import sys
 
-K = 2.0  # VOUCH_ACCURACY_RATIO (suites/bounds.h)
+K = 2.0  # VOUCH_ACCURACY_RATIO (suites/engine/bounds.h)
 
 
 def mean_se(x):

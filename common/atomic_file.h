@@ -4,7 +4,7 @@
  * the complete new one under the final name, never a part of it that looks whole.
  *
  * No fsync: after an OS crash or power loss the file may be the old one, or empty. Durable records
- * live in the run's SQLite (runner/store.h); these are the JSON, trace and side files derived from
+ * live in the run's SQLite (runner/evidence/store.h); these are the JSON, trace and side files derived from
  * them or from one command, and a run writes trace files per case, where a sync each would cost
  * what the store's WAL saves. */
 #ifndef VOUCH_COMMON_ATOMIC_FILE_H

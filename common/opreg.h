@@ -6,7 +6,7 @@
  *                the error metric and tolerance per output, and its case generator;
  *   vop_variant  one implementation of an op on one path ("cpu-ref", "cuda-ref",
  *                "latency", or "test" for planted-bug self-tests), with supports() and run().
- * The numerics suite (suites/kernels.h) crosses every op with every variant that
+ * The numerics suite (suites/kernels/kernels.h) crosses every op with every variant that
  * supports each case, and checks outputs against the oracle.
  *
  * Registration is explicit (no constructors): vopreg_init() calls
@@ -150,7 +150,7 @@ typedef struct vop {
   double (*check)(const vop_case *c, const vop_layout *l, void *const *buf, double *const *ref, int out,
                   char *note);
   /* Optional: appends this op's cases for `preset` ("tiny", "small", "k2-slice", "edge").
-   * NULL for the built-in ops, whose cases suites/kernels.c generates. */
+   * NULL for the built-in ops, whose cases suites/kernels/kernels.c generates. */
   vstatus (*gen_cases)(vop_case_list *list, const char *preset, const vop_gen_opts *o);
 } vop;
 

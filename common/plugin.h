@@ -14,7 +14,7 @@
  *
  * vouch checks, before it reads vouch_path_ops, that the library defines vouch_path_abi equal to
  * its own VOUCH_PATH_ABI (a library built against other headers would be read with the wrong
- * layout), then checks the declaration field by field (suites/paths.h, vpaths_register). */
+ * layout), then checks the declaration field by field (suites/paths/paths.h, vpaths_register). */
 #ifndef VOUCH_COMMON_PLUGIN_H
 #define VOUCH_COMMON_PLUGIN_H
 

@@ -1,7 +1,7 @@
 /* A constraint on generated token ids: a deterministic automaton whose edges admit sets of token
  * ids. It is what a structured output means when prompts and outputs are token ids (no
  * tokenizer): vouch serve enforces one per request (`structured_outputs`, docs/serving.md), and
- * the features suite's structured check (suites/features.c: classes by id mod 3) is one of them:
+ * the features suite's structured check (suites/features/features.c: classes by id mod 3) is one of them:
  *   start 0, accept {0, 1}; 0 -[id%3==0]-> 1; 1 -[id%3==1]-> 1; 1 -[id%3==2]-> 0.
  * An edge admits the ids in [lo, hi] that are = rem (mod `mod`) when mod > 0. From a state, the
  * first edge (in order) that admits a token decides where it goes. */

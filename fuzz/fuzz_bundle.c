@@ -1,5 +1,5 @@
 /* libFuzzer target: a result bundle (.vouch.tar.gz) as vouch verify opens it: libarchive
- * extraction with the name checks of runner/bundle.c, then every check of runner/verify.c.
+ * extraction with the name checks of runner/evidence/bundle.c, then every check of runner/evidence/verify.c.
  * Property: nothing is written outside the extraction folder (the scratch folder's canary
  * file is never replaced or joined by new files). */
 #include <stdio.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "fuzz/fuzz_util.h"
-#include "runner/bundle.h"
-#include "runner/verify.h"
+#include "runner/evidence/bundle.h"
+#include "runner/evidence/verify.h"
 
 static int count_entries(const char *dir) {
   DIR *d = opendir(dir);

@@ -1,14 +1,14 @@
-/* libFuzzer target: manifest.json of a result folder (runner/verify.c schema checks, the
+/* libFuzzer target: manifest.json of a result folder (runner/evidence/verify.c schema checks, the
  * manifest fields compare and report read). results.json is a small real one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz/fuzz_util.h"
-#include "runner/bundle.h"
-#include "runner/manifest.h"
-#include "runner/report.h"
-#include "runner/verify.h"
+#include "runner/evidence/bundle.h"
+#include "runner/evidence/manifest.h"
+#include "runner/evidence/report.h"
+#include "runner/evidence/verify.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
   static int ready;

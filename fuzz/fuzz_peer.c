@@ -1,12 +1,12 @@
-/* libFuzzer target: a --peer records file (runner/suite_sweep.c sweep_read_peer, records by
- * runner/record.c rec_from_json). Each accepted record is finalized and its derived figures are
+/* libFuzzer target: a --peer records file (suites/sweep/sweep_suite.c sweep_read_peer, records by
+ * suites/engine/record.c rec_from_json). Each accepted record is finalized and its derived figures are
  * re-derived from its samples, as vouch sweep and vouch verify do. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz/fuzz_util.h"
-#include "runner/cmd_sweep.h"
+#include "suites/sweep/sweep_suite.h"
 
 static void ignore(void *ctx, const char *line) { (void)ctx; (void)line; }
 

@@ -1,5 +1,5 @@
-/* libFuzzer target: a plan's JSON (runner/cmd_run.c run_plan_parse), then each accepted step's
- * arguments through its suite's own parser (runner/commands.h vcommand_check: what `vouch run`
+/* libFuzzer target: a plan's JSON (runner/plan/cmd_run.c run_plan_parse), then each accepted step's
+ * arguments through its suite's own parser (runner/cli/commands.h vcommand_check: what `vouch run`
  * does before step 0 runs). Properties: errors are one line, the plan's naming the plan; an
  * accepted plan has a non-empty steps list; no suite's option parser crashes, leaks or reads out of
  * bounds on any argument list. Steps with --path-lib are left out (it loads a library). */
@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "fuzz/fuzz_util.h"
-#include "runner/cmd_run.h"
-#include "runner/commands.h"
+#include "runner/plan/cmd_run.h"
+#include "runner/cli/commands.h"
 
 /* Step s's arguments through its suite's parser (literal: ${VAR} is not expanded). */
 static void check_step(const cJSON *s) {

@@ -1,4 +1,4 @@
-/* libFuzzer target: what GitHub's API sends back to vouch publish (runner/publish_reply.c):
+/* libFuzzer target: what GitHub's API sends back to vouch publish (runner/evidence/publish_reply.c):
  * header lines up to the first empty line, then the body, read as a comment list, as an error
  * reply and as the new comment. Properties: retry and rate-limit values are in range or absent
  * (they become sleeps), a Link URL has no control characters, a found comment id is a positive
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "fuzz/fuzz_util.h"
-#include "runner/publish_reply.h"
+#include "runner/evidence/publish_reply.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
   publish_reply r;

@@ -1,14 +1,14 @@
 /* libFuzzer target: results.json of a result folder, read by vouch verify and by
- * report (runner/verify.c, runner/bundle.c bundle_load, runner/report.c report_markdown). The folder's manifest.json is
+ * report (runner/evidence/verify.c, runner/evidence/bundle.c bundle_load, runner/evidence/report.c report_markdown). The folder's manifest.json is
  * a real one (the seed corpus of fuzz_manifest); results.json is the input. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz/fuzz_util.h"
-#include "runner/bundle.h"
-#include "runner/report.h"
-#include "runner/verify.h"
+#include "runner/evidence/bundle.h"
+#include "runner/evidence/report.h"
+#include "runner/evidence/verify.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
   static int ready;

@@ -1,4 +1,4 @@
-/* libFuzzer target: a routing trace file (--routing trace:FILE, suites/sweep.c). An accepted
+/* libFuzzer target: a routing trace file (--routing trace:FILE, suites/sweep/sweep.c). An accepted
  * trace is prepared for the tiny preset (16 experts, top-4, 2 MoE layers) and replayed
  * for a few steps; the ids it produces must be in [0, E). */
 #include <stdio.h>
@@ -7,7 +7,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "model/model.h"
-#include "suites/sweep.h"
+#include "suites/sweep/sweep.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
   static ds_config cfg;

@@ -1,5 +1,5 @@
 /* libFuzzer target: what an OpenAI-compatible server sends back to the suites run with --server
- * (runner/served.c): the first byte picks the reply, the rest is its body. 0: a completions stream
+ * (suites/served/served.c): the first byte picks the reply, the rest is its body. 0: a completions stream
  * (SSE "data:" events: token ids, top logprobs by "token_id:N", finish_reason, errors), read as
  * served_run reads it, then its logprobs judged as diverge and features judge them; 1: /v1/models
  * (the model, vocab_size, max_model_len, vouch_synth); 2: /metrics (Prometheus text). Properties:
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "fuzz/fuzz_util.h"
-#include "runner/served.h"
+#include "suites/served/served.h"
 
 static void stream(const uint8_t *d, size_t n) {
   const int asked = n ? 1 + d[0] % 24 : 5; /* top logprobs asked, 1..24 (SERVED_TOP_MAX - 1 at most) */

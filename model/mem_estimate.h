@@ -1,6 +1,6 @@
 /* Memory a decode path needs when it opens: pure arithmetic on the config, the same numbers the
  * GPU paths use to refuse an open that cannot fit (reference/cuda/cuda_ref.cu, kernels/latency.cu)
- * and `vouch run --dry-run` prints per plan step (runner/cmd_run.c, suites/paths.h vpath_estimate).
+ * and `vouch run --dry-run` prints per plan step (runner/plan/cmd_run.c, suites/paths/paths.h vpath_estimate).
  *
  * The config is the one the path is opened on: under tensor parallelism a rank's local config
  * (model/shard.h ds_shard_config), whose lm_head holds `lm_rows` rows of the vocabulary. Every

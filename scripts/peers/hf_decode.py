@@ -5,7 +5,7 @@ checkpoint and grid, in bf16, as two paths:
   hf-compiled  StaticCache + torch.compile(mode="reduce-overhead") (CUDA graphs), the strong setup
 Per grid point: the cache is filled by an untimed prefill of `ctx` seeded random tokens (HF has
 no synthetic KV fill), then `warmup` + `steps` single-token decode steps, each timed with CUDA
-events. Writes records in the sweep's JSON format (see runner/suite_sweep.c), merged with
+events. Writes records in the sweep's JSON format (see suites/sweep/sweep_suite.c), merged with
 `vouch sweep --peer FILE`. The checkpoint is a directory, e.g. one written by
 `vouch model synth --preset small --out DIR`.
 The output file is rewritten after every point: points not reached yet are listed as not run, so a

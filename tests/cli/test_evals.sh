@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # vouch diverge / eval mrcr / eval chain / features end to end on the CPU: passing runs exit 0
 # with the figures printed and records written; a failing eval exits 1; bad input is a
-# one-line error with exit 2. Skipped (77) until runner/main.c dispatches the commands.
+# one-line error with exit 2. Skipped (77) until runner/cli/main.c dispatches the commands.
 . "$VOUCH_SRC/tests/cli/counters.sh"
 if ! "$VOUCH" eval --help >/dev/null 2>&1; then echo "vouch eval is not wired into main.c: skipped"; exit 77; fi
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "common/path.h"
-#include "suites/diverge.h"
+#include "suites/diverge/diverge.h"
 #include "tests/harness.h"
 
 typedef struct {

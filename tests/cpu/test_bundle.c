@@ -11,13 +11,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "runner/bundle.h"
-#include "runner/compare.h"
-#include "runner/manifest.h"
-#include "runner/record.h"
-#include "runner/report.h"
-#include "runner/store.h"
-#include "runner/verify.h"
+#include "runner/evidence/bundle.h"
+#include "runner/evidence/compare.h"
+#include "runner/evidence/manifest.h"
+#include "suites/engine/record.h"
+#include "runner/evidence/report.h"
+#include "runner/evidence/store.h"
+#include "runner/evidence/verify.h"
 #include "tests/harness.h"
 
 /* a valid plan (vouch run --dry-run accepts it) of the three suites the fixture's records come from,

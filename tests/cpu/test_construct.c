@@ -9,7 +9,7 @@
 #include "model/construct.h"
 #include "model/philox.h"
 #include "reference/cpu/cpu_ref.h"
-#include "suites/paths.h"
+#include "suites/paths/paths.h"
 #include "tests/harness.h"
 
 /* Prefill n filler tokens with `needles` pairs of family 0 at spread depths, then query each

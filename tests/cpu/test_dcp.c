@@ -15,7 +15,7 @@
 
 #include "model/model.h"
 #include "reference/cpu/cpu_dcp.h"
-#include "suites/paths.h"
+#include "suites/paths/paths.h"
 #include "tests/cpu/sharded_checks.h"
 #include "tests/harness.h"
 

@@ -9,9 +9,9 @@
 
 #include "model/model.h"
 #include "reference/cpu/cpu_ref.h"
-#include "suites/diverge.h"
-#include "suites/paths.h"
-#include "suites/stats_tests.h"
+#include "suites/diverge/diverge.h"
+#include "suites/paths/paths.h"
+#include "suites/engine/stats_tests.h"
 #include "tests/harness.h"
 
 /* "stale-routing": cpu-ref that keeps the routing mode (forced or the router's) of its first step for

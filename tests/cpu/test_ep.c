@@ -22,8 +22,8 @@
 
 #include "model/model.h"
 #include "model/shard.h"
-#include "suites/diverge.h"
-#include "suites/paths.h"
+#include "suites/diverge/diverge.h"
+#include "suites/paths/paths.h"
 #include "tests/cpu/sharded_checks.h"
 #include "tests/harness.h"
 

@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "model/construct.h"
-#include "suites/evals.h"
-#include "suites/stats_tests.h"
+#include "suites/evals/evals.h"
+#include "suites/engine/stats_tests.h"
 #include "tests/harness.h"
 
 static double mrcr_score(const ds_model *m, const construct_layout *L, double *min_margin) {

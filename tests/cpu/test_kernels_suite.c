@@ -9,7 +9,7 @@
 
 #include "common/opreg.h"
 #include "reference/cpu/oracle.h"
-#include "suites/kernels.h"
+#include "suites/kernels/kernels.h"
 #include "tests/harness.h"
 
 static kernels_result run(const char *op, const char *path, const char *variant, const char *preset) {

@@ -1,4 +1,4 @@
-/* The paths' memory estimates (model/mem_estimate.h, suites/paths.h vpath_estimate): against the
+/* The paths' memory estimates (model/mem_estimate.h, suites/paths/paths.h vpath_estimate): against the
  * figures cuda-ref's refusal printed on the H200, against the tensors a synthetic model really has,
  * and the TP / DCP scaling the paths allocate by. */
 #include <math.h>
@@ -8,7 +8,7 @@
 #include "model/model.h"
 #include "model/shard.h"
 #include "model/spec_config.h"
-#include "suites/paths.h"
+#include "suites/paths/paths.h"
 #include "tests/harness.h"
 
 #define GIB 1073741824.0

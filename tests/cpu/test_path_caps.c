@@ -1,5 +1,5 @@
 /* Paths declare their capabilities (vpath_caps, common/path.h) and the registry decides by them
- * (suites/paths.c), never by a path's name or ops pointer:
+ * (suites/paths/paths.c), never by a path's name or ops pointer:
  *   - the built-in paths' declarations (cpu-ref: host weights, TP on threads, dcp, ep; in CUDA
  *     builds cuda-ref and latency: device weights, TP over NCCL, dcp on latency only);
  *   - a path registered in code that copies cpu-ref's operations under another name gets TP, dcp and
@@ -17,7 +17,7 @@
 
 #include "model/model.h"
 #include "reference/cpu/cpu_ref.h"
-#include "suites/paths.h"
+#include "suites/paths/paths.h"
 #include "tests/harness.h"
 
 static void test_builtin(void) {

@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runner/bundle.h"
-#include "runner/compare.h"
-#include "runner/manifest.h"
-#include "runner/publish.h"
-#include "runner/record.h"
-#include "runner/store.h"
+#include "runner/evidence/bundle.h"
+#include "runner/evidence/compare.h"
+#include "runner/evidence/manifest.h"
+#include "runner/evidence/publish.h"
+#include "suites/engine/record.h"
+#include "runner/evidence/store.h"
 #include "tests/harness.h"
 
 static int g_mis;

@@ -10,9 +10,9 @@
 #include "model/philox.h"
 #include "reference/cpu/cpu_ref.h"
 #include "reference/cpu/ops.h"
-#include "suites/paths.h"
-#include "suites/stats.h"
-#include "suites/sweep.h"
+#include "suites/paths/paths.h"
+#include "suites/engine/stats.h"
+#include "suites/sweep/sweep.h"
 #include "tests/harness.h"
 
 static ds_model M;

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "model/model.h"
-#include "suites/paths.h"
-#include "suites/sweep.h"
+#include "suites/paths/paths.h"
+#include "suites/sweep/sweep.h"
 #include "tests/harness.h"
 
 static ds_model M;

@@ -6,7 +6,7 @@
 #include "common/token_dfa.h"
 #include "tests/harness.h"
 
-/* suites/features.c's dfa_next, restated: state 0 admits class 0 (-> 1); 1 admits 1 (-> 1), 2 (-> 0) */
+/* suites/features/features.c's dfa_next, restated: state 0 admits class 0 (-> 1); 1 admits 1 (-> 1), 2 (-> 0) */
 static int features_next(int state, int tok) {
   const int cls = tok % 3;
   if (state == 0) return cls == 0 ? 1 : -1;

@@ -15,8 +15,8 @@
 #include "common/opreg.h"
 #include "model/model.h"
 #include "model/shard.h"
-#include "suites/diverge.h"
-#include "suites/paths.h"
+#include "suites/diverge/diverge.h"
+#include "suites/paths/paths.h"
 #include "tests/cpu/sharded_checks.h"
 #include "tests/harness.h"
 

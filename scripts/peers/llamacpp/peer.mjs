@@ -55,7 +55,7 @@ const sizes = (s) => s.split(",").map((t) => {
   return v * m;
 });
 
-// ---- records in vouch's JSON format (runner/record.c) ----
+// ---- records in vouch's JSON format (suites/engine/record.c) ----
 function metric(name, unit, derive, better, samples, value, warmup) {
   const m = { name, unit, value, derive, better, samples };
   if (warmup !== undefined) m.warmup = warmup;

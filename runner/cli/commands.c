@@ -1,0 +1,73 @@
+/* The table of vouch commands (runner/cli/commands.h). */
+#include "runner/cli/commands.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "suites/engine/cli.h"
+#include "runner/cli/cmd_ab.h"
+#include "suites/evals/eval_cmd.h"
+#include "runner/cli/cmd_evidence.h"
+#include "suites/kernels/kernels_suite.h"
+#include "runner/plan/cmd_run.h"
+#include "runner/serve/cmd_serve.h"
+#include "suites/sweep/sweep_suite.h"
+
+/* `vouch trace ARGS` is `vouch generate --trace ARGS`: the per-step op variants and fallbacks. */
+static int cmd_trace(int argc, char **argv) {
+  char *args[256];
+  if (argc > 254) argc = 254;
+  args[0] = argv[0];
+  args[1] = "--trace";
+  for (int i = 1; i < argc; i++) args[i + 1] = argv[i];
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: vouch trace [generate options]\n  Runs `vouch generate --trace` and prints, per step, which op "
+             "variant ran on which path and every fallback with its reason.\n");
+      return EXIT_OK;
+    }
+  return cmd_generate(argc + 1, args);
+}
+
+const vcommand vcommands[] = {
+    {"model", cmd_model, "synth | info: synthetic checkpoints and architecture facts", false, NULL, NULL},
+    {"generate", cmd_generate, "decode a batch of prompts on a path (cpu-ref, cuda-ref, ...)", true, NULL,
+     generate_check_args},
+    {"trace", cmd_trace, "generate, printing which op variants ran per step and every fallback", false, NULL, NULL},
+    {"kernels", NULL, "op numerics: every op variant on every path against float64 oracles", true, &vsuite_kernels, NULL},
+    {"diverge", NULL, "teacher-forced divergence of paths: KLD, top-token agreement, max |dlogit|", true,
+     &vsuite_diverge, NULL},
+    {"eval", cmd_eval, "mrcr | chain: ground-truth evals on constructed checkpoints", true, NULL, eval_check_args},
+    {"features", NULL, "full context, sampling, structured output, speculative verify, stop tokens", true,
+     &vsuite_features, NULL},
+    {"sweep", cmd_sweep, "throughput sweeps over batch x context (x TP) of decode paths, or of a server (--server)",
+     true, NULL, sweep_check_args},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server over a path, with continuous batching", false, NULL, NULL},
+    {"run", cmd_run, "run a plan's suites (default: smoke) into a result directory and bundle it", false, NULL, NULL},
+    {"bundle", cmd_bundle, "pack a result directory into a deterministic NAME.vouch.tar.gz", false, NULL, NULL},
+    {"verify", cmd_verify, "check a bundle's hashes, schema and every derived figure", false, NULL, NULL},
+    {"compare", cmd_compare, "baseline vs candidate: ratios, confidence intervals, verdicts", false, NULL, NULL},
+    {"report", cmd_report, "Markdown (one GitHub comment) and HTML with SVG charts", false, NULL, NULL},
+    {"publish", cmd_publish, "post or update the PR comment and commit status", false, NULL, NULL},
+    {"history", cmd_history, "past runs in the local store; baseline lookup", false, NULL, NULL},
+    {"ab", cmd_ab, "base vs head: worktrees, same-option builds, interleaved runs, one comparison", false, NULL, NULL},
+};
+const int vcommands_n = (int)(sizeof vcommands / sizeof vcommands[0]);
+
+const vcommand *vcommand_find(const char *name) {
+  assert(name);
+  for (int i = 0; i < vcommands_n; i++)
+    if (!strcmp(vcommands[i].name, name)) return &vcommands[i];
+  return NULL;
+}
+
+vstatus vcommand_check(const vcommand *c, int argc, char **argv) {
+  assert(c);
+  return c->suite ? vsuite_check_args(c->suite, argc, argv) : c->check ? c->check(argc, argv) : V_OK;
+}
+
+int vcommand_run(const vcommand *c, int argc, char **argv) {
+  assert(c && (c->fn != NULL) != (c->suite != NULL));
+  return c->fn ? c->fn(argc, argv) : vsuite_main(c->suite, argc, argv);
+}

@@ -1,0 +1,302 @@
+/* The one suite driver (suites/engine/suite.h). */
+#include "suites/engine/suite.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/interrupt.h"
+#include "suites/engine/cli.h"
+#include "suites/engine/record.h"
+#include "suites/paths/paths.h"
+
+/* Splits "a,b,c" into names (pointers into a malloc'ed copy held in *buf; *out malloc'ed). Error
+ * names option `opt` when the list is empty. */
+static vstatus split_names(const char *opt, const char *s, char **buf, const char ***out, int *n) {
+  *buf = strdup(s);
+  int cap = 1;
+  for (const char *p = s; *p; p++) cap += *p == ',';
+  const char **v = calloc((size_t)cap, sizeof *v);
+  if (!*buf || !v) { free(v); return VERR("out of memory"); }
+  int k = 0;
+  char *save = NULL;
+  for (char *t = strtok_r(*buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) v[k++] = t;
+  if (k == 0) { free(v); return VERR("option %s: empty list", opt); }
+  *out = v;
+  *n = k;
+  return V_OK;
+}
+
+/* Error (naming --paths and the known paths) unless every name is a registered path. */
+static vstatus check_paths(const char *const *names, int n) {
+  for (int i = 0; i < n; i++)
+    if (!vpaths_find(names[i])) return VERR("option --paths: unknown path '%s' (known: %s)", names[i], vpaths_names());
+  return V_OK;
+}
+
+/* True when one of the paths reads host weights (vpath_caps.host_weights). */
+static bool any_host(const char *const *paths, int n) {
+  for (int i = 0; i < n; i++)
+    if (vpaths_host_weights(paths[i])) return true;
+  return false;
+}
+
+/* Opens synth:recall-* through the constructor (knobs NULL, or a cos < 0, gap <= 0, answer_logit
+ * <= 0: the preset's value) with its layout in *L, anything else through ds_model_open (a host copy
+ * when `host`), then with `need_layout` reads its layout into *L. `layers` > 0 keeps that many layers. */
+static vstatus open_model(ds_model *m, const char *spec, uint64_t seed, int layers, bool host, const construct_opts *knobs,
+                          construct_layout *L, bool need_layout) {
+  if (!strncmp(spec, "synth:", 6) && construct_is_preset(spec + 6)) {
+    construct_opts o;
+    VTRY(construct_preset_opts(spec + 6, &o));
+    if (knobs) {
+      if (knobs->cos >= 0) o.cos = knobs->cos;
+      if (knobs->gap > 0) o.gap = knobs->gap;
+      if (knobs->answer_logit > 0) o.answer_logit = knobs->answer_logit;
+    }
+    if (layers > 0) o.layers = layers;
+    return construct_model_open(m, spec + 6, &o, seed, L);
+  }
+  VTRY(ds_model_open(m, spec, seed, layers, host));
+  if (need_layout) {
+    vstatus s = construct_layout_of(m, L);
+    if (s) { ds_model_close(m); return s; }
+  }
+  return V_OK;
+}
+
+/* The options every suite shares, as given. */
+typedef struct {
+  const char *model;     /* --model */
+  const char *paths;     /* --paths, comma-separated */
+  bool paths_given;      /* --paths was given */
+  const char *json;      /* --json FILE, NULL: none */
+  uint64_t seed;         /* --seed */
+  uint64_t model_seed;   /* --model-seed (constructed suites; the others open the model with --seed) */
+  long threads;          /* --threads */
+  long layers;           /* --layers (vsuite.layers; 0: every layer) */
+  construct_opts knobs;  /* --cos, --gap, --answer-logit (constructed suites; -1: the preset's) */
+} shared_opts;
+
+/* If argv[*i] is an option of the driver's for suite s, stores it in o and returns true (a bad value
+ * in *err, naming the option). */
+static bool shared_option(const vsuite *s, shared_opts *o, int argc, char **argv, int *i, vstatus *err) {
+  const char *v;
+  if (cli_opt(argc, argv, i, "--json", &v, err)) { if (v) o->json = v; }
+  else if (cli_opt(argc, argv, i, "--seed", &v, err)) { if (v) *err = cli_u64("--seed", v, &o->seed); }
+  else if (s->no_model) return false;
+  else if (cli_opt(argc, argv, i, "--model", &v, err)) { if (v) o->model = v; }
+  else if (!s->paths && cli_opt(argc, argv, i, "--paths", &v, err)) { if (v) { o->paths = v; o->paths_given = true; } }
+  else if (cli_opt(argc, argv, i, "--path-lib", &v, err)) { if (v) *err = vpaths_load_lib(v); }
+  else if (cli_opt(argc, argv, i, "--threads", &v, err)) { if (v) *err = cli_int("--threads", v, 0, 4096, &o->threads); }
+  else if (s->layers && cli_opt(argc, argv, i, "--layers", &v, err)) { if (v) *err = cli_int("--layers", v, 1, 1000, &o->layers); }
+  else if (!s->constructed) return false;
+  else if (cli_opt(argc, argv, i, "--model-seed", &v, err)) { if (v) *err = cli_u64("--model-seed", v, &o->model_seed); }
+  else if (cli_opt(argc, argv, i, "--cos", &v, err)) { if (v) *err = cli_double("--cos", v, &o->knobs.cos); }
+  else if (cli_opt(argc, argv, i, "--gap", &v, err)) { if (v) *err = cli_double("--gap", v, &o->knobs.gap); }
+  else if (cli_opt(argc, argv, i, "--answer-logit", &v, err)) {
+    if (v) *err = cli_double("--answer-logit", v, &o->knobs.answer_logit);
+  } else return false;
+  return true;
+}
+
+/* The verdict: no record of the invocation failed or errored (a case that is not supported
+ * neither passes nor fails). */
+static bool records_pass(const veng *recs) {
+  for (int i = 0; i < recs->n; i++)
+    if (recs->v[i]->status == REC_FAIL || recs->v[i]->status == REC_ERROR) return false;
+  return true;
+}
+
+/* The planned records of every case (vsuite.plan). */
+typedef struct {
+  veng recs;  /* every case's planned records, case by case */
+  int *at;    /* [n_cases + 1]: case c's records are recs.v[at[c] .. at[c + 1]) */
+} planned;
+
+static bool same_key(const vrecord *a, const vrecord *b) {
+  return !strcmp(a->suite, b->suite) && !strcmp(a->case_id, b->case_id) && !strcmp(a->path, b->path);
+}
+
+/* The planned records of cases 0..n-1 into p (s->plan NULL: none). Error: the suite's, or out of
+ * memory naming the suite. */
+static vstatus plan_cases(const vsuite *s, void *st, const vsuite_ctx *x, int n, planned *p) {
+  p->at = calloc((size_t)n + 1, sizeof *p->at);
+  if (!p->at) return VERR("%s: out of memory for %d cases", s->name, n);
+  for (int c = 0; c < n; c++) {
+    p->at[c] = p->recs.n;
+    if (s->plan) VTRY(s->plan(st, x, c, &p->recs));
+  }
+  p->at[n] = p->recs.n;
+  return V_OK;
+}
+
+/* True when the run (resumed) holds every planned record of case c; false when none is planned. */
+static bool case_stored(const planned *p, int c) {
+  if (p->at[c] == p->at[c + 1]) return false;
+  for (int i = p->at[c]; i < p->at[c + 1]; i++)
+    if (!rec_stored(p->recs.v[i]->suite, p->recs.v[i]->case_id, p->recs.v[i]->path)) return false;
+  return true;
+}
+
+/* True when recs->v[from..n) holds a record of every planned record's key of case c. */
+static bool case_made(const planned *p, int c, const veng *recs, int from) {
+  for (int i = p->at[c]; i < p->at[c + 1]; i++) {
+    bool found = false;
+    for (int k = from; k < recs->n && !found; k++) found = same_key(recs->v[k], p->recs.v[i]);
+    if (!found) return false;
+  }
+  return true;
+}
+
+/* Parses argv[1..argc) into o (the driver's options) and st (the suite's; init done). *help: --help
+ * was given (what follows it is not parsed). Error: a usage error naming the option. */
+static vstatus parse_options(const vsuite *s, int argc, char **argv, shared_opts *o, void *st, bool *help) {
+  vstatus err = V_OK;
+  *help = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = true; return V_OK; }
+    if (!shared_option(s, o, argc, argv, &i, &err) && !s->option(st, argc, argv, &i, &err))
+      err = VERR("unknown option '%s' (see vouch %s --help)", a, s->name);
+    if (err) return err;
+  }
+  return V_OK;
+}
+
+/* After parse_options: the paths into x (--paths split into *pbuf / *paths, or the suite's own),
+ * checked against the registry, then the suite's options_done and paths_done. *missing: a required
+ * path is not given (x->n_paths 0; no error set). Error: a usage error naming the option. */
+static vstatus settle_options(const vsuite *s, const shared_opts *o, void *st, vsuite_ctx *x, char **pbuf,
+                              const char ***paths, bool *missing) {
+  *missing = false;
+  if (s->no_model) return s->options_done(st); /* no paths, no model */
+  VTRY(s->paths ? s->paths(st, &x->paths, &x->n_paths)
+                : o->paths ? split_names("--paths", o->paths, pbuf, paths, &x->n_paths) : V_OK);
+  if (!s->paths) x->paths = *paths;
+  if (x->n_paths == 0) { *missing = true; return V_OK; }
+  VTRY(check_paths(x->paths, x->n_paths));
+  VTRY(s->options_done(st));
+  return s->paths_done ? s->paths_done(st, x->paths, x->n_paths) : V_OK;
+}
+
+static shared_opts shared_defaults(const vsuite *s) {
+  return (shared_opts){.model = s->default_model, .paths = s->default_paths, .seed = s->seed_zero ? 0 : 1,
+                       .knobs = {.cos = -1, .gap = -1, .answer_logit = -1}};
+}
+
+vstatus vsuite_check_args(const vsuite *s, int argc, char **argv) {
+  shared_opts o = shared_defaults(s);
+  void *st = calloc(1, s->state_size);
+  if (!st) return VERR("%s: out of memory", s->name);
+  char *pbuf = NULL;
+  const char **paths = NULL;
+  vsuite_ctx x = {0};
+  bool help = false, missing = false;
+  s->init(st);
+  vstatus err = parse_options(s, argc, argv, &o, st, &help);
+  if (!err && !help) err = settle_options(s, &o, st, &x, &pbuf, &paths, &missing);
+  if (!err && missing) err = VERR("a path to run is not named (see vouch %s --help)", s->name);
+  /* a suite with no model checks its options in `check` without one (kernels: --op, --path, --preset) */
+  x.seed = o.seed;
+  if (!err && !help && s->no_model && s->check) err = s->check(st, &x);
+  s->free(st);
+  free(st);
+  free(pbuf);
+  free(paths);
+  return err;
+}
+
+int vsuite_main(const vsuite *s, int argc, char **argv) {
+  shared_opts o = shared_defaults(s);
+  void *st = calloc(1, s->state_size);
+  char *pbuf = NULL;
+  const char **paths = NULL; /* --paths split (malloc'ed; names in pbuf) */
+  ds_model m;
+  construct_layout L;
+  vsuite_ctx x = {.model = s->no_model ? NULL : &m, .layout = s->constructed ? &L : NULL};
+  bool model_open = false, done = false, unmade = false; /* unmade: a case did not make its planned records */
+  double t0 = 0; /* when the first case started */
+  veng recs = {0};
+  planned pl = {0};
+  bool help = false, missing = false; /* --help given; a required path not named */
+  int rc = EXIT_OK;
+  if (!st) { VERR("%s: out of memory", s->name); cli_print_error(s->name); return EXIT_CHECK_FAILED; }
+  s->init(st);
+  if (parse_options(s, argc, argv, &o, st, &help)) { cli_print_error(s->name); rc = EXIT_USAGE; goto out; }
+  if (help) { fputs(s->usage, stdout); goto out; }
+  x.paths_given = o.paths_given;
+  x.seed = o.seed;
+  x.n_threads = (int)o.threads;
+  if (settle_options(s, &o, st, &x, &pbuf, &paths, &missing)) { cli_print_error(s->name); rc = EXIT_USAGE; goto out; }
+  if (missing) { fputs(s->usage, stderr); rc = EXIT_USAGE; goto out; } /* a required path is not named */
+  if (!s->no_model) {
+    const double t_open = vclock_now();
+    if (open_model(&m, o.model, s->constructed ? o.model_seed : o.seed, (int)o.layers, any_host(x.paths, x.n_paths),
+                   s->constructed ? &o.knobs : NULL, &L, s->constructed)) {
+      cli_print_error(s->name);
+      rc = EXIT_CHECK_FAILED;
+      goto out;
+    }
+    x.open_s = vclock_now() - t_open;
+    model_open = true;
+  }
+  if (s->check && s->check(st, &x)) { cli_print_error(s->name); rc = EXIT_USAGE; goto out; }
+  if (s->prepare(st, &x, &done)) { cli_print_error(s->name); rc = EXIT_CHECK_FAILED; goto out; }
+  if (done) goto out;
+  const int n = s->n_cases(st, &x);
+  /* under `vouch run` every planned case is in the run as not_run until its records replace it */
+  if (plan_cases(s, st, &x, n, &pl) ||
+      rec_plan(pl.recs.v, pl.recs.n, "not run: the step stopped before this case finished (vouch run --resume runs it)")) {
+    cli_print_error(s->name);
+    rc = EXIT_CHECK_FAILED;
+    goto out;
+  }
+  /* each case's records are in the run before the next case starts */
+  t0 = vclock_now();
+  for (int c = 0; c < n; c++) {
+    if (vinterrupted()) { /* SIGINT / SIGTERM under `vouch run`: the finished cases are stored; no report */
+      fprintf(stderr, "%s: interrupted after %d of %d %s: the rest not run\n", s->name, c, n,
+              s->case_noun ? s->case_noun : "cases");
+      rc = EXIT_INTERRUPTED;
+      goto out;
+    }
+    if (s->skip_stored && case_stored(&pl, c)) { /* a resumed run holds it */
+      if (s->kept) s->kept(st, &x, c);
+      continue;
+    }
+    const int from = recs.n;
+    if (s->run(st, &x, c) || s->record(st, &x, c, &recs) || eng_flush(&recs)) {
+      cli_print_error(s->name);
+      rc = EXIT_CHECK_FAILED;
+      goto out;
+    }
+    unmade |= !case_made(&pl, c, &recs, from);
+    if (s->print_case) s->print_case(st, &x, c);
+  }
+  x.wall_s = vclock_now() - t0;
+  if (s->finish && (s->finish(st, &x, &recs) || eng_flush(&recs))) {
+    cli_print_error(s->name);
+    rc = EXIT_CHECK_FAILED;
+    goto out;
+  }
+  if (s->print) s->print(st, &x, &recs);
+  if (!records_pass(&recs) || unmade) rc = EXIT_CHECK_FAILED;
+  if (s->passed && !s->passed(st, &x)) rc = EXIT_CHECK_FAILED;
+  if (!s->quiet_verdict) printf("\nverdict: %s\n", rc == EXIT_OK ? "pass" : "FAIL");
+  if (o.json && (s->write_json ? s->write_json(st, &x, &recs, o.json) : eng_write_json(&recs, o.json))) {
+    cli_print_error(s->name);
+    rc = EXIT_CHECK_FAILED;
+  }
+out:
+  s->free(st);
+  free(st);
+  eng_free(&recs);
+  eng_free(&pl.recs);
+  free(pl.at);
+  if (model_open) ds_model_close(&m);
+  free(pbuf);
+  free(paths);
+  return rc;
+}

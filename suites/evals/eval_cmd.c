@@ -1,0 +1,54 @@
+/* vouch eval SUITE: the ground-truth evals, each a suite on the driver (suites/engine/suite.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "suites/engine/cli.h"
+#include "suites/evals/eval_cmd.h"
+#include "suites/evals/evals_suite.h"
+
+/* Every eval, named by the word after `vouch eval` (the end of its vsuite.name). Adding an eval:
+ * its file (a const vsuite named "eval WORD") and one line here. */
+static const vsuite *const evals[] = {
+    &vsuite_mrcr,
+    &vsuite_chain,
+};
+enum { N_EVALS = sizeof evals / sizeof evals[0] };
+
+static const char *eval_word(const vsuite *s) { return s->name + strlen("eval "); }
+
+/* The eval named `word`, NULL when there is none (with the known words in known[n]). */
+static const vsuite *find_eval(const char *word, char *known, size_t n) {
+  known[0] = 0;
+  for (int i = 0; i < N_EVALS; i++) {
+    if (!strcmp(word, eval_word(evals[i]))) return evals[i];
+    snprintf(known + strlen(known), n - strlen(known), "%s%s", i ? ", " : "", eval_word(evals[i]));
+  }
+  return NULL;
+}
+
+vstatus eval_check_args(int argc, char **argv) {
+  char known[128];
+  if (argc < 2) return VERR("vouch eval: which eval? (%s)", (find_eval("", known, sizeof known), known));
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return V_OK; /* cmd_eval prints the usage */
+  const vsuite *s = find_eval(argv[1], known, sizeof known);
+  if (!s) return VERR("unknown subcommand 'eval %s' (%s)", argv[1], known);
+  return vsuite_check_args(s, argc - 1, argv + 1);
+}
+
+int cmd_eval(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    FILE *f = argc < 2 ? stderr : stdout;
+    fputs("usage: vouch eval ", f);
+    for (int i = 0; i < N_EVALS; i++) fprintf(f, "%s%s", i ? "|" : "", eval_word(evals[i]));
+    fprintf(f, " ...   (vouch eval %s --help)\n"
+               "  Ground-truth evals on constructed checkpoints (vouch model synth --preset recall-mrcr|recall-chain).\n",
+            eval_word(evals[0]));
+    return argc < 2 ? EXIT_USAGE : EXIT_OK;
+  }
+  char known[128];
+  const vsuite *s = find_eval(argv[1], known, sizeof known);
+  if (s) return vsuite_main(s, argc - 1, argv + 1);
+  VERR("unknown subcommand 'eval %s' (%s)", argv[1], known);
+  cli_print_error(NULL);
+  return EXIT_USAGE;
+}

@@ -1,0 +1,250 @@
+/* vouch features: production-feature checks (suites/features/features.h) as a suite on the driver
+ * (suites/engine/suite.h). A case is one check; it makes one record ("features", check name, path). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "suites/engine/cli.h"
+#include "suites/evals/eval_cmd.h"
+#include "suites/engine/record.h"
+#include "suites/served/served_suites.h"
+#include "suites/features/features.h"
+
+static const char FEATURES_USAGE[] =
+    "usage: vouch features --path NAME [--ref cpu-ref] [--floor PATH] [--model DIR|synth:PRESET] [--full-ctx N]\n"
+    "                      [--kld-tol K] [--margin-eps E] [--seed S] [--layers N] [--threads N] [--path-lib FILE]\n"
+    "                      [--json FILE]\n"
+    "       vouch features --server URL [--server-model NAME] [--ref cpu-ref] [--model ...] [--margin-eps E] [--seed S]\n"
+    "  Production features of a path against a reference path: full context (decode at the\n"
+    "  last positions before --full-ctx, default max_position_embeddings, after fill_cache),\n"
+    "  seeded sampling (the sampled distribution matches the reference's; 20000 draws fit it),\n"
+    "  structured output (a token DFA masks logits), speculative verification (K+1 tokens per\n"
+    "  step == K+1 single steps) and stop tokens. Each check is pass, fail or not_supported,\n"
+    "  with its numbers and where its bound comes from.\n"
+    "  --floor PATH (e.g. cpu-ref next to bf16 paths) computes the same short-context rows in fp32:\n"
+    "  bounds become multiples of its distance from the reference (docs/verdicts.md); without it\n"
+    "  --kld-tol (nats) and --margin-eps (logits; argmax compared only where the reference's top-2\n"
+    "  margin exceeds it) apply.\n"
+    "  --server URL (instead of --path): an OpenAI-compatible server of the same checkpoint, its\n"
+    "  features as requests (path server:MODEL): max_tokens, stop_tokens, min_tokens, seeded_sampling,\n"
+    "  logprobs, structured (structured_outputs.choice over token ids) and max_model_len; the reference\n"
+    "  picks the prompt whose greedy tokens it decides (margin > --margin-eps; docs/serving.md).\n"
+    "  defaults: --model synth:tiny --ref cpu-ref --kld-tol 0.01 --margin-eps 0.001\n";
+
+/* The most checks of an invocation: the in-process ones or the server's. */
+#define MAX_CHECKS (FEAT_N_CHECKS > FEAT_SRV_N_CHECKS ? FEAT_N_CHECKS : FEAT_SRV_N_CHECKS)
+
+/* The suite's state: its options and the checks run. */
+typedef struct {
+  const char *path, *ref, *floor;   /* --path (required), --ref, --floor (NULL: none) */
+  long full;                        /* --full-ctx (0: max_position_embeddings) */
+  double tol, eps;                  /* --kld-tol, --margin-eps: the bounds without a floor */
+  const char *all[3];               /* [n_all] the paths opened: reference, path under test, floor */
+  int n_all;
+  feat_opts o;                      /* what features_begin reads (prepare) */
+  feat_session *fs;                 /* the checks' paths (prepare) */
+  bool broken;                      /* features_begin or a check failed (reported): later checks do not
+                                       run, their planned records stay not_run */
+  feat_check ch[MAX_CHECKS];        /* the checks' results (run) */
+  bool ran[MAX_CHECKS];             /* ch[i] holds check i's result */
+  bool kept[MAX_CHECKS];            /* check i left out: a resumed run holds its record */
+  const char *server, *server_model; /* --server URL (NULL: the in-process checks), --server-model */
+  served_target srv;                /* the server (prepare) */
+  feat_served *fsv;                 /* the server checks' session (prepare) */
+} features_state;
+
+static void features_init(void *st) {
+  features_state *s = st;
+  s->ref = "cpu-ref";
+  s->tol = 0.01;
+  s->eps = 0.001;
+}
+
+static bool features_option(void *st, int argc, char **argv, int *i, vstatus *err) {
+  features_state *s = st;
+  const char *v;
+  if (cli_opt(argc, argv, i, "--path", &v, err)) { if (v) s->path = v; }
+  else if (cli_opt(argc, argv, i, "--ref", &v, err)) { if (v) s->ref = v; }
+  else if (cli_opt(argc, argv, i, "--full-ctx", &v, err)) { if (v) *err = cli_size("--full-ctx", v, &s->full); }
+  else if (cli_opt(argc, argv, i, "--floor", &v, err)) { if (v) s->floor = v; }
+  else if (cli_opt(argc, argv, i, "--kld-tol", &v, err)) { if (v) *err = cli_double("--kld-tol", v, &s->tol); }
+  else if (cli_opt(argc, argv, i, "--margin-eps", &v, err)) { if (v) *err = cli_double("--margin-eps", v, &s->eps); }
+  else if (cli_opt(argc, argv, i, "--server", &v, err)) { if (v) s->server = v; }
+  else if (cli_opt(argc, argv, i, "--server-model", &v, err)) { if (v) s->server_model = v; }
+  else return false;
+  return true;
+}
+
+/* The paths: --ref, --path and --floor (none without --path: the usage); with --server the reference. */
+static vstatus features_paths(void *st, const char *const **paths, int *n) {
+  features_state *s = st;
+  s->all[0] = s->ref;
+  s->all[1] = s->path;
+  s->all[2] = s->floor;
+  s->n_all = s->server && !s->path ? 1 : !s->path ? 0 : s->floor ? 3 : 2;
+  *paths = s->all;
+  *n = s->n_all;
+  return V_OK;
+}
+
+static vstatus features_options_done(void *st) {
+  const features_state *s = st;
+  if (!(s->tol > 0) || !(s->eps >= 0)) return VERR("--kld-tol must be > 0 and --margin-eps >= 0");
+  if (s->server_model && !s->server) return VERR("option --server-model needs --server URL");
+  if (s->server && (s->path || s->floor || s->full))
+    return VERR("option --server: the server is the subject: no --path, --floor or --full-ctx with it");
+  return served_url_check(s->server);
+}
+
+/* The header line, and the checks' session. Options the model cannot take (--full-ctx, a floor
+ * that is the reference) are reported here and run no check: every check's record stays not_run,
+ * the verdict is FAIL and --json holds no record. */
+static vstatus features_prepare(void *st, const vsuite_ctx *x, bool *done) {
+  features_state *s = st;
+  (void)done;
+  if (s->server) { /* error: the server cannot be reached, does not serve the model or its vocabulary */
+    VTRY(served_target_open(&s->srv, s->server, s->server_model, 600, x->model->cfg.vocab_size, x->model));
+    printf("features: server %s, model %s (max_model_len %d) vs %s on %s\n", s->srv.conn.shown, s->srv.model,
+           s->srv.max_len, s->ref, x->model->source);
+    const feat_served_opts fo = {.t = &s->srv, .m = x->model, .ref = s->ref, .margin_eps = s->eps, .seed = x->seed,
+                                 .n_threads = x->n_threads};
+    return features_served_begin(&fo, &s->fsv);
+  }
+  s->o = (feat_opts){.path = s->path, .ref = s->ref, .floor = s->floor, .full_ctx = (int)s->full, .kld_tol = s->tol,
+                     .margin_eps = s->eps, .seed = x->seed, .n_threads = x->n_threads};
+  printf("features: path %s vs %s on %s\n", s->path, s->ref, x->model->source);
+  if (features_begin(x->model, &s->o, &s->fs)) {
+    cli_print_error("features");
+    s->broken = true;
+  }
+  return V_OK;
+}
+
+static int features_n_cases(const void *st, const vsuite_ctx *x) {
+  const features_state *s = st;
+  (void)x;
+  return s->server ? FEAT_SRV_N_CHECKS : FEAT_N_CHECKS;
+}
+
+/* The name of check i of this invocation. */
+static const char *check_name(const features_state *s, int i) {
+  return s->server ? features_served_check_name(i) : features_check_name(i);
+}
+
+/* Check c's record with the parameters known before it runs; NULL on out of memory (error set). */
+static vrecord *check_record(const features_state *s, const vsuite_ctx *x, int c, veng *recs) {
+  vrecord *rec = eng_new(recs, "features", check_name(s, c), s->server ? s->srv.path : s->path);
+  if (!rec) return NULL;
+  rec_param_str(rec, "model", x->model->source);
+  rec_param_str(rec, "reference", s->ref);
+  if (s->server) {
+    rec_param_str(rec, "server", s->srv.conn.shown);
+    rec_param_str(rec, "server_model", s->srv.model);
+  }
+  return rec;
+}
+
+static vstatus features_plan(void *st, const vsuite_ctx *x, int c, veng *recs) {
+  const features_state *s = st;
+  vrecord *rec = check_record(s, x, c, recs);
+  if (!rec) return V_ERR;
+  if (s->floor) rec_param_str(rec, "floor", s->floor);
+  rec_param_int(rec, "seed", (int64_t)x->seed);
+  return V_OK;
+}
+
+static void features_kept(void *st, const vsuite_ctx *x, int c) {
+  features_state *s = st;
+  (void)x;
+  s->kept[c] = true;
+}
+
+/* Runs check c. A check that breaks (the reference or the floor cannot run) is reported here; it
+ * and the checks after it make no records. */
+static vstatus features_run_case(void *st, const vsuite_ctx *x, int c) {
+  features_state *s = st;
+  (void)x;
+  if (s->broken) return V_OK;
+  if (s->server ? features_served_check(s->fsv, c, &s->ch[c]) : features_check(s->fs, c, &s->ch[c])) {
+    cli_print_error("features");
+    s->broken = true;
+    return V_OK;
+  }
+  s->ran[c] = true;
+  return V_OK;
+}
+
+/* Check c's record: its figure, bound and where the bound comes from; pass or fail is the
+ * feature_ok check (rec_finalize), not_supported with the reason. */
+static vstatus features_record(void *st, const vsuite_ctx *x, int c, veng *recs) {
+  const features_state *s = st;
+  const feat_check *k = &s->ch[c];
+  if (!s->ran[c]) return V_OK;
+  vrecord *rec = check_record(s, x, c, recs);
+  if (!rec) return V_ERR;
+  rec_param_str(rec, "detail", k->detail);
+  if (s->floor) rec_param_str(rec, "floor", s->floor);
+  if (k->bound_source[0]) rec_param_str(rec, "bound_source", k->bound_source);
+  if (isfinite(k->bound)) rec_param_num(rec, "bound", k->bound);
+  rec_param_int(rec, "seed", (int64_t)x->seed);
+  if (k->status == FEAT_NOT_SUPPORTED) rec_set_status(rec, REC_NOT_SUPPORTED, k->detail);
+  else {
+    if (isfinite(k->value)) rec_metric_value(rec, "value", "", RB_NONE, k->value);
+    rec_check_add(rec, "feature_ok", k->status == FEAT_PASS);
+  }
+  return rec_finalize(rec); /* its status from its checks: inside vouch run and in --json alike */
+}
+
+/* Check c's line (after its record is stored: a printed check is in the run). */
+static void features_print_case(void *st, const vsuite_ctx *x, int c) {
+  const features_state *s = st;
+  (void)x;
+  if (s->ran[c]) printf("  %-15s %-13s %s\n", s->ch[c].name, feat_status_name(s->ch[c].status), s->ch[c].detail);
+}
+
+/* The checks a resumed run kept (none printed when a check broke). */
+static void features_print(const void *st, const vsuite_ctx *x, const veng *recs) {
+  (void)recs; /* the report is made of the suite's own results */
+  const features_state *s = st;
+  (void)x;
+  int n_kept = 0;
+  for (int i = 0; i < MAX_CHECKS; i++) n_kept += s->kept[i];
+  if (s->broken || !n_kept) return;
+  printf("features: %d checks kept from the interrupted run (not run again):", n_kept);
+  for (int i = 0; i < MAX_CHECKS; i++)
+    if (s->kept[i]) printf(" %s", check_name(s, i));
+  printf("\n");
+}
+
+static void features_free(void *st) {
+  features_state *s = st;
+  features_end(s->fs);
+  features_served_end(s->fsv);
+}
+
+const vsuite vsuite_features = {
+    .name = "features",
+    .usage = FEATURES_USAGE,
+    .default_model = "synth:tiny",
+    .default_paths = NULL, /* unused: the paths are --ref, --path, --floor */
+    .state_size = sizeof(features_state),
+    .init = features_init,
+    .option = features_option,
+    .options_done = features_options_done,
+    .check = NULL,
+    .prepare = features_prepare,
+    .n_cases = features_n_cases,
+    .run = features_run_case,
+    .record = features_record,
+    .print = features_print,
+    .free = features_free,
+    .layers = true,
+    .quiet_verdict = true,
+    .skip_stored = true,
+    .case_noun = "checks",
+    .paths = features_paths,
+    .plan = features_plan,
+    .kept = features_kept,
+    .print_case = features_print_case,
+};

@@ -1,0 +1,1009 @@
+/* The kernel numerics suite: case generation, running variants with poison, guards and
+ * a second run, checking against the float64 oracle, the table and the JSON records. */
+#include "common/atomic_file.h"
+#include "common/clock.h"
+#include "suites/kernels/kernels.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+
+#define GUARD_BYTES 4096
+#define GUARD_BYTE 0xA5
+#define POISON_BYTE 0xFF
+/* Inputs up to this size are hashed before and after each run (a variant must not write them). */
+#define INPUT_HASH_MAX ((size_t)256 << 20)
+
+const char *kernels_status_name(int s) {
+  return s == KS_PASS ? "pass" : s == KS_FAIL ? "FAIL" : s == KS_UNSUPPORTED ? "not supported" : "?";
+}
+
+/* ======================= case generation ======================= */
+
+typedef struct {
+  vop_case_list *out;
+  const vop_gen_opts *g;
+  const char *preset;
+  const ds_config *cfg;
+  const vop *op;
+  int n_skipped;   /* cases over the quick budget */
+} gen_ctx;
+
+static const int k_batches_default[] = {1, 2, 3, 8, 17, 64};
+static const int k_batches_quick[] = {1, 3, 8, 64};
+static const int k_batches_edge[] = {1, 3, 17};
+
+/* Per-case work budget in multiply-adds (the oracle runs in double on the CPU). Batch 1 is
+ * always kept so every shape is covered once. */
+#define QUICK_BUDGET 3e7
+#define FULL_BUDGET 8e9
+/* Shapes whose inputs exceed this many bytes run once (batch 1, first seed, normal) in quick mode. */
+#define QUICK_BIG_BYTES ((double)(256 << 20))
+
+static double macs_of(const vop_case *c) {
+  const int *d = c->d;
+  double B = c->batch;
+  if (!strcmp(c->op->name, "linear")) return B * d[0] * (double)d[1];
+  if (!strcmp(c->op->name, "swiglu")) return B * 3.0 * d[0] * (double)d[1];
+  if (!strcmp(c->op->name, "mla_decode") || !strcmp(c->op->name, "attn_partial"))
+    return B * d[0] * (double)d[3] * (d[1] + d[2]);
+  if (!strcmp(c->op->name, "mla_absorbed")) return B * d[0] * ((double)d[4] * (d[1] + d[3]) + (double)d[5] * (2.0 * d[4] + d[2]));
+  if (!strcmp(c->op->name, "sample")) return B * d[0] * 4.0 * log2(d[0] + 2.0); /* sorts, 3x */
+  if (!strcmp(c->op->name, "embed")) return B * d[1];
+  return B * 1e4;
+}
+static double bytes_of(const vop_case *c) {
+  vop_layout l;
+  if (c->op->layout(c, &l) != V_OK) return 0;
+  double b = 0;
+  for (int i = 0; i < l.n; i++) b += (double)l.b[i].n * (double)vdtype_size(l.b[i].dtype);
+  return b;
+}
+
+/* Expands one shape over batches x distributions x seeds. */
+static vstatus emit(gen_ctx *x, const char *shape, const int *d, int nd, const double *f, int nf, const int *dists,
+                    int n_dists, bool batch_free, const ds_config *cfg) {
+  vop_case c;
+  memset(&c, 0, sizeof c);
+  c.op = x->op;
+  snprintf(c.preset, sizeof c.preset, "%s", x->preset);
+  snprintf(c.shape, sizeof c.shape, "%s", shape);
+  for (int i = 0; i < nd && i < VOP_MAX_DIMS; i++) c.d[i] = d[i];
+  for (int i = 0; i < nf && i < 4; i++) c.f[i] = f[i];
+  c.wdtype = DT_BF16;
+  c.cfg = cfg ? *cfg : *x->cfg;
+  const int *bs;
+  int nb;
+  const bool edge = !strcmp(x->preset, "edge");
+  if (x->g->n_batches > 0) bs = x->g->batches, nb = x->g->n_batches;
+  else if (edge) bs = k_batches_edge, nb = 3;
+  else if (x->g->quick) bs = k_batches_quick, nb = 4;
+  else bs = k_batches_default, nb = 6;
+  if (batch_free) nb = 1; /* the op has no batch dimension */
+  int seeds = x->g->seeds > 0 ? x->g->seeds
+                              : (x->g->quick && (!strcmp(x->preset, "k2-slice") || !strcmp(x->preset, "small")) ? 1 : 2);
+  c.batch = 1;
+  bool big = x->g->quick && bytes_of(&c) > QUICK_BIG_BYTES;
+  for (int bi = 0; bi < nb; bi++) {
+    c.batch = batch_free ? 1 : bs[bi];
+    if (c.batch < 1) continue;
+    double budget = x->g->quick ? QUICK_BUDGET : FULL_BUDGET;
+    if ((c.batch > 1 && macs_of(&c) > budget) || (big && c.batch > 1)) { x->n_skipped += n_dists * seeds; continue; }
+    for (int di = 0; di < n_dists; di++) {
+      if (big && di > 0) { x->n_skipped += seeds; continue; }
+      for (int s = 0; s < seeds; s++) {
+        if (big && s > 0) { x->n_skipped++; continue; }
+        c.dist = dists[di];
+        c.seed = 1000 + 100 * x->g->seed0 + (uint64_t)s;
+        VTRY(vop_case_push(x->out, &c));
+      }
+    }
+  }
+  return V_OK;
+}
+
+#define ARR(...) ((const int[]){__VA_ARGS__}), (int)(sizeof((const int[]){__VA_ARGS__}) / sizeof(int))
+#define FARR(...) ((const double[]){__VA_ARGS__}), (int)(sizeof((const double[]){__VA_ARGS__}) / sizeof(double))
+#define NOF NULL, 0
+
+static double attn_scale(const ds_config *cfg, int qk) {
+  ds_config c = *cfg;
+  c.qk_head_dim = qk;
+  return ds_attention_scale(&c);
+}
+
+static vstatus gen_preset(gen_ctx *x) {
+  const ds_config *c = x->cfg;
+  const char *op = x->op->name;
+  const bool edge = !strcmp(x->preset, "edge"), k2 = !strcmp(x->preset, "k2-slice");
+  const int D = c->hidden_size, H = c->num_attention_heads, n = c->qk_nope_head_dim, r = c->qk_rope_head_dim,
+            v = c->v_head_dim, kvl = c->kv_lora_rank, E = c->n_routed_experts, K = c->num_experts_per_tok;
+  const int ctx = !strcmp(x->preset, "tiny") ? 67 : !strcmp(x->preset, "small") ? 300 : 1024;
+  const int d_std[] = {VD_NORMAL, VD_HEAVY}, d_big[] = {VD_NORMAL, VD_HEAVY, VD_LARGE};
+  const int d_tie[] = {VD_NORMAL, VD_HEAVY, VD_NEARTIE, VD_LARGE};
+
+  if (!strcmp(op, "embed")) {
+    if (edge) {
+      VTRY(emit(x, "1x1", ARR(1, 1), NOF, ARR(VD_NORMAL), false, NULL));
+      return emit(x, "3x13", ARR(3, 13), NOF, ARR(VD_NORMAL, VD_LARGE), false, NULL);
+    }
+    return emit(x, "embed_tokens", ARR(c->vocab_size, D), NOF, ARR(VD_NORMAL, VD_LARGE), false, NULL);
+  }
+  if (!strcmp(op, "rmsnorm")) {
+    double eps = c->rms_norm_eps;
+    if (edge) {
+      const int ns[] = {1, 7, 33, 4097};
+      for (int i = 0; i < 4; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "n%d", ns[i]);
+        VTRY(emit(x, nm, &ns[i], 1, &eps, 1, d_big, 3, false, NULL));
+      }
+      return V_OK;
+    }
+    VTRY(emit(x, "hidden", &D, 1, &eps, 1, d_big, 3, false, NULL));
+    if (c->q_lora_rank) VTRY(emit(x, "q_a_layernorm", &c->q_lora_rank, 1, &eps, 1, d_big, 3, false, NULL));
+    return emit(x, "kv_a_layernorm", &kvl, 1, &eps, 1, d_big, 3, false, NULL);
+  }
+  if (!strcmp(op, "add_rmsnorm")) {
+    double eps = c->rms_norm_eps;
+    if (edge) {
+      VTRY(emit(x, "n1", ARR(1), &eps, 1, d_big, 3, false, NULL));
+      return emit(x, "n13", ARR(13), &eps, 1, d_big, 3, false, NULL);
+    }
+    return emit(x, "hidden", &D, 1, &eps, 1, d_big, 3, false, NULL);
+  }
+  if (!strcmp(op, "linear")) {
+    if (edge) {
+      VTRY(emit(x, "1x1", ARR(1, 1), NOF, d_big, 3, false, NULL));
+      VTRY(emit(x, "3x5", ARR(3, 5), NOF, d_big, 3, false, NULL));
+      VTRY(emit(x, "17x33", ARR(17, 33), NOF, d_big, 3, false, NULL));
+      VTRY(emit(x, "129x1031", ARR(129, 1031), NOF, d_std, 2, false, NULL));
+      return emit(x, "1x4099", ARR(1, 4099), NOF, d_std, 2, false, NULL);
+    }
+    const int mi = c->moe_intermediate_size, si = c->moe_intermediate_size * c->n_shared_experts;
+    struct { const char *nm; int o, i; } sh[] = {
+        {"q_a_proj", c->q_lora_rank, D},       {"q_b_proj", H * (n + r), c->q_lora_rank},
+        {"q_proj", c->q_lora_rank ? 0 : H * (n + r), D},
+        {"kv_a_proj", kvl + r, D},             {"kv_b_proj", H * (n + v), kvl},
+        {"o_proj", D, H * v},                  {"router_gate", E, D},
+        {"expert_gate_up", mi, D},             {"expert_down", D, mi},
+        {"shared_gate_up", si != mi ? si : 0, D}, {"shared_down", si != mi ? D : 0, si},
+        {"dense_gate_up", c->intermediate_size, D}, {"dense_down", D, c->intermediate_size},
+        {"lm_head", c->vocab_size, D},
+    };
+    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
+      if (sh[i].o <= 0 || sh[i].i <= 0) continue;
+      const int dd[2] = {sh[i].o, sh[i].i};
+      VTRY(emit(x, sh[i].nm, dd, 2, NULL, 0, k2 ? d_std : d_big, k2 ? 2 : 3, false, NULL));
+    }
+    return V_OK;
+  }
+  if (!strcmp(op, "rope")) {
+    const int mp = c->max_position_embeddings;
+    if (edge) {
+      ds_config e2 = *c, e6 = *c;
+      e2.qk_rope_head_dim = 2;
+      e6.qk_rope_head_dim = 6;
+      VTRY(emit(x, "dim2", ARR(1, 2, 1, mp), NOF, d_std, 2, false, &e2));
+      return emit(x, "h3_dim6", ARR(3, 6, 0, mp), NOF, d_std, 2, false, &e6);
+    }
+    VTRY(emit(x, "q_pe_interleaved", ARR(H, r, 1, mp), NOF, d_big, 3, false, NULL));
+    VTRY(emit(x, "q_pe_half", ARR(H, r, 0, mp), NOF, d_std, 2, false, NULL));
+    return emit(x, "k_pe_interleaved", ARR(1, r, 1, mp), NOF, d_std, 2, false, NULL);
+  }
+  if (!strcmp(op, "mla_decode")) {
+    if (edge) {
+      double s1 = attn_scale(c, 3), s2 = attn_scale(c, 13);
+      VTRY(emit(x, "h1_ctx1", ARR(1, 3, 5, 1), &s1, 1, d_std, 2, false, NULL));
+      return emit(x, "h3_ctx19", ARR(3, 13, 7, 19), &s2, 1, d_std, 2, false, NULL);
+    }
+    double s = ds_attention_scale(c);
+    return emit(x, "decode", ARR(H, n + r, v, ctx), &s, 1, d_std, 2, false, NULL);
+  }
+  if (!strcmp(op, "mla_absorbed")) {
+    if (edge) {
+      double s1 = attn_scale(c, 5), s2 = attn_scale(c, 9);
+      VTRY(emit(x, "h1_ctx1", ARR(1, 3, 2, 5, 7, 1), &s1, 1, d_std, 2, false, NULL));
+      return emit(x, "h3_ctx13", ARR(3, 5, 4, 3, 9, 13), &s2, 1, d_std, 2, false, NULL);
+    }
+    double s = ds_attention_scale(c);
+    return emit(x, "latent", ARR(H, n, r, v, kvl, ctx), &s, 1, d_std, 2, false, NULL);
+  }
+  if (!strcmp(op, "attn_partial")) {
+    if (edge) {
+      double s1 = attn_scale(c, 3), s2 = attn_scale(c, 5);
+      VTRY(emit(x, "ctx7_s7", ARR(1, 3, 5, 7, 7), &s1, 1, d_std, 2, false, NULL));
+      return emit(x, "ctx13_s5", ARR(2, 5, 3, 13, 5), &s2, 1, d_std, 2, false, NULL);
+    }
+    double s = ds_attention_scale(c);
+    VTRY(emit(x, "splits4", ARR(H, n + r, v, ctx, 4), &s, 1, d_std, 2, false, NULL));
+    return emit(x, "splits7", ARR(H, n + r, v, ctx, 7), &s, 1, ARR(VD_NORMAL), false, NULL);
+  }
+  if (!strcmp(op, "lse_combine")) {
+    if (edge) {
+      VTRY(emit(x, "s1", ARR(1, 5, 1), NOF, d_big, 3, false, NULL));
+      return emit(x, "h3_v7_s5", ARR(3, 7, 5), NOF, d_big, 3, false, NULL);
+    }
+    VTRY(emit(x, "splits4", ARR(H, v, 4), NOF, d_big, 3, false, NULL));
+    return emit(x, "splits16", ARR(H, v, 16), NOF, d_big, 3, false, NULL);
+  }
+  if (!strcmp(op, "router")) {
+    typedef struct { const char *nm; int e, k, g, tg, norm; double sc; } rshape;
+    rshape sh[4];
+    int ns = 0;
+    if (edge) {
+      sh[ns++] = (rshape){"e1_k1", 1, 1, 1, 1, 1, 1.0};
+      sh[ns++] = (rshape){"e7_k3", 7, 3, 1, 1, 1, 2.5};
+      sh[ns++] = (rshape){"e12_k5_g3", 12, 5, 3, 2, 0, 1.0};
+    } else {
+      sh[ns++] = (rshape){"gate", E, K, c->n_group, c->topk_group, c->norm_topk_prob, c->routed_scaling_factor};
+      /* DeepSeek-V3 style group-limited routing at this preset's expert count. */
+      if (c->n_group <= 1 && E % 8 == 0)
+        sh[ns++] = (rshape){"grouped_8x4", E, K, 8, 4, 1, c->routed_scaling_factor};
+    }
+    for (int i = 0; i < ns; i++) {
+      ds_config rc = *c;
+      rc.n_routed_experts = sh[i].e;
+      rc.num_experts_per_tok = sh[i].k;
+      rc.n_group = sh[i].g;
+      rc.topk_group = sh[i].tg;
+      rc.norm_topk_prob = sh[i].norm;
+      rc.routed_scaling_factor = sh[i].sc;
+      const int dd[5] = {sh[i].e, sh[i].k, sh[i].g, sh[i].tg, sh[i].norm};
+      VTRY(emit(x, sh[i].nm, dd, 5, &sh[i].sc, 1, d_tie, 4, false, &rc));
+    }
+    return V_OK;
+  }
+  if (!strcmp(op, "swiglu")) {
+    if (edge) {
+      VTRY(emit(x, "d1_i1", ARR(1, 1), NOF, d_std, 2, false, NULL));
+      return emit(x, "d13_i7", ARR(13, 7), NOF, d_std, 2, false, NULL);
+    }
+    VTRY(emit(x, "expert", ARR(D, c->moe_intermediate_size), NOF, d_std, 2, false, NULL));
+    if (c->n_shared_experts > 1)
+      VTRY(emit(x, "shared", ARR(D, c->moe_intermediate_size * c->n_shared_experts), NOF, d_std, 2, false, NULL));
+    return emit(x, "dense", ARR(D, c->intermediate_size), NOF, d_std, 2, false, NULL);
+  }
+  if (!strcmp(op, "moe_combine")) {
+    if (edge) {
+      VTRY(emit(x, "d13_k1", ARR(13, 1), NOF, d_big, 3, false, NULL));
+      return emit(x, "d7_k3", ARR(7, 3), NOF, d_big, 3, false, NULL);
+    }
+    return emit(x, "combine", ARR(D, K), NOF, d_big, 3, false, NULL);
+  }
+  if (!strcmp(op, "sample")) {
+    const int V = edge ? 7 : c->vocab_size;
+    const int d_s[] = {VD_NORMAL, VD_NEARTIE, VD_LARGE};
+    if (edge) VTRY(emit(x, "v1_greedy", ARR(1, 0), FARR(0.0, 1.0), d_s, 3, false, NULL));
+    VTRY(emit(x, "greedy", ARR(V, 0), FARR(0.0, 1.0), d_s, 3, false, NULL));
+    VTRY(emit(x, "t0.7", ARR(V, 0), FARR(0.7, 1.0), d_s, 3, false, NULL));
+    VTRY(emit(x, "t1_k40", ARR(V, 40), FARR(1.0, 1.0), d_s, 3, false, NULL));
+    VTRY(emit(x, "t0.8_p0.9", ARR(V, 0), FARR(0.8, 0.9), d_s, 3, false, NULL));
+    return emit(x, "t1_k50_p0.95", ARR(V, 50), FARR(1.0, 0.95), d_s, 3, false, NULL);
+  }
+  if (!strcmp(op, "allreduce")) {
+    const int d_i[] = {VD_SMALLINT};
+    if (edge) {
+      VTRY(emit(x, "r3_n1", ARR(3, 1), NOF, d_i, 1, true, NULL));
+      return emit(x, "r5_n17", ARR(5, 17), NOF, d_i, 1, true, NULL);
+    }
+    if (x->g->tp > 0) {
+      char nm[32];
+      snprintf(nm, sizeof nm, "tp%d", x->g->tp);
+      VTRY(emit(x, nm, ARR(x->g->tp, D), NOF, d_i, 1, true, NULL));
+      return emit(x, "odd", ARR(x->g->tp, D + 3), NOF, d_i, 1, true, NULL);
+    }
+    VTRY(emit(x, "tp2", ARR(2, D), NOF, d_i, 1, true, NULL));
+    VTRY(emit(x, "tp4", ARR(4, D), NOF, d_i, 1, true, NULL));
+    VTRY(emit(x, "tp8", ARR(8, D), NOF, d_i, 1, true, NULL));
+    return emit(x, "tp16_odd", ARR(16, D + 3), NOF, d_i, 1, true, NULL);
+  }
+  if (!strcmp(op, "allreduce_add_rmsnorm")) {
+    const int d_i[] = {VD_SMALLINT};
+    const double eps = c->rms_norm_eps;
+    if (edge) {
+      if (x->g->tp > 0) return V_OK;
+      VTRY(emit(x, "r3_n8", ARR(3, 8), &eps, 1, d_i, 1, false, NULL));
+      return emit(x, "r5_n4", ARR(5, 4), &eps, 1, d_i, 1, false, NULL);
+    }
+    const int ranks[] = {2, 4, 8, 16};
+    for (int i = 0; i < 4; i++) {
+      if (x->g->tp > 0 && ranks[i] != x->g->tp) continue;
+      char nm[32];
+      snprintf(nm, sizeof nm, "tp%d", ranks[i]);
+      VTRY(emit(x, nm, ARR(ranks[i], D), &eps, 1, d_i, 1, false, NULL));
+    }
+    if (x->g->tp > 0 && x->g->tp != 2 && x->g->tp != 4 && x->g->tp != 8 && x->g->tp != 16) {
+      char nm[32];
+      snprintf(nm, sizeof nm, "tp%d", x->g->tp);
+      VTRY(emit(x, nm, ARR(x->g->tp, D), &eps, 1, d_i, 1, false, NULL));
+    }
+    return V_OK;
+  }
+  return V_OK; /* an op this generator does not know: only its own gen_cases gives it cases */
+}
+
+static int g_last_skipped;
+
+vstatus kernels_gen_cases(const vop *op, const char *preset, const vop_gen_opts *g, vop_case_list *out) {
+  if (op->gen_cases) return op->gen_cases(out, preset, g);
+  ds_config cfg;
+  /* "edge" uses tiny's config (YaRN, eps) with its own odd sizes */
+  VTRY(ds_preset_config(!strcmp(preset, "edge") ? "tiny" : preset, 0, &cfg));
+  gen_ctx x = {.out = out, .g = g, .preset = preset, .cfg = &cfg, .op = op};
+  vstatus s = gen_preset(&x);
+  g_last_skipped = x.n_skipped;
+  return s;
+}
+
+/* ======================= running one case ======================= */
+
+static uint64_t hash_bytes(const void *p, size_t n) {
+  const unsigned char *b = p;
+  uint64_t h = 0xcbf29ce484222325ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, b + i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  for (; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+static double get_elem(const void *p, vdtype t, int64_t i) {
+  switch (t) {
+    case DT_F32: return ((const float *)p)[i];
+    case DT_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
+    case DT_F16: return f16_to_f32(((const uint16_t *)p)[i]);
+    case DT_I32: return ((const int32_t *)p)[i];
+    case DT_I64: return (double)((const int64_t *)p)[i];
+    default: return ((const uint8_t *)p)[i];
+  }
+}
+
+static void add_reason(kernels_record *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_reason(kernels_record *r, const char *fmt, ...) {
+  size_t len = strlen(r->reason);
+  if (len + 8 >= sizeof r->reason) return;
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (strstr(r->reason, msg)) return; /* the second run repeating the first */
+  snprintf(r->reason + len, sizeof r->reason - len, "%s%s", len ? "; " : "", msg);
+}
+
+/* Checks one output (host copy `got`); returns error/bound ratio and fills err_out, tol_out. */
+static double check_output(const vop_case *c, const vop_layout *l, void **host, double **ref, int o,
+                           const vop_variant *v, kernels_record *r, double *err_out, vop_tol *tol_out, bool *bad) {
+  const vop_buf *b = &l->b[o];
+  const void *got = host[o];
+  const size_t es = vdtype_size(b->dtype);
+  vop_tol t = c->op->tolerance(c, o, v->act_dtype);
+  *tol_out = t;
+  /* 1. poison: elements never written still hold 0xFF bytes */
+  long long unwritten = 0, first = -1;
+  for (int64_t i = 0; i < b->n; i++) {
+    const unsigned char *e = (const unsigned char *)got + (size_t)i * es;
+    bool all = true;
+    for (size_t k = 0; k < es && all; k++) all = e[k] == POISON_BYTE;
+    if (all) { if (first < 0) first = i; unwritten++; }
+  }
+  if (unwritten) {
+    add_reason(r, "%s: %lld elements not written (still poison; first at %lld)", b->name, unwritten, first);
+    *bad = true;
+    *err_out = INFINITY;
+    return INFINITY;
+  }
+  /* 2. NaN/Inf where the oracle is finite */
+  if (b->dtype == DT_F32 || b->dtype == DT_BF16 || b->dtype == DT_F16) {
+    long long nonfin = 0;
+    first = -1;
+    for (int64_t i = 0; i < b->n; i++)
+      if (!isfinite(get_elem(got, b->dtype, i)) && isfinite(ref[o][i])) { if (first < 0) first = i; nonfin++; }
+    if (nonfin) {
+      add_reason(r, "%s: %lld NaN/Inf values (first at %lld)", b->name, nonfin, first);
+      *bad = true;
+      *err_out = INFINITY;
+      return INFINITY;
+    }
+  }
+  /* 3. the metric */
+  double err = 0;
+  char note[160] = "";
+  switch (b->metric) {
+    case VM_REL_L2: {
+      double num = 0, den = 0;
+      for (int64_t i = 0; i < b->n; i++) {
+        double d = get_elem(got, b->dtype, i) - ref[o][i];
+        num += d * d;
+        den += ref[o][i] * ref[o][i];
+      }
+      /* floor: outputs whose exact value underflows float32 (|ref| < 1e-30) count as zero */
+      double floor_den = (double)b->n * 1e-60;
+      err = sqrt(num / (den > floor_den ? den : floor_den));
+      break;
+    }
+    case VM_MAX_REL: {
+      double ss = 0;
+      for (int64_t i = 0; i < b->n; i++) ss += ref[o][i] * ref[o][i];
+      double floor_ = t.atol_frac * sqrt(ss / (double)(b->n ? b->n : 1));
+      for (int64_t i = 0; i < b->n; i++) {
+        double d = fabs(get_elem(got, b->dtype, i) - ref[o][i]), den = fabs(ref[o][i]) + floor_;
+        double e = den > 0 ? d / den : (d > 0 ? INFINITY : 0);
+        if (!(e <= err)) err = e;
+      }
+      break;
+    }
+    case VM_MAX_ABS:
+      for (int64_t i = 0; i < b->n; i++) {
+        double d = fabs(get_elem(got, b->dtype, i) - ref[o][i]);
+        if (!(d <= err)) err = d;
+      }
+      break;
+    case VM_EXACT: {
+      long long mism = 0;
+      first = -1;
+      for (int64_t i = 0; i < b->n; i++)
+        if (get_elem(got, b->dtype, i) != ref[o][i]) { if (first < 0) first = i; mism++; }
+      err = (double)mism;
+      if (mism) add_reason(r, "%s: %lld elements differ (first at %lld)", b->name, mism, first);
+      break;
+    }
+    default:
+      if (!c->op->check) {
+        add_reason(r, "%s: op has no check() for its metric", b->name);
+        err = INFINITY;
+      } else {
+        err = c->op->check(c, l, host, ref, o, note);
+      }
+      break;
+  }
+  if (note[0]) add_reason(r, "%s: %s", b->name, note);
+  *err_out = err;
+  double ratio = t.bound > 0 ? err / t.bound : (err > 0 ? INFINITY : 0);
+  if (isnan(err) || !(err <= t.bound)) {
+    *bad = true;
+    add_reason(r, "%s: %s %.3g > bound %.3g", b->name, vop_metric_name(b->metric), err, t.bound);
+  }
+  return isnan(err) ? INFINITY : ratio;
+}
+
+typedef struct {
+  void *base;        /* backend allocation (guard + data + guard for outputs) */
+  void *ptr;         /* what the variant gets */
+  size_t bytes;      /* data bytes */
+  size_t total;      /* allocated bytes */
+} dbuf;
+
+/* Frees a case's input copies and oracle outputs (either may be NULL) and clears the arrays. */
+static void free_bufs(const vop_layout *l, void **host, double **ref) {
+  for (int i = 0; i < l->n; i++) {
+    free(host[i]), host[i] = NULL;
+    free(ref[i]), ref[i] = NULL;
+  }
+}
+
+/* Copies the case's inputs `host` to `out`, the fp32 inputs whose bit is set in `mask` (layout
+ * index; ~0u: every one) rounded to the bf16 grid, and runs the oracle on them into `out_ref`.
+ * On failure (out of memory, the oracle's error) returns it; what was allocated stays in out /
+ * out_ref for free_bufs. */
+static vstatus grid_inputs(const vop *op, const vop_case *c, const vop_layout *l, void *const *host, uint32_t mask,
+                           void **out, double **out_ref) {
+  for (int i = 0; i < l->n; i++) {
+    if (l->b[i].is_output) {
+      out_ref[i] = vmalloc((size_t)l->b[i].n * sizeof(double), "oracle output (bf16 grid)");
+      if (!out_ref[i]) return V_ERR;
+      continue;
+    }
+    size_t bytes = (size_t)l->b[i].n * vdtype_size(l->b[i].dtype);
+    out[i] = vmalloc(bytes, "kernel input (bf16 grid)");
+    if (!out[i]) return V_ERR;
+    memcpy(out[i], host[i], bytes);
+    if (l->b[i].dtype == DT_F32 && i < 32 && (mask >> i & 1u)) {
+      float *f = out[i];
+      for (int64_t e = 0; e < l->b[i].n; e++) f[e] = bf16_to_f32(f32_to_bf16(f[e]));
+    }
+  }
+  return op->oracle(c, l, out, out_ref);
+}
+
+static vstatus run_variant(const vop_case *c, const vop_layout *l, void **host, double **ref, const vop_variant *v,
+                           kernels_record *r) {
+  const vop_backend *be = v->backend;
+  dbuf db[VOP_MAX_BUFS];
+  memset(db, 0, sizeof db);
+  void *got[2][VOP_MAX_BUFS];
+  memset(got, 0, sizeof got);
+  uint64_t in_hash[VOP_MAX_BUFS] = {0};
+  vtrace tr;
+  vtrace_init(&tr, true);
+  vstatus st = V_OK;
+  bool bad = false;
+  double t0 = vclock_now();
+
+  for (int i = 0; i < l->n && st == V_OK; i++) {
+    const vop_buf *b = &l->b[i];
+    db[i].bytes = (size_t)b->n * vdtype_size(b->dtype);
+    if (!b->is_output) {
+      if (be->host_mem) {
+        db[i].ptr = host[i];
+      } else {
+        db[i].total = db[i].bytes ? db[i].bytes : 1;
+        st = be->alloc(&db[i].base, db[i].total);
+        if (st == V_OK) st = be->upload(db[i].base, host[i], db[i].bytes);
+        db[i].ptr = db[i].base;
+      }
+      if (db[i].bytes <= INPUT_HASH_MAX) in_hash[i] = hash_bytes(host[i], db[i].bytes);
+    } else {
+      db[i].total = db[i].bytes + 2 * GUARD_BYTES;
+      st = be->alloc(&db[i].base, db[i].total);
+      db[i].ptr = (char *)db[i].base + GUARD_BYTES;
+      for (int k = 0; k < 2 && st == V_OK; k++) {
+        got[k][i] = malloc(db[i].total);
+        if (!got[k][i]) st = VERR("kernels: case '%s': out of memory for output '%s'", r->id, b->name);
+      }
+    }
+  }
+  if (st != V_OK) {
+    snprintf(r->reason, sizeof r->reason, "setup failed: %s", verr_msg());
+    r->status = KS_FAIL;
+    goto done;
+  }
+
+  for (int run = 0; run < 2; run++) {
+    for (int i = 0; i < l->n && st == V_OK; i++) {
+      if (!l->b[i].is_output) continue;
+      st = be->fill(db[i].base, GUARD_BYTE, db[i].total);
+      if (st == V_OK) st = be->fill(db[i].ptr, POISON_BYTE, db[i].bytes);
+    }
+    if (st != V_OK) break;
+    vtrace_next_step(&tr);
+    int64_t step = tr.step;
+    void *args[VOP_MAX_BUFS];
+    for (int i = 0; i < l->n; i++) args[i] = db[i].ptr;
+    verr_clear();
+    st = v->run(c, l, args, &tr);
+    if (st == V_OK) st = be->sync();
+    if (st == V_UNSUPPORTED) {
+      r->status = KS_UNSUPPORTED;
+      snprintf(r->reason, sizeof r->reason, "run: %s", verr_msg());
+      goto done;
+    }
+    if (st != V_OK) break;
+    if (!vtrace_has(&tr, c->op->name, v->name, step)) {
+      bad = true;
+      add_reason(r, "trace: variant '%s' of '%s' did not record that it ran", v->name, c->op->name);
+    }
+    for (int i = 0; i < l->n && st == V_OK; i++) {
+      if (!l->b[i].is_output) continue;
+      st = be->download(got[run][i], db[i].base, db[i].total);
+      if (st != V_OK) break;
+      const unsigned char *g = got[run][i];
+      long long hit = 0, firstg = -1;
+      for (size_t k = 0; k < GUARD_BYTES; k++) {
+        if (g[k] != GUARD_BYTE) { hit++; if (firstg < 0) firstg = -(long long)(GUARD_BYTES - k); }
+        if (g[GUARD_BYTES + db[i].bytes + k] != GUARD_BYTE) { hit++; if (firstg < 0) firstg = (long long)k; }
+      }
+      if (hit) {
+        bad = true;
+        add_reason(r, "%s: out-of-bounds write: %lld guard bytes changed (first at byte offset %lld from the edge)",
+                   l->b[i].name, hit, firstg);
+      }
+    }
+    for (int i = 0; i < l->n && st == V_OK; i++) {
+      if (l->b[i].is_output || db[i].bytes > INPUT_HASH_MAX) continue;
+      const void *now = host[i];
+      void *tmp = NULL;
+      if (!be->host_mem) {
+        tmp = malloc(db[i].bytes ? db[i].bytes : 1);
+        if (!tmp || be->download(tmp, db[i].ptr, db[i].bytes) != V_OK) { free(tmp); continue; }
+        now = tmp;
+      }
+      if (hash_bytes(now, db[i].bytes) != in_hash[i]) {
+        bad = true;
+        add_reason(r, "%s: input buffer was modified by the variant", l->b[i].name);
+      }
+      free(tmp);
+    }
+  }
+  if (st != V_OK) {
+    r->status = KS_FAIL;
+    add_reason(r, "error: %s", verr_msg());
+    goto done;
+  }
+
+  /* check both runs; the record shows the worst output of the worst run */
+  r->deterministic = true;
+  double worst = -1;
+  for (int i = 0; i < l->n; i++) {
+    if (!l->b[i].is_output) continue;
+    if (memcmp((char *)got[0][i] + GUARD_BYTES, (char *)got[1][i] + GUARD_BYTES, db[i].bytes) != 0)
+      r->deterministic = false;
+  }
+  for (int run = 0; run < 2; run++) {
+    if (run == 1 && r->deterministic) break; /* identical bytes: identical verdict */
+    void *view[VOP_MAX_BUFS];
+    for (int i = 0; i < l->n; i++) view[i] = l->b[i].is_output ? (char *)got[run][i] + GUARD_BYTES : host[i];
+    for (int i = 0; i < l->n; i++) {
+      if (!l->b[i].is_output) continue;
+      double e = 0;
+      vop_tol t;
+      double ratio = check_output(c, l, view, ref, i, v, r, &e, &t, &bad);
+      if (ratio > worst) {
+        worst = ratio;
+        r->error = e;
+        r->bound = t.bound;
+        r->why = t.why;
+        snprintf(r->metric, sizeof r->metric, "%s", vop_metric_name(l->b[i].metric));
+        snprintf(r->output, sizeof r->output, "%s", l->b[i].name);
+      }
+    }
+  }
+  if (!r->deterministic) add_reason(r, "non-deterministic: two runs differ bitwise");
+  r->status = bad ? KS_FAIL : KS_PASS;
+
+done:
+  r->seconds = vclock_now() - t0;
+  r->trace_json = vtrace_to_json(&tr);
+  vtrace_free(&tr);
+  for (int i = 0; i < l->n; i++) {
+    if (db[i].base) be->free(db[i].base);
+    free(got[0][i]);
+    free(got[1][i]);
+  }
+  return V_OK;
+}
+
+/* ======================= the suite ======================= */
+
+vstatus kernels_result_add(kernels_result *res, kernels_record *r) {
+  if (res->n == res->cap) {
+    int cap = res->cap ? 2 * res->cap : 256;
+    kernels_record *p = realloc(res->r, (size_t)cap * sizeof *p);
+    if (!p) {
+      free(r->trace_json);
+      return VERR("kernels: out of memory for %d records", cap);
+    }
+    res->r = p;
+    res->cap = cap;
+  }
+  res->r[res->n++] = *r;
+  if (r->status == KS_PASS) res->passed++, res->run++;
+  else if (r->status == KS_FAIL) res->failed++, res->run++;
+  else res->unsupported++;
+  return V_OK;
+}
+
+static void fmt_dims(const vop_case *c, char *buf, size_t n) {
+  size_t len = 0;
+  buf[0] = 0;
+  for (int i = 0; i < VOP_MAX_DIMS && c->op->dim_names[i] && len < n; i++)
+    len += (size_t)snprintf(buf + len, n - len, "%s%s=%d", i ? " " : "", c->op->dim_names[i], c->d[i]);
+}
+
+void kernels_print_header(FILE *f) {
+  fprintf(f, "%-12s %-8s %-9s %-30s %3s %-12s %-8s %-13s %9s %9s  %s\n", "op", "path", "variant", "shape", "B", "dtype",
+          "dist", "metric", "error", "bound", "status");
+}
+
+void kernels_print_row(FILE *f, const kernels_record *r) {
+  char err[24], bound[24];
+  snprintf(err, sizeof err, "%.3g", r->error);
+  snprintf(bound, sizeof bound, "%.3g", r->bound);
+  if (r->status == KS_UNSUPPORTED) snprintf(err, sizeof err, "-"), snprintf(bound, sizeof bound, "-");
+  char shape[64];
+  snprintf(shape, sizeof shape, "%s/%s", r->preset, r->shape);
+  fprintf(f, "%-12s %-8s %-9s %-30s %3d %-12s %-8s %-13s %9s %9s  %s", r->op, r->path, r->variant, shape, r->batch,
+          r->dtype, vop_dist_name(r->dist), r->metric, err, bound, kernels_status_name(r->status));
+  if (r->status != KS_PASS && r->reason[0]) fprintf(f, "  (%s)", r->reason);
+  fprintf(f, "\n");
+}
+
+static bool variant_selected(const vop_variant *v, const kernels_opts *o) {
+  if (o->path && strcmp(v->path, o->path) != 0) return false;
+  if (!o->path && !strcmp(v->path, "test") && !(o->variant && !strcmp(o->variant, v->name))) return false;
+  if (o->variant && strcmp(v->name, o->variant) != 0) return false;
+  return true;
+}
+
+static vstatus check_filters(const kernels_opts *o) {
+  if (o->op && !vopreg_find_op(o->op)) {
+    char names[1024] = "";
+    for (int i = 0; i < vopreg_n_ops(); i++)
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? " " : "", vopreg_op(i)->name);
+    return VERR("--op '%s': no such op (registered: %s)", o->op, names);
+  }
+  bool path_ok = !o->path, var_ok = !o->variant;
+  for (int i = 0; i < vopreg_n_variants(); i++) {
+    const vop_variant *v = vopreg_variant(i);
+    if (o->path && !strcmp(v->path, o->path)) path_ok = true;
+    if (o->variant && !strcmp(v->name, o->variant)) var_ok = true;
+  }
+  if (o->path && !path_ok)
+    return VERR("--path '%s': no variant registered on this path (cpu-ref, cuda-ref, latency, test; "
+                "cuda-ref needs a CUDA build)", o->path);
+  if (o->variant && !var_ok) return VERR("--variant '%s': no variant with this name is registered", o->variant);
+  if (o->preset && strcmp(o->preset, "all") && strcmp(o->preset, "tiny") && strcmp(o->preset, "small") &&
+      strcmp(o->preset, "k2-slice") && strcmp(o->preset, "edge"))
+    return VERR("--preset '%s': expected tiny, small, k2-slice, edge or all", o->preset);
+  return V_OK;
+}
+
+/* One planned case: a variant on a generated case. */
+typedef struct {
+  const vop_case *c;      /* the case (in one of the plan's lists) */
+  const vop_variant *v;   /* the variant that runs it */
+  bool supported;         /* v->supports(c) said yes */
+  kernels_status no;      /* !supported: KS_UNSUPPORTED, or KS_FAIL when supports() failed */
+  char *why;              /* !supported: the reason (owned) */
+} kitem;
+
+struct kernels_plan {
+  vop_case_list *lists;   /* [n_lists] the generated cases, one list per op and preset (owned) */
+  int n_lists;
+  kitem *it;              /* [n] the planned cases, in run order (owned) */
+  int n, cap;
+  int skipped_budget;     /* cases left out by the --quick size budget */
+  /* the inputs and oracle outputs of case `cur`, reused by its variants (NULL: none made) */
+  const vop_case *cur;
+  vop_layout l;
+  vstatus st;             /* making them: V_OK, or the error (then `st_why`) */
+  char st_why[300];
+  void *host[VOP_MAX_BUFS];
+  double *ref[VOP_MAX_BUFS];
+  void *host_bf[VOP_MAX_BUFS];  /* inputs rounded to the bf16 grid (bf16 variants) */
+  double *ref_bf[VOP_MAX_BUFS]; /* the oracle on those inputs */
+  void *host_mx[VOP_MAX_BUFS];  /* mixed grid: one fp32 variant's bf16_inputs rounded */
+  double *ref_mx[VOP_MAX_BUFS];
+  uint32_t mx_mask;             /* the mask host_mx was made for (0: none yet) */
+};
+
+/* Frees the inputs and oracle outputs of p->cur. */
+static void drop_inputs(kernels_plan *p) {
+  if (!p->cur) return;
+  free_bufs(&p->l, p->host, p->ref);
+  free_bufs(&p->l, p->host_bf, p->ref_bf);
+  free_bufs(&p->l, p->host_mx, p->ref_mx);
+  p->mx_mask = 0;
+  p->cur = NULL;
+}
+
+static vstatus add_item(kernels_plan *p, const kitem *k) {
+  if (p->n == p->cap) {
+    const int cap = p->cap ? 2 * p->cap : 256;
+    kitem *q = realloc(p->it, (size_t)cap * sizeof *q);
+    if (!q) { free(k->why); return VERR("kernels: out of memory for %d cases", cap); }
+    p->it = q;
+    p->cap = cap;
+  }
+  p->it[p->n++] = *k;
+  return V_OK;
+}
+
+/* The planned cases of list cl: per case the variants that do not support it, then those that do. */
+static vstatus plan_list(kernels_plan *p, const vop_case_list *cl, const vop_variant *const *vars, int nv) {
+  for (int ci = 0; ci < cl->n; ci++) {
+    const vop_case *c = &cl->c[ci];
+    int sup[64], n_sup = 0;
+    for (int vi = 0; vi < nv; vi++) {
+      verr_clear();
+      vstatus s = vars[vi]->supports ? vars[vi]->supports(c) : V_OK;
+      if (s == V_OK) { sup[n_sup++] = vi; continue; }
+      kitem k = {.c = c, .v = vars[vi], .no = s == V_UNSUPPORTED ? KS_UNSUPPORTED : KS_FAIL};
+      char why[320];
+      snprintf(why, sizeof why, "%s%s", s == V_UNSUPPORTED ? "" : "supports() failed: ", verr_msg());
+      if (!(k.why = strdup(why))) return VERR("kernels: out of memory");
+      VTRY(add_item(p, &k));
+    }
+    for (int k = 0; k < n_sup; k++) VTRY(add_item(p, &(kitem){.c = c, .v = vars[sup[k]], .supported = true}));
+  }
+  return V_OK;
+}
+
+vstatus kernels_plan_make(const kernels_opts *o, kernels_plan **out) {
+  vopreg_init();
+  VTRY(check_filters(o));
+  const char *presets_default[] = {"tiny", "edge", "small", "k2-slice"};
+  const char *const *presets = presets_default;
+  int n_presets = 4;
+  if (o->preset && strcmp(o->preset, "all") != 0) presets = &o->preset, n_presets = 1;
+  kernels_plan *p = calloc(1, sizeof *p);
+  const int max_lists = vopreg_n_ops() * n_presets;
+  if (p) p->lists = calloc((size_t)(max_lists > 0 ? max_lists : 1), sizeof *p->lists);
+  if (!p || !p->lists) { free(p); return VERR("kernels: out of memory"); }
+  vop_gen_opts g = {.batches = o->batches, .n_batches = o->n_batches, .seeds = o->seeds, .seed0 = o->seed0, .quick = o->quick,
+                    .tp = o->tp};
+  vstatus s = V_OK;
+  for (int oi = 0; oi < vopreg_n_ops() && s == V_OK; oi++) {
+    const vop *op = vopreg_op(oi);
+    if (o->op && strcmp(op->name, o->op) != 0) continue;
+    if (o->tp > 0 && (!op->dim_names[0] || strcmp(op->dim_names[0], "ranks") != 0)) continue; /* --tp: comm ops */
+    const vop_variant *vars[64];
+    int nv = 0;
+    for (int i = 0; i < vopreg_n_variants() && nv < 64; i++) {
+      const vop_variant *v = vopreg_variant(i);
+      if (v->op == op && variant_selected(v, o)) vars[nv++] = v;
+    }
+    for (int pi = 0; nv && pi < n_presets && s == V_OK; pi++) {
+      vop_case_list *cl = &p->lists[p->n_lists++];
+      g_last_skipped = 0;
+      s = kernels_gen_cases(op, presets[pi], &g, cl);
+      p->skipped_budget += g_last_skipped;
+      if (s == V_OK) s = plan_list(p, cl, vars, nv);
+    }
+  }
+  if (s != V_OK) { kernels_plan_free(p); return s; }
+  *out = p;
+  return V_OK;
+}
+
+int kernels_plan_n(const kernels_plan *p) { return p->n; }
+int kernels_plan_skipped(const kernels_plan *p) { return p->skipped_budget; }
+
+void kernels_plan_key(const kernels_plan *p, int i, kernels_record *r) {
+  const vop_case *c = p->it[i].c;
+  const vop_variant *v = p->it[i].v;
+  memset(r, 0, sizeof *r);
+  r->op = c->op->name;
+  snprintf(r->preset, sizeof r->preset, "%s", c->preset);
+  snprintf(r->shape, sizeof r->shape, "%s", c->shape);
+  r->batch = c->batch;
+  r->dist = c->dist;
+  r->seed = c->seed;
+  fmt_dims(c, r->dims, sizeof r->dims);
+  r->path = v->path;
+  r->variant = v->name;
+  snprintf(r->dtype, sizeof r->dtype, "w:bf16 a:%s",
+           v->act_dtype == DT_BF16 ? "bf16" : v->bf16_inputs ? "f32+bf16 in" : "f32");
+  snprintf(r->id, sizeof r->id, "%s/%s/%s/%s/%s/B%d/%s/s%llu", c->op->name, r->path, r->variant, c->preset, c->shape,
+           c->batch, vop_dist_name(c->dist), (unsigned long long)c->seed);
+}
+
+/* Makes the inputs and oracle outputs of item i's case, unless they are made (p->cur). bf16 variants
+ * take their float inputs on the bf16 grid, and the oracle is recomputed on those same inputs, so a
+ * case measures the kernel's own error, not the rounding of its inputs (which can flip near-argmax
+ * softmaxes of heavy-tailed scores or cancel one-element dot products: seen 5 of 722 cases
+ * otherwise); the grid is made when a variant of the case that supports it computes in bf16. A
+ * failure is p->st (each variant's record then fails), not an error. */
+static void make_inputs(kernels_plan *p, int i) {
+  const vop_case *c = p->it[i].c;
+  if (p->cur == c) return;
+  drop_inputs(p);
+  const vop *op = c->op;
+  p->cur = c;
+  vstatus st = op->layout(c, &p->l);
+  for (int k = 0; k < p->l.n && st == V_OK; k++) {
+    size_t bytes = (size_t)p->l.b[k].n * vdtype_size(p->l.b[k].dtype);
+    if (!p->l.b[k].is_output) {
+      p->host[k] = vmalloc(bytes, "kernel input");
+      if (!p->host[k]) st = V_ERR;
+    } else {
+      p->ref[k] = vmalloc((size_t)p->l.b[k].n * sizeof(double), "oracle output");
+      if (!p->ref[k]) st = V_ERR;
+    }
+  }
+  if (st == V_OK) st = op->gen_inputs(c, &p->l, p->host);
+  if (st == V_OK) st = op->oracle(c, &p->l, p->host, p->ref);
+  bool any_bf16 = false; /* the case's items are consecutive */
+  for (int k = i; k < p->n && p->it[k].c == c; k++) any_bf16 |= p->it[k].supported && p->it[k].v->act_dtype == DT_BF16;
+  if (st == V_OK && any_bf16) st = grid_inputs(op, c, &p->l, p->host, ~0u, p->host_bf, p->ref_bf);
+  p->st = st;
+  if (st != V_OK) snprintf(p->st_why, sizeof p->st_why, "%s", verr_msg());
+}
+
+vstatus kernels_plan_run(kernels_plan *p, int i, kernels_record *r) {
+  const kitem *k = &p->it[i];
+  kernels_plan_key(p, i, r);
+  if (!k->supported) {
+    r->status = k->no;
+    snprintf(r->reason, sizeof r->reason, "%s", k->why);
+    snprintf(r->metric, sizeof r->metric, "-");
+    return V_OK;
+  }
+  make_inputs(p, i);
+  const vop_variant *v = k->v;
+  vstatus vs = p->st;
+  char why[300];
+  snprintf(why, sizeof why, "%s", p->st_why);
+  void **in = p->host;
+  double **want = p->ref;
+  if (v->act_dtype == DT_BF16) {
+    in = p->host_bf, want = p->ref_bf;
+  } else if (v->bf16_inputs && vs == V_OK) { /* an fp32 variant that rounds some inputs itself */
+    if (v->bf16_inputs != p->mx_mask) {
+      free_bufs(&p->l, p->host_mx, p->ref_mx);
+      vs = grid_inputs(k->c->op, k->c, &p->l, p->host, v->bf16_inputs, p->host_mx, p->ref_mx);
+      p->mx_mask = vs == V_OK ? v->bf16_inputs : 0;
+      if (vs != V_OK) snprintf(why, sizeof why, "%s", verr_msg());
+    }
+    in = p->host_mx, want = p->ref_mx;
+  }
+  if (vs != V_OK) {
+    r->status = KS_FAIL;
+    snprintf(r->reason, sizeof r->reason, "inputs/oracle: %s", why);
+    snprintf(r->metric, sizeof r->metric, "-");
+    return V_OK;
+  }
+  return run_variant(k->c, &p->l, in, want, v, r);
+}
+
+void kernels_plan_free(kernels_plan *p) {
+  if (!p) return;
+  drop_inputs(p);
+  for (int i = 0; i < p->n; i++) free(p->it[i].why);
+  free(p->it);
+  for (int i = 0; i < p->n_lists; i++) vop_case_list_free(&p->lists[i]);
+  free(p->lists);
+  free(p);
+}
+
+vstatus kernels_run(const kernels_opts *o, kernels_result *res) {
+  memset(res, 0, sizeof *res);
+  kernels_plan *p;
+  VTRY(kernels_plan_make(o, &p));
+  res->skipped_budget = kernels_plan_skipped(p);
+  const double t0 = vclock_now();
+  vstatus s = V_OK;
+  for (int i = 0; i < p->n && s == V_OK; i++) {
+    kernels_record r;
+    s = kernels_plan_run(p, i, &r);
+    if (s == V_OK) s = kernels_result_add(res, &r);
+  }
+  kernels_plan_free(p);
+  res->wall_s = vclock_now() - t0;
+  return s;
+}
+
+void kernels_result_free(kernels_result *res) {
+  for (int i = 0; i < res->n; i++) free(res->r[i].trace_json);
+  free(res->r);
+  memset(res, 0, sizeof *res);
+}
+
+vstatus kernels_write_json(const kernels_result *res, const char *path) {
+  cJSON *arr = cJSON_CreateArray();
+  if (!arr) return VERR("%s: out of memory building JSON", path);
+  for (int i = 0; i < res->n; i++) {
+    const kernels_record *r = &res->r[i];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToArray(arr, o);
+    cJSON_AddStringToObject(o, "suite", "kernels");
+    cJSON_AddStringToObject(o, "case", r->id);
+    cJSON_AddStringToObject(o, "op", r->op);
+    cJSON_AddStringToObject(o, "path", r->path);
+    cJSON_AddStringToObject(o, "variant", r->variant);
+    cJSON *p = cJSON_AddObjectToObject(o, "params");
+    cJSON_AddStringToObject(p, "preset", r->preset);
+    cJSON_AddStringToObject(p, "shape", r->shape);
+    cJSON_AddStringToObject(p, "dims", r->dims);
+    cJSON_AddNumberToObject(p, "batch", r->batch);
+    cJSON_AddStringToObject(p, "dtype", r->dtype);
+    cJSON_AddStringToObject(p, "dist", vop_dist_name(r->dist));
+    cJSON_AddNumberToObject(p, "seed", (double)r->seed);
+    cJSON *m = cJSON_AddObjectToObject(o, "metric");
+    cJSON_AddStringToObject(m, "name", r->metric);
+    cJSON_AddStringToObject(m, "output", r->output);
+    if (r->status != KS_UNSUPPORTED && isfinite(r->error)) cJSON_AddNumberToObject(m, "value", r->error);
+    else if (r->status != KS_UNSUPPORTED) cJSON_AddStringToObject(m, "value", isnan(r->error) ? "nan" : "inf");
+    else cJSON_AddNullToObject(m, "value");
+    cJSON_AddNumberToObject(m, "bound", r->bound);
+    cJSON_AddStringToObject(m, "bound_reason", r->why ? r->why : "");
+    cJSON_AddStringToObject(o, "status", kernels_status_name(r->status));
+    cJSON_AddStringToObject(o, "reason", r->reason);
+    cJSON_AddBoolToObject(o, "deterministic", r->deterministic);
+    cJSON_AddNumberToObject(o, "seconds", r->seconds);
+    cJSON *tr = r->trace_json ? cJSON_Parse(r->trace_json) : NULL;
+    cJSON_AddItemToObject(o, "trace", tr ? tr : cJSON_CreateArray());
+  }
+  vstatus s = vfile_write_json(path, arr, true);
+  cJSON_Delete(arr);
+  return s;
+}
