@@ -29,7 +29,7 @@ NONASCII = (['é', 'è', 'ü', 'ß', 'ñ', 'ø', 'å', '\u0301', '—', '“', '
 def length(cap=20000):
     u = R.random()
     if u < 0.25: return R.randint(150, 260)            # around the autojunk boundary
-    if u < 0.93: return int(10 ** R.uniform(0, 3.6))   # 1 .. ~4000
+    if u < 0.95: return int(10 ** R.uniform(0, 3.6))   # 1 .. ~4000
     return R.randint(8000, cap)                          # a few long ones
 
 def alphabet(k):

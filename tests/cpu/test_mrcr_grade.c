@@ -105,6 +105,9 @@ int main(int argc, char **argv) {
   CHECK(R("cbaab", "bb") == 4.0 / 7, "tie, earliest in b: got %.17g want 4/7", R("cbaab", "bb"));
   /* 'xy' (earliest in a) and 'ab' tie at length 2; 'xy' leaves 'Qab' vs 'Q' (M = 3), 'ab' nothing */
   CHECK(R("xyQab", "abQxyQ") == 6.0 / 11, "tie, earliest in a: got %.17g want 6/11", R("xyQab", "abQxyQ"));
+  /* three ties of length 1; the first, (0, 0), leaves 'ab' vs 'ca' to match again (M = 2); the
+   * last, (2, 0), leaves nothing */
+  CHECK(R("bab", "bca") == 4.0 / 6, "tie, not the last one: got %.17g want 4/6", R("bab", "bca"));
   CHECK_OK(mrcr_matching_blocks("cbaab", 5, "bb", 2, &bl, &nbl));
   CHECK(nbl == 3 && bl[0].i == 1 && bl[0].j == 0 && bl[0].n == 1 && bl[1].i == 4 && bl[1].j == 1 && bl[1].n == 1,
         "cbaab/bb blocks (1,0,1) (4,1,1) (5,2,0)");
@@ -126,6 +129,11 @@ int main(int argc, char **argv) {
   /* popular elements still match as the extension of an indexed block: U+01C3 (b200's last
    * distinct character) anchors, 'aaaa' follows it in both */
   CHECK(R("\xC7\x83" "aaaa", b200) == 10.0 / 205, "extension over popular -> 10/205, got %.17g", R("\xC7\x83" "aaaa", b200));
+  /* ... and before one: U+01C3 after b's popular 'aaaa' anchors, the match grows back over them */
+  char *f200 = distinct_then(195, "aaaa\xC7\x83");
+  CHECK(R("aaaa\xC7\x83", f200) == 10.0 / 205, "backward extension over popular -> 10/205, got %.17g",
+        R("aaaa\xC7\x83", f200));
+  free(f200);
   /* only b is looked at: with the long string as a nothing is popular */
   CHECK(R(b200, "aaaa") == 8.0 / 204, "swapped -> 8/204, got %.17g", R(b200, "aaaa"));
   /* everything popular: no indexed match at all, and the empty match at (0, 0) grows to the whole */

@@ -13,6 +13,7 @@
  * the byte offset of the first bad sequence, or when memory runs out. */
 static vstatus utf8_decode(const char *s, size_t n, const char *what, uint32_t **cps, size_t *n_cps) {
   const unsigned char *u = (const unsigned char *)s;
+  if (n > SIZE_MAX / sizeof(uint32_t)) return VERR("%s: %zu bytes, too long to decode", what, n);
   uint32_t *out = vmalloc((n ? n : 1) * sizeof *out, what);
   if (!out) return V_ERR;
   size_t k = 0, p = 0;
@@ -146,7 +147,7 @@ static vstatus seqm_init(seqm *m, const uint32_t *a, size_t na, const uint32_t *
  * a[alo:ahi] == b[blo:bhi] made of indexed elements, found row by row over i (a row holds, for
  * each indexed j where a[i] == b[j], the length of the match ending there), the first strictly
  * longer one winning (so: earliest in a, then earliest in b); then grown by equal elements
- * before and after (popular ones included). Returns (alo, blo, 0) when nothing matches. */
+ * before and after (popular ones included). Returns (alo, blo, 0) when neither finds anything. */
 static triple longest_match(seqm *m, size_t alo, size_t ahi, size_t blo, size_t bhi) {
   size_t besti = alo, bestj = blo, bestsize = 0;
   m->tag++; /* an empty row before alo: the first row continues nothing */
@@ -279,7 +280,7 @@ vstatus mrcr_matching_blocks(const char *a_utf8, size_t a_len, const char *b_utf
   if (s == V_OK) res = vmalloc((raw.n + 1) * sizeof *res, "mrcr: matching blocks");
   if (s == V_OK && !res) s = V_ERR;
   if (s == V_OK) {
-    qsort(raw.v, raw.n, sizeof *raw.v, cmp_triple_i);
+    if (raw.n > 1) qsort(raw.v, raw.n, sizeof *raw.v, cmp_triple_i);
     size_t k = 0;
     for (size_t q = 0; q < raw.n; q++) { /* a block that continues the previous one in both joins it */
       if (k && res[k - 1].i + res[k - 1].n == raw.v[q].i && res[k - 1].j + res[k - 1].n == raw.v[q].j)
