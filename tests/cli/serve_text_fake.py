@@ -16,7 +16,8 @@
 #   /noversion     as /good, but GET /version answers 404
 # A request with "stream": true is answered as SSE (the text in pieces of 40 characters, a usage event
 # when stream_options.include_usage, then [DONE]). Every request body is appended as one JSON line to
-# argv[2] when given (what the tests check the requests by).
+# argv[2] when given (what the tests check the requests by), and its Authorization header (or "(none)")
+# as one line to argv[2] + ".auth".
 import itertools, json, re, sys, threading
 
 from fake_http import Handler, serve
@@ -68,6 +69,8 @@ class H(Handler):
             with lock:
                 with open(sys.argv[2], "a") as f:
                     f.write(raw.decode() + "\n")
+                with open(sys.argv[2] + ".auth", "a") as f:
+                    f.write((self.headers.get("Authorization") or "(none)") + "\n")
         req = json.loads(raw)
         mode = self.mode()
         if not self.path.endswith("/v1/chat/completions"):
