@@ -86,17 +86,21 @@ double seval_worse_p(const double *d, int n, uint64_t seed, int *m_out) {
   double p;
   if (equal) {
     p = binom_half_ge(m, pos);
-  } else if (m <= 20) {
+  } else if (m <= 16) {
+    /* every sign pattern, walked in Gray-code order: one sign flips per step */
     long hits = 0;
     const long total = 1L << m;
-    for (long mask = 0; mask < total; mask++) {
-      double s = 0;
-      for (int i = 0; i < m; i++) s += (mask >> i & 1) ? a[i] : -a[i];
-      hits += s >= t - tol;
+    double sum = -sa; /* all signs negative */
+    for (long g = 0; g < total; g++) {
+      if (g) {
+        const int bit = __builtin_ctzl((unsigned long)g); /* the bit that flips from g-1's code to g's */
+        sum += ((g ^ (g >> 1)) >> bit & 1) ? 2 * a[bit] : -2 * a[bit];
+      }
+      hits += sum >= t - tol;
     }
     p = (double)hits / (double)total;
   } else {
-    const int draws = 100000;
+    const int draws = 20000;
     uint64_t st = seed ^ 0x5eed5eedULL ^ (uint64_t)m;
     long hits = 0;
     for (int r = 0; r < draws; r++) {
