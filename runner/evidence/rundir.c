@@ -502,3 +502,27 @@ vstatus rec_emit(vrecord *r, const char *trace_json) {
   if (trace_json) VTRY(rec_attach_trace(g_current, r, trace_json));
   return rec_add(g_current, r);
 }
+
+vstatus rec_note_server(const cJSON *entry) {
+  if (!g_current || !cJSON_IsObject(entry)) return V_OK;
+  cJSON *list = cJSON_GetObjectItemCaseSensitive(g_current->manifest, "servers"), *e;
+  if (!cJSON_IsArray(list)) {
+    cJSON_DeleteItemFromObjectCaseSensitive(g_current->manifest, "servers");
+    list = cJSON_AddArrayToObject(g_current->manifest, "servers");
+    if (!list) return VERR("%s/manifest.json: out of memory", g_current->dir);
+  }
+  static const char *const key[] = {"role", "url", "model"};
+  cJSON_ArrayForEach(e, list) {
+    int same = 0;
+    for (int k = 0; k < 3; k++) {
+      const char *a = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, key[k]));
+      const char *b = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(entry, key[k]));
+      same += a && b && !strcmp(a, b);
+    }
+    if (same == 3) return V_OK;
+  }
+  cJSON *copy = cJSON_Duplicate(entry, true);
+  if (!copy) return VERR("%s/manifest.json: out of memory", g_current->dir);
+  cJSON_AddItemToArray(list, copy);
+  return save_manifest(g_current);
+}

@@ -158,6 +158,15 @@ static void check_manifest(const vbundle *b, const cJSON *m, vverify_report *rep
     else if (manifest_name_is_secret(e->string) && strcmp(e->valuestring, "***"))
       problem(rep, "%s: field 'environment.%s': a secret-looking variable is not redacted", F, e->string);
   }
+  const cJSON *servers = cJSON_GetObjectItemCaseSensitive(m, "servers"); /* optional: runs that asked a server */
+  if (servers && !cJSON_IsArray(servers)) problem(rep, "%s: field 'servers': not an array", F);
+  else if (servers) cJSON_ArrayForEach(e, servers) {
+      if (!cJSON_IsObject(e)) { problem(rep, "%s: field 'servers[]': not an object", F); continue; }
+      need(rep, F, e, "servers[].", "role", T_STR);
+      need(rep, F, e, "servers[].", "url", T_STR);
+      need(rep, F, e, "servers[].", "model", T_STR);
+      need(rep, F, e, "servers[].", "v1_models", T_STR);
+    }
   const cJSON *v = need(rep, F, m, "", "verdict", T_STR);
   if (v && strcmp(v->valuestring, "pass") && strcmp(v->valuestring, "fail") && strcmp(v->valuestring, "incomplete"))
     problem(rep, "%s: field 'verdict': '%s' is not pass, fail or incomplete", F, v->valuestring);

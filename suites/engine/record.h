@@ -202,6 +202,11 @@ vstatus rec_plan(vrecord *const *r, int n, const char *reason);
  * record a resumed run already holds with a result is only finalized. The caller still owns and
  * frees r. */
 vstatus rec_emit(vrecord *r, const char *trace_json);
+/* For suites that judge servers: adds `entry` (a server's identity, suites/served/served_pair.h) to the
+ * current run's manifest under "servers" and saves the manifest at once (manifest.json and the store's
+ * meta 'manifest', so a crashed or resumed run keeps it); an entry with the same role, url and model is
+ * kept once (the first). Nothing when no run is current. Error: the store's or the file's, naming it. */
+vstatus rec_note_server(const cJSON *entry);
 /* Number of records stored (a planned case's not_run copy counts until its record replaces it). */
 int rec_dir_count(const vrundir *rd);
 /* Records added that failed or errored (a step that exited non-zero without one needs one); in a

@@ -1,4 +1,5 @@
 /* vouch eval SUITE: the ground-truth evals, each a suite on the driver (suites/engine/suite.h). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,6 +14,24 @@ static const vsuite *const evals[] = {
     &vsuite_chain,
 };
 enum { N_EVALS = sizeof evals / sizeof evals[0] };
+
+/* The evals on real text over servers (no model: --server [--ref-server] --dataset FILE), run by the
+ * same word when --dataset is given. Adding one: its folder (a const vsuite named "eval WORD", no_model)
+ * and one line here. */
+extern const vsuite vsuite_mrcr_dataset;
+static const vsuite *const text_evals[] = {
+    &vsuite_mrcr_dataset,
+};
+enum { N_TEXT_EVALS = sizeof text_evals / sizeof text_evals[0] };
+
+/* The text eval for `word` when argv[1..argc) holds --dataset, else s (the constructed one). */
+static const vsuite *dataset_mode(const vsuite *s, int argc, char **argv) {
+  bool dataset = false;
+  for (int i = 2; i < argc; i++) dataset |= !strcmp(argv[i], "--dataset") || !strncmp(argv[i], "--dataset=", 10);
+  for (int i = 0; s && dataset && i < N_TEXT_EVALS; i++)
+    if (!strcmp(text_evals[i]->name, s->name)) return text_evals[i];
+  return s;
+}
 
 static const char *eval_word(const vsuite *s) { return s->name + strlen("eval "); }
 
@@ -30,7 +49,7 @@ vstatus eval_check_args(int argc, char **argv) {
   char known[128];
   if (argc < 2) return VERR("vouch eval: which eval? (%s)", (find_eval("", known, sizeof known), known));
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return V_OK; /* cmd_eval prints the usage */
-  const vsuite *s = find_eval(argv[1], known, sizeof known);
+  const vsuite *s = dataset_mode(find_eval(argv[1], known, sizeof known), argc, argv);
   if (!s) return VERR("unknown subcommand 'eval %s' (%s)", argv[1], known);
   return vsuite_check_args(s, argc - 1, argv + 1);
 }
@@ -41,12 +60,13 @@ int cmd_eval(int argc, char **argv) {
     fputs("usage: vouch eval ", f);
     for (int i = 0; i < N_EVALS; i++) fprintf(f, "%s%s", i ? "|" : "", eval_word(evals[i]));
     fprintf(f, " ...   (vouch eval %s --help)\n"
-               "  Ground-truth evals on constructed checkpoints (vouch model synth --preset recall-mrcr|recall-chain).\n",
+               "  Ground-truth evals on constructed checkpoints (vouch model synth --preset recall-mrcr|recall-chain).\n"
+               "  vouch eval mrcr --dataset FILE --server URL [--ref-server URL]: public MRCR rows asked of a server.\n",
             eval_word(evals[0]));
     return argc < 2 ? EXIT_USAGE : EXIT_OK;
   }
   char known[128];
-  const vsuite *s = find_eval(argv[1], known, sizeof known);
+  const vsuite *s = dataset_mode(find_eval(argv[1], known, sizeof known), argc, argv);
   if (s) return vsuite_main(s, argc - 1, argv + 1);
   VERR("unknown subcommand 'eval %s' (%s)", argv[1], known);
   cli_print_error(NULL);
