@@ -10,7 +10,7 @@ CREATE TABLE IF NOT EXISTS records (
   suite   TEXT NOT NULL,
   case_id TEXT NOT NULL,
   path    TEXT NOT NULL,
-  status  TEXT NOT NULL CHECK (status IN ('pass','fail','not_supported','error','not_run')),
+  status  TEXT NOT NULL CHECK (status IN ('pass','fail','not_supported','error','not_run','undecided')),
   reason  TEXT NOT NULL,
   json    TEXT NOT NULL,        -- the whole record, as it appears in results.json (compact)
   UNIQUE (suite, case_id, path)

@@ -51,14 +51,15 @@ static void header_md(sbuf *b, const vresults *r, const report_links *l) {
 static void counts_md(sbuf *b, const vresults *r) {
   const char *suites[64];
   int ns = rt_suites(r, suites, 64);
-  sb_add(b, "| suite | pass | fail | not supported | error | not run |\n|---|---:|---:|---:|---:|---:|\n");
+  sb_add(b, "| suite | pass | fail | undecided | not supported | error | not run |\n|---|---:|---:|---:|---:|---:|---:|\n");
   for (int s = 0; s < ns; s++) {
     int c[REC_STATUS_N] = {0};
     for (int i = 0; i < r->n; i++)
       if (!strcmp(r->recs[i]->suite, suites[s])) c[r->recs[i]->status]++;
     sb_add(b, "| ");
     sb_md_cell(b, suites[s]);
-    sb_add(b, " | %d | %d | %d | %d | %d |\n", c[0], c[1], c[2], c[3], c[4]);
+    sb_add(b, " | %d | %d | %d | %d | %d | %d |\n", c[REC_PASS], c[REC_FAIL], c[REC_UNDECIDED], c[REC_NOT_SUPPORTED],
+           c[REC_ERROR], c[REC_NOT_RUN]);
   }
 }
 
@@ -245,13 +246,15 @@ static void evals_md(sbuf *b, const vresults *r) {
   if (more) sb_add(b, "\n…%d more eval rows in the full report.\n", more);
 }
 
-/* What did not run and why: not supported / not run / error, grouped by reason. */
+/* What did not run or decide, and why: undecided / not supported / not run / error, grouped by reason. */
 static void skipped_md(sbuf *b, const vresults *r) {
   const vrecord *first[MD_SKIP_ROWS];
   int count[MD_SKIP_ROWS], nk = 0, total = 0, other = 0;
   for (int i = 0; i < r->n; i++) {
     const vrecord *x = r->recs[i];
-    if (x->status != REC_NOT_SUPPORTED && x->status != REC_NOT_RUN && x->status != REC_ERROR) continue;
+    if (x->status != REC_NOT_SUPPORTED && x->status != REC_NOT_RUN && x->status != REC_ERROR &&
+        x->status != REC_UNDECIDED)
+      continue;
     total++;
     int j;
     for (j = 0; j < nk; j++)
@@ -261,7 +264,7 @@ static void skipped_md(sbuf *b, const vresults *r) {
     else other++;
   }
   if (!total) return;
-  sb_add(b, "\n### Did not run (%d)\n\n| status | cases | e.g. | reason |\n|---|---:|---|---|\n", total);
+  sb_add(b, "\n### Did not run or decide (%d)\n\n| status | cases | e.g. | reason |\n|---|---:|---|---|\n", total);
   for (int j = 0; j < nk; j++) {
     char why[200];
     snprintf(why, sizeof why, "%.180s%s", first[j]->reason, strlen(first[j]->reason) > 180 ? "…" : "");

@@ -348,7 +348,7 @@ vstatus report_html(const vresults *r, char **out) {
   sb_add(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>vouch report</title>\n<style>"
              "body{font:14px/1.4 system-ui,sans-serif;margin:2em;max-width:1300px}table{border-collapse:collapse;margin:1em 0}"
              "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}th{background:#f4f4f4}"
-             ".pass{color:#2a7d2a}.fail,.error{color:#b22}.not_supported,.not_run{color:#888}"
+             ".pass{color:#2a7d2a}.fail,.error{color:#b22}.not_supported,.not_run{color:#888}.undecided{color:#b60}"
              "figure{display:inline-block;margin:0.5em}svg .t{font:bold 13px sans-serif}svg .l{font:11px sans-serif;fill:#333}"
              "svg .ax{stroke:#333}svg .g{stroke:#eee}svg .ref{stroke:#999;stroke-dasharray:4 3}svg .ci{stroke-width:1.5}"
              "</style></head><body>\n");

@@ -20,7 +20,7 @@ const char store_ddl[] =
     "  suite   TEXT NOT NULL,\n"
     "  case_id TEXT NOT NULL,\n"
     "  path    TEXT NOT NULL,\n"
-    "  status  TEXT NOT NULL CHECK (status IN ('pass','fail','not_supported','error','not_run')),\n"
+    "  status  TEXT NOT NULL CHECK (status IN ('pass','fail','not_supported','error','not_run','undecided')),\n"
     "  reason  TEXT NOT NULL,\n"
     "  json    TEXT NOT NULL,        -- the whole record, as it appears in results.json (compact)\n"
     "  UNIQUE (suite, case_id, path)\n"

@@ -28,6 +28,7 @@
 #include "runner/plan/cmd_run.h"
 #include "runner/cli/commands.h"
 #include "runner/plan/dryrun.h"
+#include "runner/evidence/bundle.h"
 #include "runner/evidence/manifest.h"
 #include "suites/engine/record.h"
 #include "runner/evidence/store.h"
@@ -320,6 +321,21 @@ static int plan_fit(const cJSON *plan, const char *pname, const var *vars, int n
 }
 
 /* The case id of step `step_i`'s own records ("step3-kernels"; rundir.c writes the same). */
+/* A check that decided nothing is not a pass (docs/verdicts.md): after the verdict, how many records of
+ * the run are undecided, from its results.json (nothing when none or the file cannot be read). */
+static void print_undecided(const char *outdir) {
+  char path[700], *txt = NULL;
+  snprintf(path, sizeof path, "%s/results.json", outdir);
+  if (bundle_read_file(path, &txt, NULL)) { verr_clear(); return; }
+  cJSON *r = cJSON_Parse(txt);
+  free(txt);
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "counts"), "undecided");
+  if (cJSON_IsNumber(c) && c->valueint > 0)
+    printf("undecided: %d check%s decided nothing (not a pass; listed in the report)\n", c->valueint,
+           c->valueint == 1 ? "" : "s");
+  cJSON_Delete(r);
+}
+
 static void step_id(char *buf, size_t n, int step_i, const char *suite) { snprintf(buf, n, "step%d-%s", step_i, suite); }
 
 /* Records step `step_i` (suite) as not run, with the reason. */
@@ -712,6 +728,7 @@ finish:
     const cJSON *verdict = m ? cJSON_GetObjectItem(m, "verdict") : NULL;
     if (cJSON_IsString(verdict)) {
       printf("verdict: %s (%s)\n", verdict->valuestring, outdir);
+      print_undecided(outdir);
       if (strcmp(verdict->valuestring, "pass") && worst == EXIT_OK) worst = EXIT_CHECK_FAILED;
     }
     cJSON_Delete(m);

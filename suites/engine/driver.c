@@ -101,8 +101,8 @@ static bool shared_option(const vsuite *s, shared_opts *o, int argc, char **argv
   return true;
 }
 
-/* The verdict: no record of the invocation failed or errored (a case that is not supported
- * neither passes nor fails). */
+/* The verdict: no record of the invocation failed or errored (a case that is not supported, or
+ * undecided, neither passes nor fails; undecided ones are counted after the verdict line). */
 static bool records_pass(const veng *recs) {
   for (int i = 0; i < recs->n; i++)
     if (recs->v[i]->status == REC_FAIL || recs->v[i]->status == REC_ERROR) return false;
@@ -285,6 +285,9 @@ int vsuite_main(const vsuite *s, int argc, char **argv) {
   if (!records_pass(&recs) || unmade) rc = EXIT_CHECK_FAILED;
   if (s->passed && !s->passed(st, &x)) rc = EXIT_CHECK_FAILED;
   if (!s->quiet_verdict) printf("\nverdict: %s\n", rc == EXIT_OK ? "pass" : "FAIL");
+  int undecided = 0;
+  for (int i = 0; i < recs.n; i++) undecided += recs.v[i]->status == REC_UNDECIDED;
+  if (undecided) printf("undecided: %d case%s decided nothing (not a pass)\n", undecided, undecided == 1 ? "" : "s");
   if (o.json && (s->write_json ? s->write_json(st, &x, &recs, o.json) : eng_write_json(&recs, o.json))) {
     cli_print_error(s->name);
     rc = EXIT_CHECK_FAILED;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *k_status[] = {"pass", "fail", "not_supported", "error", "not_run"};
+static const char *k_status[] = {"pass", "fail", "not_supported", "error", "not_run", "undecided"};
 static const char *k_derive[] = {"value", "median", "mean", "p90", "p99",
                                  "stable_mean", "ratio", "max", "min"};
 static const char *k_better[] = {"none", "lower", "higher"};

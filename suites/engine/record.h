@@ -29,6 +29,8 @@ typedef enum {
   REC_NOT_SUPPORTED = 2, /* the path cannot run this case (reason says why); never pass, never fail */
   REC_ERROR = 3,         /* the case could not be run because something broke */
   REC_NOT_RUN = 4,       /* skipped (interrupted, filtered out) */
+  REC_UNDECIDED = 5,     /* the case ran and its check could decide nothing (e.g. no row the reference
+                            decides): never a pass, never a fail; counted and shown (docs/verdicts.md) */
   REC_STATUS_N
 } rec_status;
 
@@ -84,7 +86,8 @@ typedef struct {
 } vrecord;
 
 /* --- names --- */
-const char *rec_status_name(rec_status s);   /* "pass", "fail", "not_supported", "error", "not_run" */
+const char *rec_status_name(rec_status s);   /* "pass", "fail", "not_supported", "error", "not_run",
+                                                "undecided" */
 const char *rec_derive_name(rec_derive d);   /* "value", "median", ... */
 const char *rec_better_name(rec_better b);   /* "none", "lower", "higher" */
 int rec_status_parse(const char *s);          /* -1 when unknown */

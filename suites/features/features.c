@@ -1,6 +1,7 @@
 /* Production-feature checks (see features.h for each check and where its bound comes from). */
 #include "suites/features/features.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -12,12 +13,14 @@
 #include "model/philox.h"
 #include "suites/paths/paths.h"
 #include "suites/engine/stats_tests.h"
+#include "suites/sweep/sweep.h"
 
 const char *feat_status_name(feat_status s) {
-  return s == FEAT_PASS ? "pass" : s == FEAT_FAIL ? "fail" : "not_supported";
+  return s == FEAT_PASS ? "pass" : s == FEAT_FAIL ? "fail" : s == FEAT_UNDECIDED ? "undecided" : "not_supported";
 }
 
-#define ROWS 16 /* logit rows of scratch per path */
+#define ROWS 16     /* logit rows of scratch per path */
+#define STEP_MAX 16 /* the most tokens one step of a check carries (speculative: a 6-token prompt) */
 
 typedef struct {
   vpath ref, test, flr; /* reference, path under test, floor (flr.ops NULL: no floor) */
@@ -30,6 +33,8 @@ typedef struct {
   double fd_rows;       /* the floor's largest top-2 error on the sampling rows (0 without a floor) */
   double eps_rows;      /* margin epsilon from the sampling rows' floor (full_context reuses it) */
   char eps_src[120];    /* where eps_rows comes from, for the bound sources */
+  int32_t *fexp;        /* [n_moe][STEP_MAX][K] forced expert ids of one step (NULL: natural routing) */
+  int32_t *fone;        /* [n_moe][K] the forced ids of one position (scratch of forced_ids) */
 } pair;
 
 /* Bounds of one check, derived from the floor's figures on the same rows (or the options). */
@@ -60,10 +65,26 @@ static bounds derive(const pair *P, double floor_kld, double floor_tv, double fl
   return b;
 }
 
-/* One step of `n` tokens for slot `seq` at `pos` on path p; logits rows into out. */
-static vstatus step(vpath *p, int seq, int pos, const int32_t *tok, int n, bool all, float *out) {
+/* Under forced routing, the experts of the n tokens at positions pos..pos+n-1 in P->fexp ([n_moe][n][K]):
+ * a function of (seed, position) only, so every path, slot and step shape (one K+1-token verification
+ * step or K+1 single steps) routes a position's token to the same experts. */
+static const int32_t *forced_ids(pair *P, int pos, int n) {
+  const sweep_routing *r = P->o->routing;
+  if (!P->fexp) return NULL;
+  assert(n <= STEP_MAX);
+  for (int t = 0; t < n; t++) {
+    sweep_routing_fill(r, P->o->seed, pos + t, 1, P->fone);
+    for (int j = 0; j < r->n_moe; j++)
+      memcpy(P->fexp + ((size_t)j * n + t) * r->K, P->fone + (size_t)j * r->K, (size_t)r->K * sizeof(int32_t));
+  }
+  return P->fexp;
+}
+
+/* One step of `n` tokens for slot `seq` at `pos` on path p (one of P's); logits rows into out. */
+static vstatus step(pair *P, vpath *p, int seq, int pos, const int32_t *tok, int n, bool all, float *out) {
   int nt = n;
-  vstep s = {.n_seq = 1, .seq = &seq, .n_tokens = &nt, .start_pos = &pos, .tokens = tok, .all_logits = all};
+  vstep s = {.n_seq = 1, .seq = &seq, .n_tokens = &nt, .start_pos = &pos, .tokens = tok, .all_logits = all,
+             .forced_experts = forced_ids(P, pos, n)};
   if (p->ops->supports) VTRY(p->ops->supports(p->state, &s));
   return p->ops->forward(p->state, &s, out);
 }
@@ -72,9 +93,9 @@ static vstatus step(vpath *p, int seq, int pos, const int32_t *tok, int n, bool 
  * (its status in *ts, first failure kept). Rows at `row` of each scratch. */
 static vstatus step3(pair *P, int seq, int pos, const int32_t *tok, int n, bool all, int row, vstatus *ts) {
   const size_t off = (size_t)row * P->V;
-  VTRY(step(&P->ref, seq, pos, tok, n, all, P->lr + off));
-  if (has_floor(P)) VTRY(step(&P->flr, seq, pos, tok, n, all, P->lf + off));
-  if (*ts == V_OK) *ts = step(&P->test, seq, pos, tok, n, all, P->lt + off);
+  VTRY(step(P, &P->ref, seq, pos, tok, n, all, P->lr + off));
+  if (has_floor(P)) VTRY(step(P, &P->flr, seq, pos, tok, n, all, P->lf + off));
+  if (*ts == V_OK) *ts = step(P, &P->test, seq, pos, tok, n, all, P->lt + off);
   return V_OK;
 }
 
@@ -137,11 +158,11 @@ static vstatus check_full(pair *P, const feat_opts *o, feat_check *c) {
   int same = 0, decided = 0;
   for (int t = 0; t < T; t++) {
     int32_t tok = rnd_tok(key, (uint64_t)t, V);
-    if ((s = step(&P->ref, 0, ctx + t, &tok, 1, false, lr))) {
+    if ((s = step(P, &P->ref, 0, ctx + t, &tok, 1, false, lr))) {
       feat_set(c, "full_context", FEAT_FAIL, NAN, o->kld_tol, src, "reference at position %d: %s", ctx + t, verr_msg());
       return V_OK;
     }
-    if ((s = step(&P->test, 0, ctx + t, &tok, 1, false, lt))) { path_failed(c, "full_context", s); return V_OK; }
+    if ((s = step(P, &P->test, 0, ctx + t, &tok, 1, false, lt))) { path_failed(c, "full_context", s); return V_OK; }
     max_into(&mk, stat_kld(lr, lt, V, P->scratch));
     if (stat_top2_margin(lr, V, NULL, NULL) > P->eps_rows) {
       decided++;
@@ -287,8 +308,8 @@ static vstatus check_spec(pair *P, const feat_opts *o, feat_check *c) {
   vstatus ts = V_OK;
   VTRY(step3(P, 1, 0, tok, PL, false, 8, &ts));
   for (int i = 0; i < K1; i++) VTRY(step3(P, 1, PL + i, tok + PL + i, 1, false, 8 + i, &ts));
-  if (!ts) ts = step(&P->test, 0, 0, tok, PL, false, P->lt);
-  if (!ts) ts = step(&P->test, 0, PL, tok + PL, K1, true, P->lt); /* K+1 rows 0..4 */
+  if (!ts) ts = step(P, &P->test, 0, 0, tok, PL, false, P->lt);
+  if (!ts) ts = step(P, &P->test, 0, PL, tok + PL, K1, true, P->lt); /* K+1 rows 0..4 */
   if (ts) { path_failed(c, "speculative", ts); return V_OK; }
   double fk = 0, fd = 0;
   for (int i = 0; i < K1 && has_floor(P); i++) {
@@ -318,14 +339,14 @@ static vstatus check_spec(pair *P, const feat_opts *o, feat_check *c) {
 
 /* Greedy decode of up to n tokens from `first` in slot 1, stopping at `stop` (-1: none); the
  * logits of step t in rows[t] when rows is not NULL. */
-static vstatus greedy(vpath *p, int V, int32_t first, int n, int stop, int32_t *out, int *stopped_at, float *rows,
+static vstatus greedy(pair *P, vpath *p, int V, int32_t first, int n, int stop, int32_t *out, int *stopped_at, float *rows,
                       float *lg) {
   if (p->ops->reset) VTRY(p->ops->reset(p->state, 1));
   int32_t tok = first;
   *stopped_at = -1;
   for (int t = 0; t < n; t++) {
     float *l = rows ? rows + (size_t)t * V : lg;
-    VTRY(step(p, 1, t, &tok, 1, false, l));
+    VTRY(step(P, p, 1, t, &tok, 1, false, l));
     tok = (int32_t)vsample_argmax(l, V);
     out[t] = tok;
     if (tok == stop) { *stopped_at = t; return V_OK; }
@@ -333,37 +354,66 @@ static vstatus greedy(vpath *p, int V, int32_t first, int n, int stop, int32_t *
   return V_OK;
 }
 
+/* Start tokens screened by the reference alone, and of those the ones whose sequence the floor then
+ * measures: the reference's greedy steps are cheap (the GPU engine), the floor's are not (fp32 on the
+ * host), so many starts are screened and the floor runs along the few most decided ones. */
+#define STOP_SCREEN 64
+#define STOP_MEASURE 4
+
 static vstatus check_stop(pair *P, const feat_opts *o, feat_check *c) {
-  const int V = P->V, N = 16, CANDIDATES = 16;
-  int32_t a[16], b[16], best_a[16];
+  const int V = P->V, N = 16;
+  int32_t a[16], b[16], best_a[16], seqs[STOP_SCREEN][16], first[STOP_SCREEN];
+  double pmin[STOP_SCREEN][16]; /* prefix minimum of the reference's top-2 margin along each start's sequence */
   int sa, sb, best_u = -1;
   int32_t best_first = 0;
   double best_eps = 0;
   bounds bb = derive(P, 0, 0, 0);
   const uint64_t key = philox_key(o->seed, "features.stop");
-  /* of up to 16 start tokens, the one whose reference sequence stays decided longest */
-  for (int cand = 0; cand < CANDIDATES && best_u < N; cand++) {
-    int32_t first = rnd_tok(key, (uint64_t)cand, V);
-    VTRY(greedy(&P->ref, V, first, N, -1, a, &sa, P->lr, NULL));
+  /* screen: the reference's greedy sequence from each start token, and how long it stays decided */
+  for (int cand = 0; cand < STOP_SCREEN; cand++) {
+    first[cand] = rnd_tok(key, (uint64_t)cand, V);
+    VTRY(greedy(P, &P->ref, V, first[cand], N, -1, seqs[cand], &sa, P->lr, NULL));
+    for (int t = 0; t < N; t++) {
+      const double m = stat_top2_margin(P->lr + (size_t)t * V, V, NULL, NULL);
+      pmin[cand][t] = t ? fmin(pmin[cand][t - 1], m) : m;
+    }
+  }
+  /* the STOP_MEASURE starts whose 4th step is decided by the widest margin (then the 8th): the floor
+   * measures its error along each, which sets eps, and the one decided longest is kept */
+  bool used[STOP_SCREEN] = {false};
+  for (int k = 0; k < STOP_MEASURE; k++) {
+    int cand = -1;
+    for (int i = 0; i < STOP_SCREEN; i++)
+      if (!used[i] && (cand < 0 || pmin[i][3] > pmin[cand][3] ||
+                       (pmin[i][3] == pmin[cand][3] && pmin[i][7] > pmin[cand][7])))
+        cand = i;
+    used[cand] = true;
     double fd = 0;
     if (has_floor(P)) { /* the floor teacher-forced along the reference's sequence */
       if (P->flr.ops->reset) VTRY(P->flr.ops->reset(P->flr.state, 1));
+      VTRY(greedy(P, &P->ref, V, first[cand], N, -1, a, &sa, P->lr, NULL)); /* the reference's rows again */
       for (int t = 0; t < N; t++) {
-        int32_t tk = t ? a[t - 1] : first;
-        VTRY(step(&P->flr, 1, t, &tk, 1, false, P->lf));
+        int32_t tk = t ? seqs[cand][t - 1] : first[cand];
+        VTRY(step(P, &P->flr, 1, t, &tk, 1, false, P->lf));
         max_into(&fd, stat_top2_error(P->lr + (size_t)t * V, P->lf, V));
       }
     }
     const bounds bc = derive(P, 0, 0, fd);
     int u = 0;
-    while (u < N && stat_top2_margin(P->lr + (size_t)u * V, V, NULL, NULL) > bc.eps) u++;
-    if (u > best_u) { best_u = u; best_first = first; best_eps = bc.eps; bb = bc; memcpy(best_a, a, sizeof a); }
+    while (u < N && pmin[cand][u] > bc.eps) u++;
+    if (u > best_u) {
+      best_u = u;
+      best_first = first[cand];
+      best_eps = bc.eps;
+      bb = bc;
+      memcpy(best_a, seqs[cand], sizeof best_a);
+    }
   }
   if (best_u < 2) {
-    feat_set(c, "stop_tokens", FEAT_NOT_SUPPORTED, NAN, NAN, bb.src,
-        "every one of %d start tokens reaches a near-tie (reference margin <= eps %.3g) within 2 greedy steps: this "
-        "model cannot decide a greedy sequence at this precision",
-        CANDIDATES, best_eps);
+    feat_set(c, "stop_tokens", FEAT_UNDECIDED, NAN, NAN, bb.src,
+        "undecided: of %d start tokens (the %d most decided measured against the floor) none keeps the reference's "
+        "greedy sequence decided (margin > eps %.3g) for 2 steps, so no stop step can be compared",
+        STOP_SCREEN, STOP_MEASURE, best_eps);
     return V_OK;
   }
   const int sidx = best_u > 8 ? 8 : best_u - 1;
@@ -373,7 +423,7 @@ static vstatus check_stop(pair *P, const feat_opts *o, feat_check *c) {
   /* the reference is deterministic: its run to the stop is best_a up to `expect` */
   memcpy(a, best_a, sizeof a);
   sa = expect;
-  vstatus ts = greedy(&P->test, V, best_first, N, stop, b, &sb, NULL, P->lt);
+  vstatus ts = greedy(P, &P->test, V, best_first, N, stop, b, &sb, NULL, P->lt);
   if (ts) { path_failed(c, "stop_tokens", ts); return V_OK; }
   const int L = expect + 1; /* tokens compared: the stop lies inside the decided prefix (sidx < best_u) */
   bool same = sa == expect && sb == expect;
@@ -447,6 +497,12 @@ static vstatus open_paths(feat_session *f) {
   P->lf = malloc((size_t)ROWS * P->V * sizeof(float));
   P->scratch = malloc((size_t)2 * P->V * sizeof(double));
   if (!P->lr || !P->lt || !P->lf || !P->scratch) return VERR("features: out of memory");
+  const sweep_routing *r = f->o.routing;
+  if (r && r->kind != ROUTE_NATURAL && r->n_moe > 0) {
+    P->fexp = malloc((size_t)r->n_moe * STEP_MAX * r->K * sizeof(int32_t));
+    P->fone = malloc((size_t)r->n_moe * r->K * sizeof(int32_t));
+    if (!P->fexp || !P->fone) return VERR("features: out of memory");
+  }
   return V_OK;
 }
 
@@ -476,6 +532,8 @@ void features_end(feat_session *f) {
   free(P->lt);
   free(P->lf);
   free(P->scratch);
+  free(P->fexp);
+  free(P->fone);
   if (P->test.ops) vpath_close(&P->test);
   if (P->flr.ops) vpath_close(&P->flr);
   if (P->ref.ops) vpath_close(&P->ref);

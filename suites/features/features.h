@@ -25,10 +25,12 @@
  *                every row whose margin exceeds eps.
  *  stop_tokens   greedy decode that stops at a stop token (the reference's 9th token): the path
  *                stops at the same step with the same tokens; sequences are compared only up to
- *                the first step whose reference margin is below eps (of up to 16 start tokens the
- *                one with the longest decided prefix is used).
- * Each check is pass, fail, or not_supported (the path could not run it), with its numbers, its
- * bound and the bound's source. */
+ *                the first step whose reference margin is below eps (64 start tokens screened on the
+ *                reference, the 4 most decided measured against the floor, the one decided longest
+ *                used); undecided when none stays decided for 2 steps.
+ * Every path runs with the same forced experts per position unless o->routing is natural.
+ * Each check is pass, fail, undecided (it decided nothing) or not_supported (the path could not run
+ * it), with its numbers, its bound and the bound's source. */
 #ifndef VOUCH_SUITES_FEATURES_FEATURES_H
 #define VOUCH_SUITES_FEATURES_FEATURES_H
 
@@ -39,7 +41,9 @@
 #include "model/model.h"
 #include "suites/engine/bounds.h"
 
-typedef enum { FEAT_PASS = 0, FEAT_FAIL = 1, FEAT_NOT_SUPPORTED = 2 } feat_status;
+/* undecided: the check ran and could decide nothing (stop_tokens: no start token whose reference sequence
+ * stays decided): never a pass, never a fail, counted (docs/verdicts.md). */
+typedef enum { FEAT_PASS = 0, FEAT_FAIL = 1, FEAT_NOT_SUPPORTED = 2, FEAT_UNDECIDED = 3 } feat_status;
 
 /* How much farther from fp32 than the reference engine a path may be (the k above). */
 #define FEAT_ACCURACY_RATIO VOUCH_ACCURACY_RATIO
@@ -62,6 +66,11 @@ typedef struct {
   double margin_eps;      /* margin rule's epsilon (logits) where no floor applies */
   uint64_t seed;
   int n_threads;
+  const struct sweep_routing_s *routing; /* experts forced per position on every path (prepared for the model;
+                             suites/sweep/sweep.h), the combine weights the router's; NULL or natural: each
+                             path's router decides. Forced by default: two correct bf16 engines pick another
+                             expert at a router near-tie on some rows (a discrete jump in the logits), which no
+                             check of these features is about; routing is judged by diverge and kernels */
 } feat_opts;
 
 #define FEAT_N_CHECKS 5

@@ -10,18 +10,23 @@
 #include "suites/engine/record.h"
 #include "suites/served/served_suites.h"
 #include "suites/features/features.h"
+#include "suites/sweep/sweep.h"
 
 static const char FEATURES_USAGE[] =
     "usage: vouch features --path NAME [--ref cpu-ref] [--floor PATH] [--model DIR|synth:PRESET] [--full-ctx N]\n"
-    "                      [--kld-tol K] [--margin-eps E] [--seed S] [--layers N] [--threads N] [--path-lib FILE]\n"
-    "                      [--json FILE]\n"
+    "                      [--kld-tol K] [--margin-eps E] [--routing uniform|natural|zipf:S] [--seed S] [--layers N]\n"
+    "                      [--threads N] [--path-lib FILE] [--json FILE]\n"
     "       vouch features --server URL [--server-model NAME] [--ref cpu-ref] [--model ...] [--margin-eps E] [--seed S]\n"
     "  Production features of a path against a reference path: full context (decode at the\n"
     "  last positions before --full-ctx, default max_position_embeddings, after fill_cache),\n"
     "  seeded sampling (the sampled distribution matches the reference's; 20000 draws fit it),\n"
     "  structured output (a token DFA masks logits), speculative verification (K+1 tokens per\n"
-    "  step == K+1 single steps) and stop tokens. Each check is pass, fail or not_supported,\n"
-    "  with its numbers and where its bound comes from.\n"
+    "  step == K+1 single steps) and stop tokens. Each check is pass, fail, undecided (it could\n"
+    "  decide nothing: not a pass) or not_supported, with its numbers and where its bound comes from.\n"
+    "  --routing (default uniform): the experts every path runs, forced per position (the combine\n"
+    "  weights stay the router's), so a router near-tie that one bf16 engine breaks the other way\n"
+    "  cannot move a row: these checks are about the features, the router is judged by diverge and\n"
+    "  kernels; natural lets each path's router decide.\n"
     "  --floor PATH (e.g. cpu-ref next to bf16 paths) computes the same short-context rows in fp32:\n"
     "  bounds become multiples of its distance from the reference (docs/verdicts.md); without it\n"
     "  --kld-tol (nats) and --margin-eps (logits; argmax compared only where the reference's top-2\n"
@@ -50,6 +55,9 @@ typedef struct {
   bool ran[MAX_CHECKS];             /* ch[i] holds check i's result */
   bool kept[MAX_CHECKS];            /* check i left out: a resumed run holds its record */
   const char *server, *server_model; /* --server URL (NULL: the in-process checks), --server-model */
+  const char *routing_s;            /* --routing as given (default "uniform") */
+  bool routing_given;               /* --routing was on the command line */
+  sweep_routing routing;            /* --routing parsed (options_done) and prepared for the model (check) */
   served_target srv;                /* the server (prepare) */
   feat_served *fsv;                 /* the server checks' session (prepare) */
 } features_state;
@@ -57,6 +65,7 @@ typedef struct {
 static void features_init(void *st) {
   features_state *s = st;
   s->ref = "cpu-ref";
+  s->routing_s = "uniform";
   s->tol = 0.01;
   s->eps = 0.001;
 }
@@ -72,6 +81,7 @@ static bool features_option(void *st, int argc, char **argv, int *i, vstatus *er
   else if (cli_opt(argc, argv, i, "--margin-eps", &v, err)) { if (v) *err = cli_double("--margin-eps", v, &s->eps); }
   else if (cli_opt(argc, argv, i, "--server", &v, err)) { if (v) s->server = v; }
   else if (cli_opt(argc, argv, i, "--server-model", &v, err)) { if (v) s->server_model = v; }
+  else if (cli_opt(argc, argv, i, "--routing", &v, err)) { if (v) s->routing_s = v, s->routing_given = true; }
   else return false;
   return true;
 }
@@ -89,12 +99,27 @@ static vstatus features_paths(void *st, const char *const **paths, int *n) {
 }
 
 static vstatus features_options_done(void *st) {
-  const features_state *s = st;
+  features_state *s = st;
   if (!(s->tol > 0) || !(s->eps >= 0)) return VERR("--kld-tol must be > 0 and --margin-eps >= 0");
   if (s->server_model && !s->server) return VERR("option --server-model needs --server URL");
   if (s->server && (s->path || s->floor || s->full))
     return VERR("option --server: the server is the subject: no --path, --floor or --full-ctx with it");
+  if (s->server && s->routing_given)
+    return VERR("option --routing: a server routes its own tokens (its reference runs the router too)");
+  if (!s->server) {
+    vstatus e = sweep_routing_parse(s->routing_s, &s->routing); /* prepared for the model in check */
+    if (e) { verr_prefix("option --routing"); return e; }
+  }
   return served_url_check(s->server);
+}
+
+/* --routing against the model (forced experts need its MoE layout). */
+static vstatus features_check_opts(void *st, const vsuite_ctx *x) {
+  features_state *s = st;
+  if (s->server) return V_OK;
+  vstatus e = sweep_routing_prepare(&s->routing, &x->model->cfg, x->seed);
+  if (e) verr_prefix("option --routing");
+  return e;
 }
 
 /* The header line, and the checks' session. Options the model cannot take (--full-ctx, a floor
@@ -112,8 +137,8 @@ static vstatus features_prepare(void *st, const vsuite_ctx *x, bool *done) {
     return features_served_begin(&fo, &s->fsv);
   }
   s->o = (feat_opts){.path = s->path, .ref = s->ref, .floor = s->floor, .full_ctx = (int)s->full, .kld_tol = s->tol,
-                     .margin_eps = s->eps, .seed = x->seed, .n_threads = x->n_threads};
-  printf("features: path %s vs %s on %s\n", s->path, s->ref, x->model->source);
+                     .margin_eps = s->eps, .seed = x->seed, .n_threads = x->n_threads, .routing = &s->routing};
+  printf("features: path %s vs %s on %s, routing %s\n", s->path, s->ref, x->model->source, s->routing_s);
   if (features_begin(x->model, &s->o, &s->fs)) {
     cli_print_error("features");
     s->broken = true;
@@ -138,6 +163,7 @@ static vrecord *check_record(const features_state *s, const vsuite_ctx *x, int c
   if (!rec) return NULL;
   rec_param_str(rec, "model", x->model->source);
   rec_param_str(rec, "reference", s->ref);
+  if (!s->server) rec_param_str(rec, "routing", s->routing_s);
   if (s->server) {
     rec_param_str(rec, "server", s->srv.conn.shown);
     rec_param_str(rec, "server_model", s->srv.model);
@@ -189,6 +215,7 @@ static vstatus features_record(void *st, const vsuite_ctx *x, int c, veng *recs)
   if (isfinite(k->bound)) rec_param_num(rec, "bound", k->bound);
   rec_param_int(rec, "seed", (int64_t)x->seed);
   if (k->status == FEAT_NOT_SUPPORTED) rec_set_status(rec, REC_NOT_SUPPORTED, k->detail);
+  else if (k->status == FEAT_UNDECIDED) rec_set_status(rec, REC_UNDECIDED, k->detail);
   else {
     if (isfinite(k->value)) rec_metric_value(rec, "value", "", RB_NONE, k->value);
     rec_check_add(rec, "feature_ok", k->status == FEAT_PASS);
@@ -221,6 +248,7 @@ static void features_free(void *st) {
   features_state *s = st;
   features_end(s->fs);
   features_served_end(s->fsv);
+  sweep_routing_free(&s->routing);
 }
 
 const vsuite vsuite_features = {
@@ -232,7 +260,7 @@ const vsuite vsuite_features = {
     .init = features_init,
     .option = features_option,
     .options_done = features_options_done,
-    .check = NULL,
+    .check = features_check_opts,
     .prepare = features_prepare,
     .n_cases = features_n_cases,
     .run = features_run_case,

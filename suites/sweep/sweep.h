@@ -50,7 +50,7 @@ const char *sweep_workload_name(sweep_workload w); /* "decode", "prefill+decode"
 
 typedef enum { ROUTE_NATURAL = 0, ROUTE_UNIFORM, ROUTE_ZIPF, ROUTE_TRACE } sweep_route_kind;
 
-typedef struct {
+typedef struct sweep_routing_s {
   sweep_route_kind kind;
   double zipf_s;        /* ROUTE_ZIPF: popularity of rank r (0-based) is 1/(r+1)^s */
   bool fixed;           /* "uniform@fixed", "zipf:S@fixed": every step of a point routes the same (one draw per
