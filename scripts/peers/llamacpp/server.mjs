@@ -489,7 +489,10 @@ class Engine {
       if (inPrompt) j.fedPrompt += n;
       budget -= n;
     }
-    if (!plan.length) return;
+    if (!plan.length) { // cannot happen (a live sequence always has a token to feed); never spin on it
+      for (const j of live) this.end(j, "error", "the engine had nothing to feed for a live sequence");
+      return;
+    }
     ctx.initBatch(plan.reduce((a, p) => a + p.toks.length, 0));
     for (const p of plan) p.li = ctx.addToBatch(p.j.slot, p.start, Uint32Array.from(p.toks), Uint32Array.from(p.idx));
     try {
