@@ -2,14 +2,18 @@
 #include "model/gguf.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define GGUF_ALIGN 32
 /* GGUF metadata value types and ggml tensor types (gguf.h / ggml.h of llama.cpp) */
-enum { GV_U32 = 4, GV_F32 = 6, GV_BOOL = 7, GV_STRING = 8, GV_ARRAY = 9 };
-enum { GT_F32 = 0, GT_BF16 = 30 };
+enum { GV_U32 = 4, GV_I32 = 5, GV_F32 = 6, GV_BOOL = 7, GV_STRING = 8, GV_ARRAY = 9 };
+enum { GT_F32 = 0, GT_F16 = 1, GT_Q4_0 = 2, GT_Q8_0 = 8, GT_BF16 = 30 };
+#define QK 32 /* weights per Q8_0 / Q4_0 block */
+/* llama_ftype of a quantized file (general.file_type) */
+enum { FTYPE_Q4_0 = 2, FTYPE_Q8_0 = 7 };
 
 /* How a GGUF tensor's elements come from the checkpoint. */
 typedef enum {
@@ -25,7 +29,7 @@ typedef struct {
   char name[96];
   int ndim;
   uint64_t ne[3];             /* GGUF dims, innermost first */
-  int type;                   /* GT_F32 or GT_BF16 */
+  int type;                   /* GT_*: the element (or block) type written */
   uint64_t offset;            /* bytes from the start of the data section */
   src_kind kind;
   const vtensor *src;         /* SRC_EXPS: NULL (exps used) */
@@ -71,12 +75,41 @@ static void kv_f32(hdr *h, const char *key, float v) { kv_key(h, key, GV_F32); p
 static void kv_bool(hdr *h, const char *key, int v) { uint8_t b = v != 0; kv_key(h, key, GV_BOOL); put(h, &b, 1); }
 static void kv_str(hdr *h, const char *key, const char *v) { kv_key(h, key, GV_STRING); put_str(h, v); }
 
+/* An array of n strings. */
+static void kv_strs(hdr *h, const char *key, char *const *v, int n) {
+  kv_key(h, key, GV_ARRAY);
+  put_u32(h, GV_STRING);
+  put_u64(h, (uint64_t)n);
+  for (int i = 0; i < n; i++) put_str(h, v[i]);
+}
+
+/* llama.cpp's BPE tokenizer keys (as its converter writes them for a gpt2-style vocabulary). */
+static void write_vocab(hdr *h, const gguf_vocab *v) {
+  kv_str(h, "tokenizer.ggml.model", "gpt2");
+  kv_str(h, "tokenizer.ggml.pre", v->pre);
+  kv_strs(h, "tokenizer.ggml.tokens", v->tokens, v->n);
+  kv_key(h, "tokenizer.ggml.token_type", GV_ARRAY);
+  put_u32(h, GV_I32);
+  put_u64(h, (uint64_t)v->n);
+  put(h, v->types, (size_t)v->n * sizeof *v->types);
+  kv_strs(h, "tokenizer.ggml.merges", v->merges, v->n_merges);
+  if (v->bos >= 0) kv_u32(h, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos);
+  if (v->eos >= 0) kv_u32(h, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos);
+  if (v->unk >= 0) kv_u32(h, "tokenizer.ggml.unknown_token_id", (uint32_t)v->unk);
+  if (v->pad >= 0) kv_u32(h, "tokenizer.ggml.padding_token_id", (uint32_t)v->pad);
+  if (v->add_bos >= 0) kv_bool(h, "tokenizer.ggml.add_bos_token", v->add_bos);
+  if (v->add_eos >= 0) kv_bool(h, "tokenizer.ggml.add_eos_token", v->add_eos);
+  if (v->chat_template) kv_str(h, "tokenizer.chat_template", v->chat_template);
+}
+
 /* The metadata llama.cpp's deepseek2 loader reads, from the HF config. */
-static void write_metadata(hdr *h, const ds_model *m) {
+static void write_metadata(hdr *h, const ds_model *m, const gguf_opts *o) {
   const ds_config *c = &m->cfg;
   kv_str(h, "general.architecture", "deepseek2");
   kv_str(h, "general.name", m->source);
   kv_u32(h, "general.alignment", GGUF_ALIGN);
+  if (o->wtype == GGUF_W_Q8_0 || o->wtype == GGUF_W_Q4_0) /* only quantized files: f32/bf16 stay as before */
+    kv_u32(h, "general.file_type", o->wtype == GGUF_W_Q8_0 ? FTYPE_Q8_0 : FTYPE_Q4_0);
   kv_u32(h, ".block_count", (uint32_t)c->num_hidden_layers);
   kv_u32(h, ".context_length", (uint32_t)c->max_position_embeddings);
   kv_u32(h, ".embedding_length", (uint32_t)c->hidden_size);
@@ -111,6 +144,10 @@ static void write_metadata(hdr *h, const ds_model *m) {
     kv_f32(h, ".rope.scaling.yarn_beta_fast", (float)c->yarn.beta_fast);
     kv_f32(h, ".rope.scaling.yarn_beta_slow", (float)c->yarn.beta_slow);
     if (c->yarn.mscale_all_dim != 0) kv_f32(h, ".rope.scaling.yarn_log_multiplier", (float)(0.1 * c->yarn.mscale_all_dim));
+  }
+  if (o->vocab) {
+    write_vocab(h, o->vocab);
+    return;
   }
   /* llama.cpp's id-only "test" vocabulary (a token's text is its id in hex): vouch's checkpoints
    * have no tokenizer, and the "none" vocabulary cannot be loaded by node-llama-cpp (it tokenizes) */
@@ -156,6 +193,62 @@ static uint64_t numel(const gtensor *g) {
   uint64_t n = 1;
   for (int d = 0; d < g->ndim; d++) n *= g->ne[d];
   return n;
+}
+
+/* Bytes of one row of `cols` elements in type t (cols a multiple of QK for the block types). */
+static uint64_t row_bytes(int t, uint64_t cols) {
+  switch (t) {
+    case GT_F32: return 4 * cols;
+    case GT_Q8_0: return cols / QK * (2 + QK);
+    case GT_Q4_0: return cols / QK * (2 + QK / 2);
+    default: return 2 * cols; /* F16, BF16 */
+  }
+}
+
+static uint64_t tensor_bytes(const gtensor *g) { return numel(g) / g->ne[0] * row_bytes(g->type, g->ne[0]); }
+
+/* The quantized export's types, as llama-quantize picks them by default for Q8_0 / Q4_0 (see
+ * gguf.h): the matrices build_list put in `q` stay q, the output matrix (token_embd when tied)
+ * is Q8_0, and a row length that is not a multiple of QK falls back to F16. */
+static void quant_types(glist *l, int q, bool tied) {
+  for (int i = 0; i < l->n; i++) {
+    gtensor *g = &l->v[i];
+    if (g->type != q) continue;
+    if (!strcmp(g->name, "output.weight") || (tied && !strcmp(g->name, "token_embd.weight"))) g->type = GT_Q8_0;
+    if (g->ne[0] % QK) g->type = GT_F16;
+  }
+}
+
+/* Q8_0 of x[n] (n a multiple of QK) into o: per block the scale d = max|x| / 127 (stored fp16,
+ * rounded to nearest even) and q = round-half-away(x / d) as int8, computed with the f32 d (not
+ * its fp16 rounding), which is llama.cpp's reference rule. */
+static void q8_0_row(const float *x, int64_t n, uint8_t *o) {
+  for (int64_t b = 0; b < n / QK; b++, x += QK, o += 2 + QK) {
+    float amax = 0;
+    for (int j = 0; j < QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t h = f32_to_f16(d);
+    memcpy(o, &h, 2);
+    for (int j = 0; j < QK; j++) o[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
+  }
+}
+
+/* Q4_0 of x[n] into o: per block the element of largest magnitude m (the first of equals) gives
+ * d = m / -8 (stored fp16), each weight becomes min(15, trunc(x / d + 8.5)) in 0..15 (value (q - 8) d);
+ * byte j holds weight j in its low nibble and weight j + 16 in its high one. */
+static void q4_0_row(const float *x, int64_t n, uint8_t *o) {
+  for (int64_t b = 0; b < n / QK; b++, x += QK, o += 2 + QK / 2) {
+    float amax = 0, m = 0;
+    for (int j = 0; j < QK; j++)
+      if (fabsf(x[j]) > amax) amax = fabsf(x[j]), m = x[j];
+    const float d = m / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t h = f32_to_f16(d);
+    memcpy(o, &h, 2);
+    for (int j = 0; j < QK / 2; j++) {
+      const int lo = (int)(int8_t)(x[j] * id + 8.5f), hi = (int)(int8_t)(x[j + QK / 2] * id + 8.5f);
+      o[2 + j] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
+    }
+  }
 }
 
 /* The GGUF tensor list, in the converter's naming. */
@@ -241,8 +334,8 @@ static int64_t rope_row(int64_t r, int blk, int rope, bool permute) {
   return b * blk + first + (j % 2 ? rope / 2 + j / 2 : j / 2);
 }
 
-/* Writes tensor g's elements (GGUF order) to f, converted to g->type. */
-static vstatus write_tensor(FILE *f, const ds_config *c, const gtensor *g, float *row, uint16_t *half,
+/* Writes tensor g's elements (GGUF order) to f, converted to g->type; buf holds a converted row. */
+static vstatus write_tensor(FILE *f, const ds_config *c, const gtensor *g, float *row, uint8_t *buf,
                             const char *path) {
   const bool perm = !c->rope_interleave;
   const int n = c->qk_nope_head_dim, r = c->qk_rope_head_dim, v = c->v_head_dim, R = c->kv_lora_rank;
@@ -273,13 +366,19 @@ static vstatus write_tensor(FILE *f, const ds_config *c, const gtensor *g, float
         break;
       }
     }
-    size_t w;
-    if (g->type == GT_F32) w = fwrite(row, 4, (size_t)cols, f);
-    else {
-      for (int64_t k = 0; k < cols; k++) half[k] = f32_to_bf16(row[k]);
-      w = fwrite(half, 2, (size_t)cols, f);
+    const size_t nb = (size_t)row_bytes(g->type, (uint64_t)cols);
+    uint16_t h;
+    switch (g->type) {
+      case GT_F32: memcpy(buf, row, nb); break;
+      case GT_Q8_0: q8_0_row(row, cols, buf); break;
+      case GT_Q4_0: q4_0_row(row, cols, buf); break;
+      default:
+        for (int64_t k = 0; k < cols; k++) {
+          h = g->type == GT_BF16 ? f32_to_bf16(row[k]) : f32_to_f16(row[k]);
+          memcpy(buf + 2 * k, &h, 2);
+        }
     }
-    if (w != (size_t)cols) { free(kvb); return VERR("%s: write failed in tensor %s: %s", path, g->name, strerror(errno)); }
+    if (fwrite(buf, 1, nb, f) != nb) { free(kvb); return VERR("%s: write failed in tensor %s: %s", path, g->name, strerror(errno)); }
   }
   free(kvb);
   return V_OK;
@@ -292,23 +391,41 @@ static vstatus pad(FILE *f, uint64_t at, const char *path) {
   return V_OK;
 }
 
-vstatus gguf_export(const ds_model *m, const char *path, vdtype dtype) {
-  if (dtype != DT_F32 && dtype != DT_BF16) return VERR("gguf: dtype must be f32 or bf16 (got %s)", vdtype_name(dtype));
+static const char *const WTYPE_NAMES[] = {"f32", "bf16", "q8_0", "q4_0"};
+
+const char *gguf_wtype_name(gguf_wtype w) { return (unsigned)w < 4 ? WTYPE_NAMES[w] : "?"; }
+
+vstatus gguf_wtype_parse(const char *s, gguf_wtype *w) {
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(s, WTYPE_NAMES[i])) {
+      *w = (gguf_wtype)i;
+      return V_OK;
+    }
+  return VERR("expected f32, bf16, q8_0 or q4_0, got '%s'", s);
+}
+
+vstatus gguf_export(const ds_model *m, const char *path, const gguf_opts *o) {
+  static const int GT_OF[] = {GT_F32, GT_BF16, GT_Q8_0, GT_Q4_0};
+  if ((unsigned)o->wtype >= 4) return VERR("gguf: unknown weight type %d", (int)o->wtype);
   if (m->tp_size > 1) return VERR("gguf: %s is a tensor-parallel shard; export the full model", m->source);
   const ds_config *c = &m->cfg;
+  if (o->vocab && o->vocab->n != c->vocab_size)
+    return VERR("gguf: the tokenizer holds %d tokens, the model's vocab_size is %d", o->vocab->n, c->vocab_size);
   if (c->n_routed_experts > 0 && c->first_k_dense_replace < c->num_hidden_layers && c->n_shared_experts == 0)
     fprintf(stderr, "gguf: note: n_shared_experts = 0: llama.cpp's deepseek2 requires shared-expert tensors "
                     "(docs/llama-cpp.md); the file follows HF and has none\n");
   glist l = {0};
-  vstatus s = build_list(m, dtype == DT_F32 ? GT_F32 : GT_BF16, &l);
+  const int mtype = GT_OF[o->wtype];
+  vstatus s = build_list(m, mtype, &l);
+  if (!s && (mtype == GT_Q8_0 || mtype == GT_Q4_0)) quant_types(&l, mtype, c->tie_word_embeddings);
   hdr h = {0};
   if (!s) {
-    write_metadata(&h, m);
+    write_metadata(&h, m, o);
     uint64_t off = 0;
     for (int i = 0; i < l.n; i++) {
       gtensor *g = &l.v[i];
       g->offset = off;
-      off += numel(g) * (g->type == GT_F32 ? 4 : 2);
+      off += tensor_bytes(g);
       off += (GGUF_ALIGN - off % GGUF_ALIGN) % GGUF_ALIGN;
     }
     s = h.err;
@@ -340,17 +457,17 @@ vstatus gguf_export(const ds_model *m, const char *path, vdtype dtype) {
     if ((int64_t)l.v[i].ne[0] > maxcols) maxcols = (int64_t)l.v[i].ne[0];
   if (c->kv_lora_rank > maxcols) maxcols = c->kv_lora_rank;
   float *row = s ? NULL : malloc((size_t)maxcols * sizeof *row);
-  uint16_t *half = s ? NULL : malloc((size_t)maxcols * sizeof *half);
-  if (!s && (!row || !half)) s = VERR("gguf: out of memory");
+  uint8_t *buf = s ? NULL : malloc((size_t)maxcols * sizeof(float)); /* a row in any type fits */
+  if (!s && (!row || !buf)) s = VERR("gguf: out of memory");
   for (int i = 0; !s && i < l.n; i++) {
     const gtensor *g = &l.v[i];
-    s = write_tensor(f, c, g, row, half, path);
-    if (!s) s = pad(f, g->offset + numel(g) * (g->type == GT_F32 ? 4 : 2), path);
+    s = write_tensor(f, c, g, row, buf, path);
+    if (!s) s = pad(f, g->offset + tensor_bytes(g), path);
   }
   if (f && fclose(f) != 0 && !s) s = VERR("%s: write failed: %s", path, strerror(errno));
   if (s && f) remove(path);
   free(row);
-  free(half);
+  free(buf);
   free(h.buf);
   free(l.v);
   return s;

