@@ -35,7 +35,7 @@
 #include "common/trace.h"
 #include "common/vstatus.h"
 #include "model/config.h"
-#include "model/tensor.h"
+#include "common/tensor.h"
 
 /* ---------------- backends ---------------- */
 

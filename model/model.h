@@ -11,7 +11,7 @@
 #include "model/config.h"
 #include "model/safetensors.h"
 #include "model/synth_rule.h"
-#include "model/tensor.h"
+#include "common/tensor.h"
 
 /* One decoder layer's weights. Linear weights are [out_features, in_features] as in HF.
  * H = heads, D = hidden, r = qk_rope_head_dim, n = qk_nope_head_dim, v = v_head_dim. */

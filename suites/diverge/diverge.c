@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/sampling.h"
-#include "model/philox.h"
+#include "common/philox.h"
 #include "suites/paths/paths.h"
 #include "suites/engine/stats_tests.h"
 

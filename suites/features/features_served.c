@@ -37,7 +37,7 @@
 
 #include "common/interrupt.h"
 #include "common/sampling.h"
-#include "model/philox.h"
+#include "common/philox.h"
 #include "suites/served/served_suites.h"
 #include "suites/paths/paths.h"
 #include "suites/engine/stats_tests.h"

@@ -13,7 +13,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "model/philox.h"
+#include "common/philox.h"
 #include "model/shard.h"
 #include "suites/paths/paths.h"
 #ifdef VOUCH_HAVE_CUDA

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "model/model.h"
-#include "model/philox.h"
+#include "common/philox.h"
 #include "reference/cpu/cpu_ref.h"
 #include "reference/cpu/ops.h"
 #include "suites/paths/paths.h"
