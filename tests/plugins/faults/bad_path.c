@@ -5,7 +5,7 @@
  *   3 another ABI value                         4 caps.tp out of range
  *   5 carries its own copy of vouch (verr_set)  6 forward() fails with its own message
  *   7 a name already taken (cpu-ref)            8 caps.ep without caps.tp */
-#include "common/plugin.h"
+#include "suites/paths/plugin.h"
 
 #ifndef BAD_KIND
 #error "build with -DBAD_KIND=1..8"
