@@ -49,7 +49,5 @@ typedef struct {
 
 vstatus bundle_load(const char *path, vresults *r);
 void bundle_unload(vresults *r);
-/* Reads a whole file (NUL-terminated; *len without the NUL). */
-vstatus bundle_read_file(const char *path, char **data, size_t *len);
 
 #endif

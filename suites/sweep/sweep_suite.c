@@ -24,7 +24,7 @@
 #include "common/atomic_file.h"
 #include "common/clock.h"
 #include "model/model.h"
-#include "runner/evidence/bundle.h"
+#include "common/read_file.h"
 #include "suites/engine/cli.h"
 #include "suites/engine/engine.h"
 #include "suites/engine/record.h"
@@ -515,7 +515,7 @@ static cJSON *agreement_json(vrecord **recs, const agreement *ag, int repeat) {
 
 vstatus sweep_read_peer(const char *file, vrecord ***recs, int *n, int *cap) {
   char *txt;
-  if (bundle_read_file(file, &txt, NULL)) {
+  if (vfile_read(file, &txt, NULL)) {
     verr_prefix("peer records");
     return V_ERR;
   }
