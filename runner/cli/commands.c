@@ -7,7 +7,9 @@
 
 #include "suites/engine/cli.h"
 #include "runner/cli/cmd_ab.h"
+#include "suites/diverge/diverge_suite.h"
 #include "suites/evals/eval_cmd.h"
+#include "suites/features/features_suite.h"
 #include "runner/cli/cmd_evidence.h"
 #include "suites/kernels/kernels_suite.h"
 #include "runner/plan/cmd_run.h"

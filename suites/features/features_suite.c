@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "suites/engine/cli.h"
-#include "suites/evals/eval_cmd.h"
 #include "suites/engine/record.h"
-#include "suites/served/served_suites.h"
+#include "suites/features/features_served.h"
 #include "suites/features/features.h"
+#include "suites/features/features_suite.h"
 
 static const char FEATURES_USAGE[] =
     "usage: vouch features --path NAME [--ref cpu-ref] [--floor PATH] [--model DIR|synth:PRESET] [--full-ctx N]\n"
