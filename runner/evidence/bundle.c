@@ -14,6 +14,7 @@
 #include <archive_entry.h>
 
 #include "common/read_file.h"
+#include "runner/evidence/history.h"
 #include "runner/evidence/sha256.h"
 #include "runner/evidence/store.h"
 
@@ -217,6 +218,14 @@ done:
     return VERR("%s: cannot rename into place: %s", outp, strerror(errno));
   }
   if (out_used) snprintf(out_used, cap, "%s", outp);
+  return V_OK;
+}
+
+vstatus bundle_pack(const char *dir, const char *out_path, char *used, size_t cap, char hex[65]) {
+  VTRY(bundle_write(dir, out_path, used, cap));
+  VTRY(sha256_file_hex(used, hex));
+  char absdir[PATH_MAX], absout[PATH_MAX];
+  if (realpath(dir, absdir) && realpath(used, absout)) history_note_bundle(NULL, absdir, absout), verr_clear();
   return V_OK;
 }
 

@@ -18,7 +18,7 @@
 
 #include "common/read_file.h"
 #include "runner/evidence/sha256.h"
-#include "runner/plan/plans.h"
+#include "suites/plans/plans.h"
 
 static bool is_hex64(const char *s) { return strlen(s) == 64 && strspn(s, "0123456789abcdef") == 64; }
 
