@@ -11,6 +11,7 @@
 #include "model/shard.h"
 #include "suites/engine/cli.h"
 #include "runner/cli/commands.h"
+#include "runner/evidence/rundir.h"
 #include "suites/engine/record.h"
 #include "suites/paths/paths.h"
 

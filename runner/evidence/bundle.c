@@ -15,6 +15,7 @@
 
 #include "common/read_file.h"
 #include "runner/evidence/history.h"
+#include "runner/evidence/rundir.h"
 #include "runner/evidence/sha256.h"
 #include "runner/evidence/store.h"
 

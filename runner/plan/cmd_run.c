@@ -29,6 +29,7 @@
 #include "runner/plan/dryrun.h"
 #include "runner/evidence/bundle.h"
 #include "runner/evidence/manifest.h"
+#include "runner/evidence/rundir.h"
 #include "suites/engine/record.h"
 #include "runner/evidence/store.h"
 #include "suites/paths/paths.h"

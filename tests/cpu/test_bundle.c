@@ -17,6 +17,7 @@
 #include "runner/evidence/manifest.h"
 #include "suites/engine/record.h"
 #include "runner/evidence/report.h"
+#include "runner/evidence/rundir.h"
 #include "runner/evidence/store.h"
 #include "runner/evidence/verify.h"
 #include "tests/harness.h"
