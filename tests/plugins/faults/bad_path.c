@@ -18,7 +18,7 @@ VOUCH_PLUGIN_ABI;
 #endif
 
 #if BAD_KIND == 5
-/* what a library that links libvouchcore.a carries */
+/* what a library that links vouch's static libraries carries */
 vstatus verr_set(const char *file, int line, const char *fmt, ...) {
   (void)file, (void)line, (void)fmt;
   return V_ERR;
