@@ -11,6 +11,8 @@
 #include "suites/evals/eval_cmd.h"
 #include "suites/features/features_suite.h"
 #include "runner/cli/cmd_evidence.h"
+#include "runner/cli/cmd_generate.h"
+#include "runner/cli/cmd_model.h"
 #include "suites/kernels/kernels_suite.h"
 #include "runner/plan/cmd_run.h"
 #include "runner/serve/cmd_serve.h"

@@ -37,8 +37,4 @@ extern const vplan_steps vcommands_plan_steps;
  * option. */
 vstatus vcommand_check(const vcommand *c, int argc, char **argv);
 
-int cmd_model(int argc, char **argv);
-int cmd_generate(int argc, char **argv);
-vstatus generate_check_args(int argc, char **argv);
-
 #endif
