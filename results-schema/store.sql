@@ -1,5 +1,5 @@
 -- results.sqlite: one run's records, written as each case finishes.
--- The same text is compiled into runner/store.c (a test checks they are identical).
+-- The same text is compiled into runner/evidence/store.c (a test checks they are identical).
 PRAGMA user_version = 1;
 CREATE TABLE IF NOT EXISTS meta (
   key   TEXT PRIMARY KEY,  -- 'schema_version', 'state' (running|complete|incomplete), 'manifest' (JSON)
