@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "common/vstatus.h"
-#include "model/tensor.h"
+#include "common/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {

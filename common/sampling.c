@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/philox.h"
+#include "common/philox.h"
 
 int vsample_argmax(const float *logits, int vocab) {
   int best = 0;

@@ -32,7 +32,7 @@ static void check_step(const cJSON *s) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
   char *text = fz_cstr(data, n);
   cJSON *plan = NULL;
-  vstatus s = run_plan_parse(text, "fuzz", &plan);
+  vstatus s = run_plan_parse(text, "fuzz", &vcommands_plan_steps, &plan);
   free(text);
   if (s != V_OK) {
     const char *m = verr_msg();

@@ -56,6 +56,13 @@ int latency_table_gemm(int T, int N, int K, int ep, bool grouped);
  * keeps v1_split). */
 const char *latency_table_attention(int T, int max_keys, int H, int kl, int r);
 
+/* The latency path's kernels as kernel-suite variants (reference/opreg.h; latency_variants.cu) and
+ * its TP reduce over N GPUs (latency_tp_variants.cu; none without NCCL). The numerics suite calls
+ * them once (suites/kernels/kernels.h kernels_register_ops); a registration that fails prints its
+ * error and the rest go on. */
+void latency_register_variants(void);
+void latency_tp_register_variants(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,4 +1,4 @@
-/* Kernel-suite variants of the communication ops on real GPUs (common/opreg.h):
+/* Kernel-suite variants of the communication ops on real GPUs (reference/opreg.h):
  *   allreduce_add_rmsnorm  latency/p2p_oneshot, latency/nccl, latency/nccl_rs_ag: the three modes of
  *                          lat_tp_reduce_add_norm (kernels/latency_tp.h), rank r on GPU r;
  *   allreduce              cuda-ref/nccl: ncclAllReduce in fp32, rank r on GPU r.
@@ -9,10 +9,11 @@
  * output must also be bitwise identical across ranks (the op's check). */
 #include <pthread.h>
 
+#include "kernels/latency.h"
 #include "kernels/latency_tp.h"
 #include "reference/cuda/cuda_common.h"
 extern "C" {
-#include "common/opreg.h"
+#include "reference/opreg.h"
 #include "reference/cuda/comm_nccl.h"
 }
 

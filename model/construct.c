@@ -51,7 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/philox.h"
+#include "common/philox.h"
 
 #define OUT_SCALE 0.02f    /* random output projections (into free dims only) */
 #define LAT_SCALE 0.05f    /* random rows of the circuit layer's q / kv latents */

@@ -2,8 +2,6 @@
  * safetensors (checked against the specs), synthesis from the counter-based RNG, counts. */
 #include "model/model.h"
 
-#include "model/construct.h"
-
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -240,13 +238,6 @@ static vstatus bind_layers(ds_model *m) {
 
 /* ---- open / close ---- */
 
-static vstatus open_synth(ds_model *m, const char *preset, uint64_t seed, int layers, bool materialize) {
-  if (construct_is_preset(preset)) return construct_model_open(m, preset, NULL, seed, NULL);
-  ds_config cfg;
-  VTRY(ds_preset_config(preset, layers, &cfg));
-  return ds_model_synth(m, &cfg, preset, seed, materialize);
-}
-
 vstatus ds_model_synth(ds_model *m, const ds_config *cfg, const char *preset, uint64_t seed, bool materialize) {
   ds_tensor_spec *specs;
   int n;
@@ -315,11 +306,9 @@ static vstatus open_dir(ds_model *m, const char *path) {
   return bind_layers(m);
 }
 
-vstatus ds_model_open(ds_model *m, const char *spec, uint64_t seed, int layers, bool materialize) {
+vstatus ds_model_open_dir(ds_model *m, const char *path) {
   memset(m, 0, sizeof *m);
-  vstatus s;
-  if (strncmp(spec, "synth:", 6) == 0) s = open_synth(m, spec + 6, seed, layers, materialize);
-  else s = open_dir(m, spec);
+  vstatus s = open_dir(m, path);
   if (s != V_OK) ds_model_close(m);
   return s;
 }

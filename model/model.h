@@ -11,7 +11,7 @@
 #include "model/config.h"
 #include "model/safetensors.h"
 #include "model/synth_rule.h"
-#include "model/tensor.h"
+#include "common/tensor.h"
 
 /* One decoder layer's weights. Linear weights are [out_features, in_features] as in HF.
  * H = heads, D = hidden, r = qk_rope_head_dim, n = qk_nope_head_dim, v = v_head_dim. */
@@ -97,10 +97,14 @@ typedef struct ds_model_s {
 vstatus ds_tensor_specs(const ds_config *cfg, ds_tensor_spec **out, int *n);
 
 /* Opens a model from `spec`: a directory (or config.json path) with safetensors, or
- * "synth:PRESET". For synth, `seed` and `layers` (0 = preset default) apply and
- * `materialize` says whether host copies of the weights are generated now.
- * Checks every tensor's presence, dtype class and shape against the config. */
+ * "synth:PRESET" (a built-in preset or a constructed one, model/construct.h). For synth, `seed`
+ * and `layers` (0 = preset default) apply and `materialize` says whether host copies of the
+ * weights are generated now. Checks every tensor's presence, dtype class and shape against the
+ * config. Defined in model/open.c, above model.c and construct.c (it knows both). */
 vstatus ds_model_open(ds_model *m, const char *spec, uint64_t seed, int layers, bool materialize);
+/* ds_model_open's directory half: `path` a directory (or a file in it) with config.json and
+ * safetensors shards, checked as above. On error m is closed. */
+vstatus ds_model_open_dir(ds_model *m, const char *path);
 void ds_model_close(ds_model *m);
 /* Opens a synthetic model for an explicit config (`label` names it, e.g. the preset). */
 vstatus ds_model_synth(ds_model *m, const ds_config *cfg, const char *label, uint64_t seed, bool materialize);

@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "common/vstatus.h"
-#include "model/tensor.h"
+#include "common/tensor.h"
 
 typedef struct st_file st_file;  /* one mmap'ed .safetensors file */
 

@@ -10,7 +10,7 @@
 
 #include <math.h>
 
-#include "model/philox.h"
+#include "common/philox.h"
 
 typedef enum { SYN_LINEAR = 0, SYN_EMBED = 1, SYN_NORM = 2, SYN_BIAS = 3 } synth_kind;
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/plugin.h"
+#include "suites/paths/plugin.h"
 
 VOUCH_PLUGIN_ABI;
 

@@ -1,4 +1,4 @@
-/* Kernel-suite variants of the communication ops (common/opreg.h), run through the thread
+/* Kernel-suite variants of the communication ops (reference/opreg.h), run through the thread
  * communicators the CPU tensor-parallel path uses (common/comm_threads.c), R ranks as R threads:
  *   allreduce              rank r all-reduces its row of the case's input in place;
  *   allreduce_add_rmsnorm  rank r all-reduces its partial, adds the residual and normalizes, as
@@ -11,8 +11,9 @@
 #include <string.h>
 
 #include "common/comm.h"
-#include "common/opreg.h"
+#include "reference/opreg.h"
 #include "reference/cpu/ops.h"
+#include "reference/cpu/variants.h"
 
 typedef struct {
   const vcomm *c;    /* this rank's communicator */

@@ -15,7 +15,7 @@
 
 #include "common/comm.h"
 #include "model/model.h"
-#include "model/philox.h"
+#include "common/philox.h"
 #include "model/shard.h"
 #include "reference/cpu/cpu_dcp.h"
 #include "reference/cpu/ops.h"

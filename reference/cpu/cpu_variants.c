@@ -12,10 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/opreg.h"
+#include "reference/opreg.h"
 #include "common/sampling.h"
 #include "reference/cpu/ops.h"
 #include "reference/cpu/oracle.h"
+#include "reference/cpu/variants.h"
 
 static vtensor vt(vdtype t, int64_t d0, int64_t d1, void *data) {
   vtensor w;

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "model/config.h"
-#include "model/tensor.h"
+#include "common/tensor.h"
 
 /* out[r][i] = w[i] * x[r][i] / sqrt(mean_i(x[r][i]^2) + eps), rows r < n_rows, i < n. */
 void cpu_rmsnorm(float *out, const float *x, const vtensor *w, int n_rows, int n, float eps);

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/philox.h"
+#include "common/philox.h"
 
 #define U32 (5.9604644775390625e-08) /* float32 unit roundoff 2^-24 */
 

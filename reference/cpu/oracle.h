@@ -1,5 +1,5 @@
 /* The float64 oracles of the kernel numerics suite and the op descriptors built on them.
- * oracle_register_ops() registers every op (common/opreg.h); the helpers below are the
+ * oracle_register_ops() registers every op (reference/opreg.h); the helpers below are the
  * math itself, exported so tests can check that two forms of one computation agree
  * (e.g. MLA expanded vs absorbed) and so the op descriptors share input generation.
  *
@@ -25,7 +25,11 @@
 
 #include <stdint.h>
 
-#include "common/opreg.h"
+#include "reference/opreg.h"
+
+/* Registers every op descriptor (the numerics suite calls it once: suites/kernels/kernels.h
+ * kernels_register_ops); a registration that fails prints its error and the rest go on. */
+void oracle_register_ops(void);
 
 /* Split s of a sequence of length len into S splits covers [s*len/S, (s+1)*len/S) (floor);
  * every split is non-empty when len >= S. */

@@ -1,12 +1,13 @@
-/* The "cuda" backend of the op registry (common/opreg.h): kernel-suite buffers in device
+/* The "cuda" backend of the op registry (reference/opreg.h): kernel-suite buffers in device
  * memory on the current device, copies and memset through the CUDA runtime on the legacy
  * default stream, sync = cudaDeviceSynchronize (so asynchronous kernel faults surface as
  * errors of the case that caused them). Every call returns V_ERR with the CUDA error. */
 #include "reference/cuda/cuda_common.h"
 
 extern "C" {
-#include "common/opreg.h"
+#include "reference/opreg.h"
 }
+#include "reference/cuda/cuda_variants.h"
 
 static vstatus cb_alloc(void **ptr, size_t bytes) {
   *ptr = NULL;

@@ -20,7 +20,7 @@
 #include <cuda_runtime.h>
 
 /* Host+device helpers (static functions only). */
-#include "model/philox.h"
+#include "common/philox.h"
 #include "model/synth_rule.h"
 
 #ifdef __cplusplus
@@ -31,7 +31,7 @@ extern "C" {
 #include "common/vstatus.h"
 #include "model/config.h"
 #include "model/model.h"
-#include "model/tensor.h"
+#include "common/tensor.h"
 #ifdef __cplusplus
 }
 #endif

@@ -28,7 +28,7 @@
 #include <string.h>
 
 #ifdef __cplusplus
-#include "model/philox.h"
+#include "common/philox.h"
 #include "model/synth_rule.h"
 extern "C" {
 #endif

@@ -82,7 +82,7 @@ vstatus curef_scatter_add(float *x, const uint16_t *y, const int32_t *rows, cons
                           cudaStream_t stream);
 
 /* out[i] = synth_value(kind, scale, key, index0 + i) rounded to out_dtype (DT_BF16, DT_F16,
- * DT_F32 as in model/tensor.h), i < n. Bit-identical to the CPU generator. */
+ * DT_F32 as in common/tensor.h), i < n. Bit-identical to the CPU generator. */
 vstatus curef_synth_fill(void *out, int out_dtype, uint64_t n, int kind, float scale, uint64_t key,
                          uint64_t index0, cudaStream_t stream);
 

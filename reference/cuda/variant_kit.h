@@ -10,8 +10,9 @@
 #include "reference/cuda/cuda_common.h"
 #include "reference/cuda/cuda_device.h"
 extern "C" {
-#include "common/opreg.h"
+#include "reference/opreg.h"
 }
+#include "reference/cuda/cuda_variants.h"
 
 #ifndef PATH
 #error "define PATH (the path's name) before including variant_kit.h"

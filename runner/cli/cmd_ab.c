@@ -29,6 +29,7 @@
 #define _GNU_SOURCE
 #include "common/atomic_file.h"
 #include "common/clock.h"
+#include "common/read_file.h"
 #include "runner/cli/cmd_ab.h"
 
 #include <errno.h>
@@ -321,7 +322,7 @@ static void manifest_field(const char *dir, const char *key, char *out, size_t c
   out[0] = 0;
   char *txt = NULL;
   size_t n;
-  if (bundle_read_file(path, &txt, &n)) { verr_clear(); return; }
+  if (vfile_read(path, &txt, &n)) { verr_clear(); return; }
   cJSON *m = cJSON_Parse(txt);
   const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, key));
   snprintf(out, cap, "%s", v ? v : "");

@@ -16,7 +16,6 @@
 #include "runner/evidence/history.h"
 #include "runner/evidence/publish.h"
 #include "runner/evidence/report.h"
-#include "runner/evidence/sha256.h"
 #include "runner/evidence/verify.h"
 
 static bool is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
@@ -54,9 +53,7 @@ int cmd_bundle(int argc, char **argv) {
   }
   if (!dir) { VERR("missing DIR"); return usage_err("bundle", BUNDLE_USAGE); }
   char used[PATH_MAX + 400], hex[65];
-  if (bundle_write(dir, out, used, sizeof used) || sha256_file_hex(used, hex)) { cli_print_error("bundle"); return EXIT_USAGE; }
-  char absdir[PATH_MAX], absout[PATH_MAX];
-  if (realpath(dir, absdir) && realpath(used, absout)) history_note_bundle(NULL, absdir, absout), verr_clear();
+  if (bundle_pack(dir, out, used, sizeof used, hex)) { cli_print_error("bundle"); return EXIT_USAGE; }
   if (json) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "bundle", used);

@@ -10,7 +10,8 @@
 #include "model/model.h"
 #include "model/shard.h"
 #include "suites/engine/cli.h"
-#include "runner/cli/commands.h"
+#include "runner/cli/cmd_generate.h"
+#include "runner/evidence/rundir.h"
 #include "suites/engine/record.h"
 #include "suites/paths/paths.h"
 

@@ -11,7 +11,7 @@
 #include "model/model.h"
 #include "suites/engine/cli.h"
 #include "runner/cli/cmd_llamacpp.h"
-#include "runner/cli/commands.h"
+#include "runner/cli/cmd_model.h"
 
 static const char SYNTH_USAGE[] =
     "usage: vouch model synth --preset NAME --out DIR [--layers N] [--seed S] [--shard-size SIZE]\n"

@@ -7,8 +7,12 @@
 
 #include "suites/engine/cli.h"
 #include "runner/cli/cmd_ab.h"
+#include "suites/diverge/diverge_suite.h"
 #include "suites/evals/eval_cmd.h"
+#include "suites/features/features_suite.h"
 #include "runner/cli/cmd_evidence.h"
+#include "runner/cli/cmd_generate.h"
+#include "runner/cli/cmd_model.h"
 #include "suites/kernels/kernels_suite.h"
 #include "runner/plan/cmd_run.h"
 #include "runner/serve/cmd_serve.h"
@@ -30,6 +34,9 @@ static int cmd_trace(int argc, char **argv) {
   return cmd_generate(argc + 1, args);
 }
 
+/* `vouch run`: the plan runner (runner/plan/cmd_run.h) with this table's plan steps. */
+static int cmd_run_steps(int argc, char **argv) { return cmd_run(argc, argv, &vcommands_plan_steps); }
+
 const vcommand vcommands[] = {
     {"model", cmd_model, "synth | info: synthetic checkpoints and architecture facts", false, NULL, NULL},
     {"generate", cmd_generate, "decode a batch of prompts on a path (cpu-ref, cuda-ref, ...)", true, NULL,
@@ -44,7 +51,7 @@ const vcommand vcommands[] = {
     {"sweep", cmd_sweep, "throughput sweeps over batch x context (x TP) of decode paths, or of a server (--server)",
      true, NULL, sweep_check_args},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server over a path, with continuous batching", false, NULL, NULL},
-    {"run", cmd_run, "run a plan's suites (default: smoke) into a result directory and bundle it", false, NULL, NULL},
+    {"run", cmd_run_steps, "run a plan's suites (default: smoke) into a result directory and bundle it", false, NULL, NULL},
     {"bundle", cmd_bundle, "pack a result directory into a deterministic NAME.vouch.tar.gz", false, NULL, NULL},
     {"verify", cmd_verify, "check a bundle's hashes, schema and every derived figure", false, NULL, NULL},
     {"compare", cmd_compare, "baseline vs candidate: ratios, confidence intervals, verdicts", false, NULL, NULL},
@@ -71,3 +78,15 @@ int vcommand_run(const vcommand *c, int argc, char **argv) {
   assert(c && (c->fn != NULL) != (c->suite != NULL));
   return c->fn ? c->fn(argc, argv) : vsuite_main(c->suite, argc, argv);
 }
+
+/* vplan_steps over the table: a plan step is a command marked plan_step. */
+static bool step_known(const char *suite) {
+  const vcommand *c = vcommand_find(suite);
+  return c && c->plan_step;
+}
+static vstatus step_check(const char *suite, int argc, char **argv) {
+  return vcommand_check(vcommand_find(suite), argc, argv);
+}
+static int step_run(const char *suite, int argc, char **argv) { return vcommand_run(vcommand_find(suite), argc, argv); }
+
+const vplan_steps vcommands_plan_steps = {.known = step_known, .check = step_check, .run = step_run};

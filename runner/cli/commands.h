@@ -1,12 +1,14 @@
 /* The one table of vouch commands. `vouch CMD` (runner/cli/main.c) and a plan step's "suite"
- * (runner/plan/cmd_run.c) find their entry point here, so a suite added to the table is a command and
- * a plan step at once; a suite on the driver (suites/engine/suite.h) is one line naming its vsuite. Entry points take argv[0] = the command name and return the process exit
- * code (suites/engine/cli.h). */
+ * (runner/plan/cmd_run.c, through vcommands_plan_steps) find their entry point here, so a suite
+ * added to the table is a command and a plan step at once; a suite on the driver
+ * (suites/engine/suite.h) is one line naming its vsuite. Entry points take argv[0] = the command
+ * name and return the process exit code (suites/engine/cli.h). */
 #ifndef VOUCH_RUNNER_CLI_COMMANDS_H
 #define VOUCH_RUNNER_CLI_COMMANDS_H
 
 #include <stdbool.h>
 
+#include "runner/plan/cmd_run.h"
 #include "suites/engine/suite.h"
 
 typedef struct {
@@ -27,14 +29,12 @@ extern const int vcommands_n;
 const vcommand *vcommand_find(const char *name);
 /* Runs command c (argv[0]: its name); returns the process exit code. */
 int vcommand_run(const vcommand *c, int argc, char **argv);
+/* The table's plan steps (the commands marked plan_step) as `vouch run` takes them. */
+extern const vplan_steps vcommands_plan_steps;
 
 /* Checks the options of command c (argv[0]: its name) as `vouch run` does for every plan step
  * before the first runs: V_OK when c has no check. Error: the usage error c would give, naming the
  * option. */
 vstatus vcommand_check(const vcommand *c, int argc, char **argv);
-
-int cmd_model(int argc, char **argv);
-int cmd_generate(int argc, char **argv);
-vstatus generate_check_args(int argc, char **argv);
 
 #endif

@@ -13,6 +13,9 @@
 #include <archive.h>
 #include <archive_entry.h>
 
+#include "common/read_file.h"
+#include "runner/evidence/history.h"
+#include "runner/evidence/rundir.h"
 #include "runner/evidence/sha256.h"
 #include "runner/evidence/store.h"
 
@@ -110,31 +113,6 @@ vstatus bundle_sha256sums(const char *dir, char **files, int n, char **text) {
   return V_OK;
 }
 
-vstatus bundle_read_file(const char *path, char **data, size_t *len) {
-  *data = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return VERR("%s: cannot open: %s", path, strerror(errno));
-  size_t cap = 1 << 16, n = 0, r;
-  char *b = malloc(cap);
-  while (b && (r = fread(b + n, 1, cap - n - 1, f)) > 0) {
-    n += r;
-    if (n + 1 == cap) {
-      char *b2 = realloc(b, cap * 2);
-      if (!b2) { free(b); b = NULL; break; }
-      b = b2;
-      cap *= 2;
-    }
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (!b) return VERR("%s: out of memory reading", path);
-  if (err) { free(b); return VERR("%s: read error", path); }
-  b[n] = 0;
-  *data = b;
-  if (len) *len = n;
-  return V_OK;
-}
-
 #define ARCHERR(a, what) VERR("%s: %s: %s", out, what, archive_error_string(a) ? archive_error_string(a) : "?")
 
 static vstatus add_entry(struct archive *a, const char *out, const char *name, const void *data, size_t len, int mode) {
@@ -224,7 +202,7 @@ vstatus bundle_write(const char *dir, const char *out_path, char *out_used, size
     char *data = NULL;
     size_t len = 0;
     if (stat(path, &st) != 0) { s = VERR("%s: cannot stat: %s", path, strerror(errno)); goto done; }
-    if ((s = bundle_read_file(path, &data, &len))) goto done;
+    if ((s = vfile_read(path, &data, &len))) goto done;
     snprintf(ename, sizeof ename, "%s/%s", name, files[i]);
     s = add_entry(a, out, ename, data, len, (st.st_mode & S_IXUSR) ? 0755 : 0644);
     free(data);
@@ -241,6 +219,14 @@ done:
     return VERR("%s: cannot rename into place: %s", outp, strerror(errno));
   }
   if (out_used) snprintf(out_used, cap, "%s", outp);
+  return V_OK;
+}
+
+vstatus bundle_pack(const char *dir, const char *out_path, char *used, size_t cap, char hex[65]) {
+  VTRY(bundle_write(dir, out_path, used, cap));
+  VTRY(sha256_file_hex(used, hex));
+  char absdir[PATH_MAX], absout[PATH_MAX];
+  if (realpath(dir, absdir) && realpath(used, absout)) history_note_bundle(NULL, absdir, absout), verr_clear();
   return V_OK;
 }
 
@@ -349,7 +335,7 @@ static vstatus load_json(const char *dir, const char *name, cJSON **out) {
   char path[PATH_MAX + 64];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   char *txt;
-  VTRY(bundle_read_file(path, &txt, NULL));
+  VTRY(vfile_read(path, &txt, NULL));
   *out = cJSON_Parse(txt);
   free(txt);
   if (!*out) return VERR("%s: not valid JSON", name);

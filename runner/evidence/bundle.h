@@ -25,6 +25,11 @@ vstatus bundle_sha256sums(const char *dir, char **files, int n, char **text);
 /* Writes the bundle of dir to out_path (NULL: "<dir>.vouch.tar.gz" next to dir; the
  * chosen path goes to out_used when not NULL). */
 vstatus bundle_write(const char *dir, const char *out_path, char *out_used, size_t cap);
+/* What `vouch bundle DIR [--out FILE]` does, for it and for `vouch run`: bundle_write(dir, out_path),
+ * the bundle's path into used[cap] and its sha256 into hex, then the bundle noted in this machine's
+ * history store (history_note_bundle; a store that cannot be written is ignored). Error: the
+ * bundle could not be written or hashed. */
+vstatus bundle_pack(const char *dir, const char *out_path, char *used, size_t cap, char hex[65]);
 
 /* A bundle or directory opened for reading. */
 typedef struct {
@@ -49,7 +54,5 @@ typedef struct {
 
 vstatus bundle_load(const char *path, vresults *r);
 void bundle_unload(vresults *r);
-/* Reads a whole file (NUL-terminated; *len without the NUL). */
-vstatus bundle_read_file(const char *path, char **data, size_t *len);
 
 #endif

@@ -16,9 +16,9 @@
 
 #include <sqlite3.h>
 
-#include "runner/evidence/bundle.h"
+#include "common/read_file.h"
 #include "runner/evidence/sha256.h"
-#include "runner/plan/plans.h"
+#include "suites/plans/plans.h"
 
 static bool is_hex64(const char *s) { return strlen(s) == 64 && strspn(s, "0123456789abcdef") == 64; }
 
@@ -35,7 +35,7 @@ vstatus history_plan_identity(const char *plan, char hash[65], char *name, size_
     }
   char *text = NULL;
   size_t n = 0;
-  if (bundle_read_file(plan, &text, &n)) {
+  if (vfile_read(plan, &text, &n)) {
     verr_clear();
     return VERR("--plan %s: neither a built-in plan, a readable plan file nor a 64-digit sha256", plan);
   }

@@ -1,6 +1,6 @@
 #define _GNU_SOURCE
-/* A result directory: manifest.json, plan.json, replay.sh, results.sqlite (written as
- * each case finishes), results.json (regenerated from SQLite), traces/, logs/. */
+/* A result directory (runner/evidence/rundir.h): manifest.json, plan.json, replay.sh, results.sqlite
+ * (written as each case finishes), results.json (regenerated from SQLite), traces/, logs/. */
 #include <assert.h>
 #include <errno.h>
 #include <limits.h>
@@ -13,6 +13,7 @@
 #include "common/redact.h"
 #include "runner/evidence/history.h"
 #include "runner/evidence/manifest.h"
+#include "runner/evidence/rundir.h"
 #include "suites/engine/record.h"
 #include "runner/evidence/store.h"
 #include "vouch_build_options.h"
@@ -463,47 +464,48 @@ vstatus rec_repair_dir(const char *dir) {
   return s;
 }
 
-static vrundir *g_current;
-
-void rec_set_current(vrundir *rd) { g_current = rd; }
-vrundir *rec_current(void) { return g_current; }
+/* ---- the run sink (suites/engine/sink.h) of the current directory ---- */
 
 /* A stored status that is a result: not "" (none) and not not_run (a planned case still to run). */
 static bool is_result(const char *status) { return status[0] && strcmp(status, "not_run"); }
 
-bool rec_stored(const char *suite, const char *case_id, const char *path) {
+static bool sink_stored(void *ctx, const char *suite, const char *case_id, const char *path) {
+  vrundir *rd = ctx;
   char status[16] = "";
-  if (!g_current || !g_current->resumed) return false;
+  if (!rd->resumed) return false;
   /* a lookup that fails is "not stored": the case runs again and its insert reports the error */
-  return store_find_record(&g_current->st, suite, case_id, path, status) == V_OK && is_result(status);
+  return store_find_record(&rd->st, suite, case_id, path, status) == V_OK && is_result(status);
 }
 
-vstatus rec_plan(vrecord *const *r, int n, const char *reason) {
-  for (int i = 0; i < n; i++) rec_set_status(r[i], REC_NOT_RUN, reason);
-  if (!g_current || n <= 0) return V_OK;
+static vstatus sink_plan(void *ctx, vrecord *const *r, int n) {
+  vrundir *rd = ctx;
   for (int i = 0; i < n; i++) {
     VTRY(rec_finalize(r[i]));
     redact_record(r[i]);
   }
   int added = 0;
-  VTRY(store_add_planned(&g_current->st, r, n, &added));
-  g_current->n += added;
+  VTRY(store_add_planned(&rd->st, r, n, &added));
+  rd->n += added;
   return V_OK;
 }
 
-vstatus rec_emit(vrecord *r, const char *trace_json) {
-  if (!g_current) return rec_finalize(r);
+static vstatus sink_emit(void *ctx, vrecord *r, const char *trace_json) {
+  vrundir *rd = ctx;
   char kept[16] = "";
-  if (g_current->resumed) VTRY(store_find_record(&g_current->st, r->suite, r->case_id, r->path, kept));
+  if (rd->resumed) VTRY(store_find_record(&rd->st, r->suite, r->case_id, r->path, kept));
   if (is_result(kept)) { /* resumed: the interrupted run stored this case, and that copy stays */
-    g_current->n_bad += !strcmp(kept, "fail") || !strcmp(kept, "error"); /* the step still reports it */
+    rd->n_bad += !strcmp(kept, "fail") || !strcmp(kept, "error"); /* the step still reports it */
     return rec_finalize(r);
   }
-  if (trace_json) VTRY(rec_attach_trace(g_current, r, trace_json));
-  return rec_add(g_current, r);
+  if (trace_json) VTRY(rec_attach_trace(rd, r, trace_json));
+  return rec_add(rd, r);
 }
 
-vstatus rec_note_server(const cJSON *entry) {
+static vrundir *g_current;
+
+/* The sink's note_server: entry under the manifest's "servers" (suites/engine/sink.h). */
+static vstatus sink_note_server(void *ctx, const cJSON *entry) {
+  (void)ctx;
   if (!g_current || !cJSON_IsObject(entry)) return V_OK;
   cJSON *list = cJSON_GetObjectItemCaseSensitive(g_current->manifest, "servers"), *e;
   if (!cJSON_IsArray(list)) {
@@ -526,3 +528,12 @@ vstatus rec_note_server(const cJSON *entry) {
   cJSON_AddItemToArray(list, copy);
   return save_manifest(g_current);
 }
+
+static vrec_sink g_sink = {.stored = sink_stored, .plan = sink_plan, .emit = sink_emit, .note_server = sink_note_server};
+
+void rec_set_current(vrundir *rd) {
+  g_current = rd;
+  g_sink.ctx = rd;
+  rec_sink_set(rd ? &g_sink : NULL);
+}
+vrundir *rec_current(void) { return g_current; }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/read_file.h"
 #include "runner/evidence/bundle.h"
 #include "runner/evidence/manifest.h"
 #include "suites/engine/record.h"
@@ -39,7 +40,7 @@ static void check_sums(const vbundle *b, vverify_report *rep) {
     if (b->is_bundle) problem(rep, "SHA256SUMS: missing from the bundle");
     goto out;
   }
-  if (bundle_read_file(path, &text, NULL)) { problem(rep, "%s", verr_msg()); goto out; }
+  if (vfile_read(path, &text, NULL)) { problem(rep, "%s", verr_msg()); goto out; }
   rep->hashed = true;
   char *seen = calloc((size_t)(n ? n : 1), 1);
   int lineno = 0;
@@ -139,7 +140,7 @@ static void check_manifest(const vbundle *b, const cJSON *m, vverify_report *rep
       if (strcmp(hex, ph->valuestring)) problem(rep, "%s: field 'plan.sha256': %s is not the hash of plan.text (%s)", F, ph->valuestring, hex);
       char path[PATH_MAX + 600], *txt = NULL;
       snprintf(path, sizeof path, "%s/plan.json", b->dir);
-      if (access(path, F_OK) == 0 && bundle_read_file(path, &txt, NULL) == V_OK) {
+      if (access(path, F_OK) == 0 && vfile_read(path, &txt, NULL) == V_OK) {
         if (strcmp(txt, pt->valuestring)) problem(rep, "plan.json: differs from manifest.json plan.text");
         free(txt);
       }
@@ -203,7 +204,7 @@ static void check_results(const vbundle *b, const cJSON *m, const cJSON *res, vv
       char *txt = NULL;
       snprintf(tp, sizeof tp, "%s/%s", b->dir, r->trace_ref);
       if (strstr(r->trace_ref, "..") || r->trace_ref[0] == '/') problem(rep, "%s: field 'trace_ref': '%s' leaves the bundle", w2, r->trace_ref);
-      else if (bundle_read_file(tp, &txt, NULL)) problem(rep, "%s: field 'trace_ref': %s missing", w2, r->trace_ref);
+      else if (vfile_read(tp, &txt, NULL)) problem(rep, "%s: field 'trace_ref': %s missing", w2, r->trace_ref);
       else {
         cJSON *tj = cJSON_Parse(txt);
         if (!tj) problem(rep, "%s: not valid JSON", r->trace_ref);
@@ -267,7 +268,7 @@ static void check_results(const vbundle *b, const cJSON *m, const cJSON *res, vv
 static cJSON *read_json(const vbundle *b, const char *name, vverify_report *rep) {
   char path[PATH_MAX + 600], *txt = NULL;
   snprintf(path, sizeof path, "%s/%s", b->dir, name);
-  if (bundle_read_file(path, &txt, NULL)) { problem(rep, "%s: missing or unreadable", name); return NULL; }
+  if (vfile_read(path, &txt, NULL)) { problem(rep, "%s: missing or unreadable", name); return NULL; }
   cJSON *j = cJSON_Parse(txt);
   free(txt);
   if (!j) problem(rep, "%s: not valid JSON", name);

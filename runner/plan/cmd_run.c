@@ -3,7 +3,8 @@
  * A plan is JSON: {"name", "description", "vars": {...}, "steps": [{"suite", "args": [...]}]}.
  * Arguments may use ${var}: vars from the plan, overridden by --model/--paths/--set; a var
  * X_gpu or X_cpu defines ${X} when a GPU is (or is not) visible; ${device} is "gpu"/"cpu".
- * Each suite runs in-process (runner/cli/commands.h: the steps a plan may name) and stores its records
+ * Each suite runs in-process (vplan_steps, runner/plan/cmd_run.h: the steps a plan may name, handed in by
+ * the command table of runner/cli/commands.c) and stores its records
  * in the run as each case finishes (suites/engine/engine.h), so Ctrl-C, a crash or kill -9 keeps every
  * finished case; the run is then "incomplete". The store also records how many steps finished
  * (meta 'steps_done') and the variables the run was given (meta 'run_args'), so --resume DIR
@@ -22,18 +23,18 @@
 #include <unistd.h>
 
 #include "common/interrupt.h"
+#include "common/read_file.h"
 #include "common/redact.h"
 #include "suites/engine/cli.h"
-#include "runner/cli/cmd_evidence.h"
 #include "runner/plan/cmd_run.h"
-#include "runner/cli/commands.h"
 #include "runner/plan/dryrun.h"
 #include "runner/evidence/bundle.h"
 #include "runner/evidence/manifest.h"
+#include "runner/evidence/rundir.h"
 #include "suites/engine/record.h"
 #include "runner/evidence/store.h"
 #include "suites/paths/paths.h"
-#include "runner/plan/plans.h"
+#include "suites/plans/plans.h"
 #ifdef VOUCH_HAVE_CUDA
 #include "reference/cuda/cuda_info.h"
 #include "reference/cuda/cuda_ref.h"
@@ -148,21 +149,20 @@ static char *read_plan(const char *arg, char *name, size_t name_cap) {
 }
 
 /* Checks the plan's shape; every problem names the plan and the field. */
-static vstatus check_plan(const cJSON *plan, const char *pname) {
+static vstatus check_plan(const cJSON *plan, const char *pname, const vplan_steps *steps) {
   if (!cJSON_IsObject(plan)) return VERR("plan %s: top level must be an object", pname);
-  const cJSON *steps = cJSON_GetObjectItem(plan, "steps");
-  if (!cJSON_IsArray(steps) || cJSON_GetArraySize(steps) == 0) return VERR("plan %s: field 'steps' must be a non-empty list", pname);
+  const cJSON *list = cJSON_GetObjectItem(plan, "steps");
+  if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) == 0) return VERR("plan %s: field 'steps' must be a non-empty list", pname);
   const cJSON *vars = cJSON_GetObjectItem(plan, "vars");
   if (vars && !cJSON_IsObject(vars)) return VERR("plan %s: field 'vars' must be an object of strings", pname);
   const cJSON *v;
   cJSON_ArrayForEach(v, vars) if (!cJSON_IsString(v)) return VERR("plan %s: vars.%s must be a string", pname, v->string);
   int i = 0;
   const cJSON *s;
-  cJSON_ArrayForEach(s, steps) {
+  cJSON_ArrayForEach(s, list) {
     const cJSON *suite = cJSON_GetObjectItem(s, "suite"), *args = cJSON_GetObjectItem(s, "args");
     if (!cJSON_IsString(suite)) return VERR("plan %s: steps[%d].suite must be a string", pname, i);
-    const vcommand *known = vcommand_find(suite->valuestring);
-    if (!known || !known->plan_step) return VERR("plan %s: steps[%d].suite '%s' is not a suite of this build", pname, i, suite->valuestring);
+    if (!steps->known(suite->valuestring)) return VERR("plan %s: steps[%d].suite '%s' is not a suite of this build", pname, i, suite->valuestring);
     if (args && !cJSON_IsArray(args)) return VERR("plan %s: steps[%d].args must be a list of strings", pname, i);
     const cJSON *a;
     cJSON_ArrayForEach(a, args) if (!cJSON_IsString(a)) return VERR("plan %s: steps[%d].args must be strings", pname, i);
@@ -235,10 +235,11 @@ static void machine_env(dry_env *env, int gpus, double gpu_mem, double host_mem,
 
 /* Checks the options of every step from step `from` on (a resumed run's unfinished ones) that runs
  * on this machine (gpu: the GPU variant) with its
- * suite's own parser (vcommand_check), running nothing, so a misspelled option or an unknown path
+ * suite's own parser (steps->check), running nothing, so a misspelled option or an unknown path
  * in step 12 refuses the plan before step 0 runs. Returns the number of steps refused (each with
  * one line on stderr naming the plan, the step and the option), -1 on a plan error (recorded). */
-static int plan_check_options(const cJSON *plan, const char *pname, const var *vars, int nv, bool gpu, int from) {
+static int plan_check_options(const cJSON *plan, const char *pname, const vplan_steps *steps, const var *vars, int nv,
+                              bool gpu, int from) {
   int step_i = 0, bad = 0;
 #ifndef VOUCH_HAVE_CUDA
   /* a GPU variant planned (--dry-run --gpu-mem) by a build without the GPU paths: their names are
@@ -256,7 +257,7 @@ static int plan_check_options(const cJSON *plan, const char *pname, const var *v
       char *sargv[128], bufs[128][600];
       int sargc;
       if (!expand_step(s, vars, nv, pname, step_i, sargv, bufs, &sargc)) return -1;
-      if (vcommand_check(vcommand_find(suite), sargc, sargv)) { /* check_plan: a plan step of this build */
+      if (steps->check(suite, sargc, sargv)) { /* check_plan: a plan step of this build */
         fprintf(stderr, "vouch run: plan %s: steps[%d] (%s): %s\n", pname, step_i, suite, verr_msg());
         bad++;
       }
@@ -326,7 +327,7 @@ static int plan_fit(const cJSON *plan, const char *pname, const var *vars, int n
 static void print_undecided(const char *outdir) {
   char path[700], *txt = NULL;
   snprintf(path, sizeof path, "%s/results.json", outdir);
-  if (bundle_read_file(path, &txt, NULL)) { verr_clear(); return; }
+  if (vfile_read(path, &txt, NULL)) { verr_clear(); return; }
   cJSON *r = cJSON_Parse(txt);
   free(txt);
   const cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "counts"), "undecided");
@@ -408,17 +409,17 @@ static bool step_finished(vrundir *rd, int step_i) {
   return false;
 }
 
-vstatus run_plan_parse(const char *text, const char *pname, cJSON **out) {
+vstatus run_plan_parse(const char *text, const char *pname, const vplan_steps *steps, cJSON **out) {
   *out = NULL;
   cJSON *plan = cJSON_Parse(text);
   if (!plan) return VERR("plan %s: not valid JSON", pname);
-  vstatus s = check_plan(plan, pname);
+  vstatus s = check_plan(plan, pname, steps);
   if (s) { cJSON_Delete(plan); return s; }
   *out = plan;
   return V_OK;
 }
 
-int cmd_run(int argc, char **argv) {
+int cmd_run(int argc, char **argv, const vplan_steps *steps) {
   const char *plan_arg = "smoke", *out_arg = NULL, *resume = NULL, *v;
   char resume_plan[700];
   int resume_done = 0; /* the steps a resumed run finished before: not checked again */
@@ -497,7 +498,7 @@ int cmd_run(int argc, char **argv) {
   char *text = read_plan(plan_arg, pname, sizeof pname);
   if (!text) { cli_print_error("run"); return EXIT_USAGE; }
   cJSON *plan = NULL;
-  if (run_plan_parse(text, pname, &plan)) { cli_print_error("run"); free(text); return EXIT_USAGE; }
+  if (run_plan_parse(text, pname, steps, &plan)) { cli_print_error("run"); free(text); return EXIT_USAGE; }
   /* a plan file is known by its own "name" (replay.sh runs plan.json): identity is its hash */
   const char *own = cJSON_GetStringValue(cJSON_GetObjectItem(plan, "name"));
   if (own && *own && strlen(own) < sizeof pname && strspn(own, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == strlen(own) && own[0] != '.')
@@ -554,7 +555,7 @@ int cmd_run(int argc, char **argv) {
   }
 
   /* every step's options checked before anything runs (not overridden by --force) */
-  const int bad_opts = plan_check_options(plan, pname, vars, nv, gpu_variant, resume_done);
+  const int bad_opts = plan_check_options(plan, pname, steps, vars, nv, gpu_variant, resume_done);
   if (bad_opts != 0) {
     if (bad_opts < 0) cli_print_error("run");
     else
@@ -676,7 +677,7 @@ int cmd_run(int argc, char **argv) {
     for (int k = 0; k < sargc; k++) fprintf(stderr, " %s", sargv[k]);
     fprintf(stderr, "\n");
     const int bad_before = rec_dir_count_bad(rd);
-    const int rc = vcommand_run(vcommand_find(suite), sargc, sargv); /* check_plan: a plan step of this build */
+    const int rc = steps->run(suite, sargc, sargv); /* check_plan: a plan step of this build */
     if (rc == EXIT_INTERRUPTED && vinterrupted()) {
       /* stopped after its case in flight (SIGINT / SIGTERM): what finished is stored, the step is not
        * marked done, so --resume runs the rest of it; not a failure of the step */
@@ -712,8 +713,13 @@ finish:
   if (cs) cli_print_error("run");
   fprintf(stderr, "vouch run: %d records in %s%s\n", n, outdir, stopped ? " (interrupted: marked incomplete)" : "");
   if (bundle && !cs) {
-    char *bargv[] = {"bundle", outdir, NULL};
-    if (cmd_bundle(2, bargv) != EXIT_OK) worst = EXIT_CHECK_FAILED;
+    char used[PATH_MAX + 400], hex[65]; /* as `vouch bundle DIR` */
+    if (bundle_pack(outdir, NULL, used, sizeof used, hex)) {
+      cli_print_error("bundle");
+      worst = EXIT_CHECK_FAILED;
+    } else {
+      printf("%s\nsha256 %s\n", used, hex);
+    }
   }
   /* the verdict comes from the stored manifest */
   char mpath[700];

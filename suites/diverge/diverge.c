@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/sampling.h"
-#include "model/philox.h"
+#include "common/philox.h"
 #include "suites/paths/paths.h"
 #include "suites/engine/stats_tests.h"
 
@@ -192,7 +192,7 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
         tok[b * K1 + k] = (int32_t)(philox_unit(dkey, ((uint64_t)t * B + b) * 16 + k) * V) % V;
     }
     const bool force_t = forced && !(o->alternate_natural && t % 2 == 1);
-    if (force_t) sweep_routing_fill(o->routing, o->seed, t, R, fexp);
+    if (force_t) vrouting_fill(o->routing, o->seed, t, R, fexp);
     vstep s = {.n_seq = B, .seq = seq, .n_tokens = ntok, .start_pos = pos, .tokens = tok, .all_logits = K1 > 1,
                .forced_experts = force_t ? fexp : NULL};
     for (int p = 0; p < P; p++) {

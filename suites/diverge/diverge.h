@@ -27,7 +27,7 @@
 
 #include "common/vstatus.h"
 #include "model/model.h"
-#include "suites/sweep/sweep.h"
+#include "suites/engine/routing.h"
 
 typedef struct {
   const char *const *paths; /* [n_paths] path names; paths[0] is the reference */
@@ -39,7 +39,7 @@ typedef struct {
   int n_threads;            /* CPU threads for host paths (0: all) */
   bool ragged;              /* sequence b's context is context * (batch - b) / batch */
   int spec_k;               /* draft tokens per step (0: one token per sequence per step) */
-  const sweep_routing *routing; /* forced experts (prepared for the model); NULL or natural: the router's */
+  const vrouting *routing; /* forced experts (prepared for the model); NULL or natural: the router's */
   bool alternate_natural;   /* with forced routing: odd steps use the router's experts, so one path instance
                                switches between forced and natural routing at the same row count */
   int32_t *stream_out;      /* NULL, or [batch * (tokens + 1)] (spec_k 0): sequence b's input at step t in

@@ -1,4 +1,4 @@
-/* A server as the candidate of `vouch diverge` (suites/served/served_suites.h): one completion per
+/* A server as the candidate of `vouch diverge` (suites/diverge/diverge_served.h): one completion per
  * teacher-forced row, its top-k logprobs against the reference's log-softmax of that row. */
 #include <math.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 
 #include "common/clock.h"
 #include "common/interrupt.h"
-#include "suites/served/served_suites.h"
+#include "suites/diverge/diverge_served.h"
 #include "suites/engine/stats_tests.h"
 
 /* Why row q cannot be compared, or NULL: it failed, holds no token, no logprobs named by id, or a

@@ -7,11 +7,11 @@
 #include <string.h>
 
 #include "suites/engine/cli.h"
-#include "suites/evals/eval_cmd.h"
 #include "suites/engine/record.h"
-#include "suites/served/served_suites.h"
+#include "suites/diverge/diverge_served.h"
 #include "suites/engine/bounds.h"
 #include "suites/diverge/diverge.h"
+#include "suites/diverge/diverge_suite.h"
 #include "suites/engine/stats_tests.h"
 
 static const char DIVERGE_USAGE[] =
@@ -76,7 +76,7 @@ typedef struct {
   bool ragged, alternate;        /* --ragged, --alternate-natural */
   long *batches, *ctxs;          /* [nb], [nc]: the points are batches x contexts (options_done) */
   int nb, nc;
-  sweep_routing routing;         /* --routing parsed and prepared for the model (check) */
+  vrouting routing;         /* --routing parsed and prepared for the model (check) */
   diverge_result *res;           /* [n_res] the point's results, paths 1.. (prepare) */
   int n_res;                     /* n_paths - 1 */
   path_verdict *v;               /* [n_res] their verdicts (record) */
@@ -130,7 +130,7 @@ static vstatus diverge_options_done(void *st) {
   VTRY(cli_size_list("--context", s->ctx_s, &s->ctxs, &s->nc));
   if ((s->server_model || s->server_lp != 20) && !s->server)
     return VERR("option %s needs --server URL", s->server_model ? "--server-model" : "--server-logprobs");
-  vstatus e = sweep_routing_parse(s->routing_s, &s->routing); /* against the model in check */
+  vstatus e = vrouting_parse(s->routing_s, &s->routing); /* against the model in check */
   if (e) {
     verr_prefix("option --routing");
     return e;
@@ -168,7 +168,7 @@ static bool is_server(const diverge_state *s, const vsuite_ctx *x, int p) { retu
 /* --routing against the model (forced experts need its MoE layout). */
 static vstatus diverge_check(void *st, const vsuite_ctx *x) {
   diverge_state *s = st;
-  vstatus e = sweep_routing_prepare(&s->routing, &x->model->cfg, x->seed); /* parsed in options_done */
+  vstatus e = vrouting_prepare(&s->routing, &x->model->cfg, x->seed); /* parsed in options_done */
   if (!e && s->alternate && s->routing.kind == ROUTE_NATURAL)
     e = VERR("--alternate-natural needs forced experts (uniform, zipf:S or a trace)");
   if (e) verr_prefix("option --routing");
@@ -471,7 +471,7 @@ static void diverge_free(void *st) {
   free(s->ctxs);
   free(s->stream);
   free(s->ref_rows);
-  sweep_routing_free(&s->routing);
+  vrouting_free(&s->routing);
 }
 
 const vsuite vsuite_diverge = {

@@ -9,6 +9,7 @@
 #include "common/interrupt.h"
 #include "suites/engine/cli.h"
 #include "suites/engine/record.h"
+#include "suites/engine/sink.h"
 #include "suites/paths/paths.h"
 
 /* Splits "a,b,c" into names (pointers into a malloc'ed copy held in *buf; *out malloc'ed). Error

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/atomic_file.h"
+#include "suites/engine/sink.h"
 
 vstatus eng_add(veng *e, vrecord *r) {
   assert(e && r);
@@ -56,7 +57,7 @@ vstatus eng_trace(veng *e, const char *json_text) {
 
 vstatus eng_flush(veng *e) {
   assert(e && e->stored <= e->n);
-  if (!rec_current()) { e->stored = e->n; return V_OK; } /* a suite on its own: --json only */
+  if (!rec_sink_active()) { e->stored = e->n; return V_OK; } /* a suite on its own: --json only */
   for (; e->stored < e->n; e->stored++) VTRY(rec_emit(e->v[e->stored], e->traces ? e->traces[e->stored] : NULL));
   return V_OK;
 }

@@ -7,8 +7,8 @@
  *   eng_free(&e);
  *
  * eng_flush stores the records made since the last flush in the run `vouch run` is executing
- * (rec_emit; nothing when a suite runs on its own), so a crash, kill -9 or Ctrl-C later keeps
- * them. A resumed run (`vouch run --resume`) does not store a record it already holds. */
+ * (rec_emit, suites/engine/sink.h; nothing when a suite runs on its own), so a crash, kill -9 or
+ * Ctrl-C later keeps them. A resumed run (`vouch run --resume`) does not store a record it already holds. */
 #ifndef VOUCH_SUITES_ENGINE_ENGINE_H
 #define VOUCH_SUITES_ENGINE_ENGINE_H
 

@@ -6,9 +6,8 @@
  * from the samples, the threshold and the checks; `vouch verify` runs the same code on
  * the stored samples, so an edited figure is caught.
  *
- * A result directory (what `vouch run` writes) is opened with rec_open_dir(); each
- * record goes to SQLite as soon as rec_add() is called, so a crash keeps what finished.
- * rec_close() marks the run complete and regenerates results.json from SQLite.
+ * Suites hand their records to the run being executed through suites/engine/sink.h; the result
+ * directory that stores them (what `vouch run` writes) is runner/evidence/rundir.h.
  * Layout and JSON shapes: results-schema/README.md. */
 #ifndef VOUCH_SUITES_ENGINE_RECORD_H
 #define VOUCH_SUITES_ENGINE_RECORD_H
@@ -146,75 +145,5 @@ int rec_rederive_check(const vrecord *stored, const char *where, rec_mismatch_fn
 /* Overall verdict of a set of records: "fail" if any fail/error, else "pass"; "incomplete"
  * when !complete. */
 const char *rec_verdict(vrecord *const *recs, int n, bool complete);
-
-/* --- result directory --- */
-struct manifest_opts;
-typedef struct vrundir vrundir;
-/* Creates DIR (and traces/, logs/), writes manifest.json (verdict "incomplete"), plan.json,
- * replay.sh and an empty results.sqlite + results.json. Fails if DIR already holds a run. */
-vstatus rec_open_dir(vrundir **out, const char *dir, const struct manifest_opts *mo);
-/* Reopens DIR, a run that crashed (state "running") or was interrupted ("incomplete"), to add
- * the cases it did not finish: state back to "running", traces numbered on, and from now on a
- * record whose (suite, case_id, path) is stored already is not stored again (rec_stored). Fails,
- * naming the file and field, on a directory that is not a run, a finished run or a bad store. */
-vstatus rec_resume_dir(vrundir **out, const char *dir);
-/* Plan progress, kept in the store's meta table: step `step` (0-based) has finished, so a resumed
- * run starts after it (rec_resume_check gives the number of finished steps). */
-vstatus rec_dir_step_done(vrundir *rd, int step);
-/* Before a resume changes anything: DIR's store (read-only) holds a run of this build (the
- * manifest's commit and CMake options, as rec_resume_dir checks them); *steps_done its finished
- * steps and *run_args its meta 'run_args' (malloc'ed, the caller frees it). Fails naming the file
- * and the field (*run_args NULL). */
-vstatus rec_resume_check(const char *dir, int *steps_done, char **run_args);
-/* Sets another key of the store's meta table (cmd_run.c keeps the run's variables there). */
-vstatus rec_dir_meta_set(vrundir *rd, const char *key, const char *value);
-/* Deletes record (suite, case_id, path) when it is stored with status not_run (a crashed run's
- * record of a step that a resumed run now runs); any other record stays. */
-vstatus rec_dir_forget_not_run(vrundir *rd, const char *suite, const char *case_id, const char *path);
-/* Finalizes r and stores it in SQLite (committed before returning). r stays the caller's. */
-vstatus rec_add(vrundir *rd, vrecord *r);
-/* Writes a path trace (JSON text) to traces/NNNN.json and sets r->trace_ref; call before rec_add. */
-vstatus rec_attach_trace(vrundir *rd, vrecord *r, const char *json_text);
-/* Opens logs/<name>.log for appending (caller fcloses). NULL on failure (error set). */
-FILE *rec_log_open(vrundir *rd, const char *name);
-/* Marks the run complete: final manifest (end time, verdict), results.json from SQLite,
- * and a row in the history store. Frees rd. */
-vstatus rec_close(vrundir *rd);
-/* Ends an interrupted run: results.json and manifest say "incomplete". Frees rd. */
-vstatus rec_abandon(vrundir *rd);
-/* For a directory whose run crashed (state still "running" in SQLite, or results.json
- * missing): a not_run record for every plan step it did not finish (plan.json from meta
- * 'steps_done' on), then results.json and the manifest verdict ("incomplete"). No-op on a
- * finished run. */
-vstatus rec_repair_dir(const char *dir);
-/* The result directory suites add records to while `vouch run` executes a plan (NULL when
- * a suite runs on its own). */
-void rec_set_current(vrundir *rd);
-vrundir *rec_current(void);
-/* True when the current run was resumed and already holds record (suite, case_id, path) with a
- * result (not the not_run of a planned case, rec_plan): a suite may skip that case before running it. */
-bool rec_stored(const char *suite, const char *case_id, const char *path);
-/* For suites, before their cases run: sets records r[0..n) (a case's records as they will be made:
- * ids and the parameters known up front, no metrics) to not_run with `reason` and, if a run is
- * current, stores each whose (suite, case_id, path) the run holds no record of, in one transaction.
- * An interrupted run so shows every case it did not finish; each is replaced when its record is
- * stored (rec_emit). The caller still owns r. Error names the store and the record. */
-vstatus rec_plan(vrecord *const *r, int n, const char *reason);
-/* For suites: if a run is current, attaches `trace_json` (may be NULL) and stores r there,
- * in place of its not_run copy (rec_plan) in the same transaction; otherwise only finalizes r. A
- * record a resumed run already holds with a result is only finalized. The caller still owns and
- * frees r. */
-vstatus rec_emit(vrecord *r, const char *trace_json);
-/* For suites that judge servers: adds `entry` (a server's identity, suites/served/served_pair.h) to the
- * current run's manifest under "servers" and saves the manifest at once (manifest.json and the store's
- * meta 'manifest', so a crashed or resumed run keeps it); an entry with the same role, url and model is
- * kept once (the first). Nothing when no run is current. Error: the store's or the file's, naming it. */
-vstatus rec_note_server(const cJSON *entry);
-/* Number of records stored (a planned case's not_run copy counts until its record replaces it). */
-int rec_dir_count(const vrundir *rd);
-/* Records added that failed or errored (a step that exited non-zero without one needs one); in a
- * resumed run a suite's record that is kept from before counts when the kept copy failed. */
-int rec_dir_count_bad(const vrundir *rd);
-const char *rec_dir_path(const vrundir *rd);
 
 #endif

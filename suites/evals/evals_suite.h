@@ -61,6 +61,21 @@ void eval_paths_free(eval_paths *ep);
 void eval_server_params(const eval_paths *ep, int p, cJSON *params);
 /* After a server case: its one-line error on stderr ("vouch NAME: error: ...") when requests failed. */
 void eval_server_warn(const char *name, const eval_path_result *pr);
+/* What both evals' server halves share (suites/evals/evals_served.c), for mrcr/mrcr_served.c and
+ * chain/chain_served.c: */
+/* Allocates pr's per-query marks for n queries; margins from logprobs may be unknown. */
+vstatus eval_server_result(eval_path_result *pr, int n);
+/* The reason finished request q cannot be scored, or NULL: it failed, or it holds fewer tokens than
+ * asked (ignore_eos was sent, so a server that stops early did not do what was asked); buf[cap]
+ * holds the text when it is made here. */
+const char *eval_request_problem(served_req *q, char *buf, size_t cap);
+/* Counts a failed request of pr; the first failure's message is kept, with `what` the request was. */
+void eval_request_failed(eval_path_result *pr, const served_req *q, const char *what);
+/* logprob(want) - the best other logprob at position pos of q: the logit margin. NaN when q's
+ * logprobs do not hold both (none given, or want not among the top ones). */
+float eval_top_margin(const served_req *q, int pos, int32_t want);
+/* Puts the server and the count of n_req requests in front of pr's first failure's message. */
+void eval_failed_summary(eval_path_result *pr, const eval_server *sv, int n_req);
 /* Every mrcr query on the server into r->pr[p] (r from mrcr_begin, r->q filled too): one greedy
  * completion of one token per query, its prompt the case's prompt and the queries up to it, at
  * most o->batch in flight. Error only when the client itself fails (out of memory). */

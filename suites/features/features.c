@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "common/sampling.h"
-#include "model/philox.h"
+#include "common/philox.h"
 #include "suites/paths/paths.h"
 #include "suites/engine/stats_tests.h"
-#include "suites/sweep/sweep.h"
+#include "suites/engine/routing.h"
 
 const char *feat_status_name(feat_status s) {
   return s == FEAT_PASS ? "pass" : s == FEAT_FAIL ? "fail" : s == FEAT_UNDECIDED ? "undecided" : "not_supported";
@@ -69,11 +69,11 @@ static bounds derive(const pair *P, double floor_kld, double floor_tv, double fl
  * a function of (seed, position) only, so every path, slot and step shape (one K+1-token verification
  * step or K+1 single steps) routes a position's token to the same experts. */
 static const int32_t *forced_ids(pair *P, int pos, int n) {
-  const sweep_routing *r = P->o->routing;
+  const vrouting *r = P->o->routing;
   if (!P->fexp) return NULL;
   assert(n <= STEP_MAX);
   for (int t = 0; t < n; t++) {
-    sweep_routing_fill(r, P->o->seed, pos + t, 1, P->fone);
+    vrouting_fill(r, P->o->seed, pos + t, 1, P->fone);
     for (int j = 0; j < r->n_moe; j++)
       memcpy(P->fexp + ((size_t)j * n + t) * r->K, P->fone + (size_t)j * r->K, (size_t)r->K * sizeof(int32_t));
   }
@@ -497,7 +497,7 @@ static vstatus open_paths(feat_session *f) {
   P->lf = malloc((size_t)ROWS * P->V * sizeof(float));
   P->scratch = malloc((size_t)2 * P->V * sizeof(double));
   if (!P->lr || !P->lt || !P->lf || !P->scratch) return VERR("features: out of memory");
-  const sweep_routing *r = f->o.routing;
+  const vrouting *r = f->o.routing;
   if (r && r->kind != ROUTE_NATURAL && r->n_moe > 0) {
     P->fexp = malloc((size_t)r->n_moe * STEP_MAX * r->K * sizeof(int32_t));
     P->fone = malloc((size_t)r->n_moe * r->K * sizeof(int32_t));

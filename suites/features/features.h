@@ -40,6 +40,7 @@
 #include "common/vstatus.h"
 #include "model/model.h"
 #include "suites/engine/bounds.h"
+#include "suites/engine/routing.h"
 
 /* undecided: the check ran and could decide nothing (stop_tokens: no start token whose reference sequence
  * stays decided): never a pass, never a fail, counted (docs/verdicts.md). */
@@ -66,7 +67,7 @@ typedef struct {
   double margin_eps;      /* margin rule's epsilon (logits) where no floor applies */
   uint64_t seed;
   int n_threads;
-  const struct sweep_routing_s *routing; /* experts forced per position on every path (prepared for the model;
+  const vrouting *routing;     /* experts forced per position on every path (prepared for the model;
                              suites/sweep/sweep.h), the combine weights the router's; NULL or natural: each
                              path's router decides. Forced by default: two correct bf16 engines pick another
                              expert at a router near-tie on some rows (a discrete jump in the logits), which no

@@ -1,4 +1,4 @@
-/* The server's production-feature checks (`vouch features --server`; suites/served/served_suites.h): each
+/* The server's production-feature checks (`vouch features --server`; suites/features/features_served.h): each
  * feature phrased as requests to /v1/completions and judged from what comes back. The reference path
  * on the same checkpoint only chooses the prompt: of up to 16 start tokens the one whose greedy
  * sequence the reference decides longest (top-2 margin > eps at every step), so the server's greedy
@@ -37,8 +37,8 @@
 
 #include "common/interrupt.h"
 #include "common/sampling.h"
-#include "model/philox.h"
-#include "suites/served/served_suites.h"
+#include "common/philox.h"
+#include "suites/features/features_served.h"
 #include "suites/paths/paths.h"
 #include "suites/engine/stats_tests.h"
 

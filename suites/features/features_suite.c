@@ -6,11 +6,11 @@
 #include <string.h>
 
 #include "suites/engine/cli.h"
-#include "suites/evals/eval_cmd.h"
 #include "suites/engine/record.h"
-#include "suites/served/served_suites.h"
+#include "suites/features/features_served.h"
 #include "suites/features/features.h"
-#include "suites/sweep/sweep.h"
+#include "suites/engine/routing.h"
+#include "suites/features/features_suite.h"
 
 static const char FEATURES_USAGE[] =
     "usage: vouch features --path NAME [--ref cpu-ref] [--floor PATH] [--model DIR|synth:PRESET] [--full-ctx N]\n"
@@ -57,7 +57,7 @@ typedef struct {
   const char *server, *server_model; /* --server URL (NULL: the in-process checks), --server-model */
   const char *routing_s;            /* --routing as given (default "uniform") */
   bool routing_given;               /* --routing was on the command line */
-  sweep_routing routing;            /* --routing parsed (options_done) and prepared for the model (check) */
+  vrouting routing;            /* --routing parsed (options_done) and prepared for the model (check) */
   served_target srv;                /* the server (prepare) */
   feat_served *fsv;                 /* the server checks' session (prepare) */
 } features_state;
@@ -107,7 +107,7 @@ static vstatus features_options_done(void *st) {
   if (s->server && s->routing_given)
     return VERR("option --routing: a server routes its own tokens (its reference runs the router too)");
   if (!s->server) {
-    vstatus e = sweep_routing_parse(s->routing_s, &s->routing); /* prepared for the model in check */
+    vstatus e = vrouting_parse(s->routing_s, &s->routing); /* prepared for the model in check */
     if (e) { verr_prefix("option --routing"); return e; }
   }
   return served_url_check(s->server);
@@ -117,7 +117,7 @@ static vstatus features_options_done(void *st) {
 static vstatus features_check_opts(void *st, const vsuite_ctx *x) {
   features_state *s = st;
   if (s->server) return V_OK;
-  vstatus e = sweep_routing_prepare(&s->routing, &x->model->cfg, x->seed);
+  vstatus e = vrouting_prepare(&s->routing, &x->model->cfg, x->seed);
   if (e) verr_prefix("option --routing");
   return e;
 }
@@ -248,7 +248,7 @@ static void features_free(void *st) {
   features_state *s = st;
   features_end(s->fs);
   features_served_end(s->fsv);
-  sweep_routing_free(&s->routing);
+  vrouting_free(&s->routing);
 }
 
 const vsuite vsuite_features = {

@@ -809,7 +809,7 @@ static vstatus plan_list(kernels_plan *p, const vop_case_list *cl, const vop_var
 }
 
 vstatus kernels_plan_make(const kernels_opts *o, kernels_plan **out) {
-  vopreg_init();
+  kernels_register_ops();
   VTRY(check_filters(o));
   const char *presets_default[] = {"tiny", "edge", "small", "k2-slice"};
   const char *const *presets = presets_default;

@@ -9,10 +9,15 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "common/opreg.h"
+#include "reference/opreg.h"
 
 typedef enum { KS_PASS = 0, KS_FAIL = 1, KS_UNSUPPORTED = 2 } kernels_status;
 const char *kernels_status_name(int s); /* "pass", "FAIL", "not supported" */
+
+/* Registers the built-in ops and variants into the op registry once (reference/opreg.h
+ * vopreg_init; kernels_ops.c): the ops and cpu-ref's variants, and in CUDA builds cuda-ref's and
+ * the latency path's. kernels_plan_make and `vouch kernels --list` call it; so do tests. */
+void kernels_register_ops(void);
 
 typedef struct {
   const char *op;        /* only this op (NULL: all) */

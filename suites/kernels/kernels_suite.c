@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/opreg.h"
+#include "reference/opreg.h"
 #include "suites/engine/cli.h"
 #include "suites/engine/record.h"
 #include "suites/kernels/kernels.h"
@@ -118,7 +118,7 @@ static vstatus kernels_prepare(void *st, const vsuite_ctx *x, bool *done) {
   kernels_state *s = st;
   (void)x;
   if (s->list) {
-    vopreg_init();
+    kernels_register_ops();
     list_registry();
     *done = true;
     return V_OK;

@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "common/plugin.h"
+#include "suites/paths/plugin.h"
 #include "model/shard.h"
 #include "reference/cpu/cpu_ref.h"
 #include "reference/cpu/cpu_tp.h"
@@ -175,7 +175,7 @@ static vstatus lib_ops(void *h, const char *file, const vpath_ops **ops) {
   /* dlsym on the handle searches the library and its dependencies, not the vouch binary */
   const int *abi = dlsym(h, "vouch_path_abi");
   if (!abi)
-    return VERR("%s: symbol 'vouch_path_abi' not found: write VOUCH_PLUGIN_ABI; once in the library (common/plugin.h, "
+    return VERR("%s: symbol 'vouch_path_abi' not found: write VOUCH_PLUGIN_ABI; once in the library (suites/paths/plugin.h, "
                 "docs/plugins.md)", file);
   if (*abi != VOUCH_PATH_ABI)
     return VERR("%s: vouch_path_abi is %d, this vouch's is %d: rebuild the library against this vouch's headers", file,

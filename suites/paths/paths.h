@@ -32,7 +32,7 @@ bool vpaths_tp_splits_inputs(const char *name);
 vstatus vpaths_register(const vpath_ops *ops, const char *origin);
 /* Loads a path from a shared library (docs/plugins.md) and registers it (vpaths_register); loading the
  * same library again does nothing. V_ERR naming the file when it cannot be loaded (dlopen's reason),
- * lacks vouch_path_abi or has another ABI (common/plugin.h), carries its own copy of vouch's code,
+ * lacks vouch_path_abi or has another ABI (suites/paths/plugin.h), carries its own copy of vouch's code,
  * lacks vouch_path_ops, or declares it badly. */
 vstatus vpaths_load_lib(const char *file);
 /* The paths loaded or registered so far (vpaths_register), in order. */

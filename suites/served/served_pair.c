@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "suites/engine/record.h"
+#include "suites/engine/sink.h"
 
 void served_identity_free(served_identity *id) {
   free(id->models_raw);

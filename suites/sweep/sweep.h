@@ -22,13 +22,8 @@
  *   path's steps read: a host memcpy for a path that declares host weights (vpath_caps.host_weights),
  *   else cuda_membw on the GPU.
  *
- * Routing trace file (--routing trace:FILE): JSON lines, one line per token, each line an
- * array with one entry per MoE layer, each entry the num_experts_per_tok expert ids of that
- * token in that layer: `[[3,17,5,9],[1,2,40,7]]`. Token t of step i replays line
- * (i*T + t) mod n_lines; if a line lists fewer layers than the model has MoE layers, MoE
- * layer j uses entry j mod n_entries. Every line must have the same number of entries, each
- * of exactly top-k distinct ids in [0, n_routed_experts). Empty lines and lines starting
- * with '#' are skipped. */
+ * The routing option (natural, uniform, zipf:S, trace:FILE) is suites/engine/routing.h, shared with
+ * `vouch diverge`. */
 #ifndef VOUCH_SUITES_SWEEP_SWEEP_H
 #define VOUCH_SUITES_SWEEP_SWEEP_H
 
@@ -38,6 +33,7 @@
 
 #include "common/path.h"
 #include "model/model.h"
+#include "suites/engine/routing.h"
 #include "suites/engine/stats.h"
 
 typedef enum { SWEEP_DECODE = 0, SWEEP_PREFILL_DECODE = 1 } sweep_workload;
@@ -48,31 +44,6 @@ typedef enum { SWEEP_DECODE = 0, SWEEP_PREFILL_DECODE = 1 } sweep_workload;
 static inline int sweep_prefill_chunk(long b) { return SWEEP_PREFILL_ROWS / b > 0 ? (int)(SWEEP_PREFILL_ROWS / b) : 1; }
 const char *sweep_workload_name(sweep_workload w); /* "decode", "prefill+decode" */
 
-typedef enum { ROUTE_NATURAL = 0, ROUTE_UNIFORM, ROUTE_ZIPF, ROUTE_TRACE } sweep_route_kind;
-
-typedef struct sweep_routing_s {
-  sweep_route_kind kind;
-  double zipf_s;        /* ROUTE_ZIPF: popularity of rank r (0-based) is 1/(r+1)^s */
-  bool fixed;           /* "uniform@fixed", "zipf:S@fixed": every step of a point routes the same (one draw per
-                         * point): step times then vary only by measurement noise, not by how many experts a
-                         * fresh draw touches; natural routing varies with the tokens, trace follows its file */
-  char spec[560];       /* the option text ("zipf:1.2") */
-  int32_t *ids;         /* ROUTE_TRACE: [n_lines][n_layers][k] expert ids */
-  int n_lines, n_layers, k;
-  /* prepared for one model (sweep_routing_prepare) */
-  int E, K, n_moe;      /* routed experts, top-k, MoE layers */
-  int *perm;            /* ROUTE_ZIPF: [n_moe][E] expert of each popularity rank */
-  double *cdf;          /* ROUTE_ZIPF: [E] cumulative popularity of ranks */
-} sweep_routing;
-
-/* Parses "natural" | "uniform" | "zipf:S" (S > 0) | "trace:FILE" (reads and checks the file). */
-vstatus sweep_routing_parse(const char *spec, sweep_routing *r);
-/* Checks the routing against the model (trace k, ids < E) and precomputes tables. */
-vstatus sweep_routing_prepare(sweep_routing *r, const ds_config *c, uint64_t seed);
-void sweep_routing_free(sweep_routing *r);
-/* Forced expert ids of step `step` (any integer; prefill chunks use negative ones) for T tokens:
- * out [n_moe][T][K]. Deterministic in (seed, step, layer, token). Not for ROUTE_NATURAL. */
-void sweep_routing_fill(const sweep_routing *r, uint64_t seed, int64_t step, int T, int32_t *out);
 /* Mean over MoE layers of the distinct experts in ids [n_moe][T][K] (ids in [0, E)). */
 double sweep_distinct_experts(const int32_t *ids, int n_moe, int T, int K, int E);
 
@@ -88,7 +59,7 @@ typedef struct {
   int spec_k;               /* draft tokens per step (0: plain decode, 1 token per sequence) */
   int spec_al;              /* tokens kept per sequence per step (1 without spec), 1..spec_k+1 */
   sweep_workload workload;
-  sweep_routing *routing;   /* prepared by sweep_run */
+  vrouting *routing;   /* prepared by sweep_run */
   int steps, warmup;        /* timed steps, warm-up steps (per path per point) */
   uint64_t seed;            /* KV fill, tokens, routing */
   int device;               /* GPU ordinal for GPU paths */

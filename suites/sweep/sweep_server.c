@@ -33,6 +33,7 @@
 #include "suites/engine/cli.h"
 #include "suites/sweep/sweep_suite.h"
 #include "suites/engine/record.h"
+#include "suites/engine/sink.h"
 #include "suites/sweep/server_replay.h"
 #include "suites/sweep/server_trace.h"
 #include "suites/served/served.h"

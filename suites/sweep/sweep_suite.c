@@ -24,7 +24,7 @@
 #include "common/atomic_file.h"
 #include "common/clock.h"
 #include "model/model.h"
-#include "runner/evidence/bundle.h"
+#include "common/read_file.h"
 #include "suites/engine/cli.h"
 #include "suites/engine/engine.h"
 #include "suites/engine/record.h"
@@ -515,7 +515,7 @@ static cJSON *agreement_json(vrecord **recs, const agreement *ag, int repeat) {
 
 vstatus sweep_read_peer(const char *file, vrecord ***recs, int *n, int *cap) {
   char *txt;
-  if (bundle_read_file(file, &txt, NULL)) {
+  if (vfile_read(file, &txt, NULL)) {
     verr_prefix("peer records");
     return V_ERR;
   }
@@ -613,7 +613,7 @@ typedef struct {
   int *batches, *ctxs, *tps; /* [nb], [nc], [nt] the lists (options_done) */
   int nb, nc, nt;
   int *bs, n_bs;             /* [n_bs] the batches ascending and distinct: a pair's points (check) */
-  sweep_routing routing;     /* --routing parsed (options_done) */
+  vrouting routing;     /* --routing parsed (options_done) */
   sweep_opts o;              /* the sweep (check) */
   sweep_result *res;         /* [repeat] each round's points (prepare) */
   sweep_round *w;            /* the round in flight (NULL: none) */
@@ -686,7 +686,7 @@ static vstatus sweep_options_done(void *st) {
     if (s->batches[i] < 1 || s->batches[i] > 4096) return VERR("--batch: %d outside [1, 4096]", s->batches[i]);
   for (int i = 0; i < s->nt; i++)
     if (s->tps[i] < 1) return VERR("--tp: %d must be >= 1", s->tps[i]);
-  return sweep_routing_parse(s->routing_s, &s->routing);
+  return vrouting_parse(s->routing_s, &s->routing);
 }
 
 /* At most 64 paths; a path that fixes its TP degree only with one --tp value. */
@@ -837,7 +837,7 @@ static void sweep_free(void *st) {
   for (int k = 0; s->res && k < s->repeat; k++) sweep_result_free(&s->res[k]);
   free(s->res);
   agreement_free(&s->ag);
-  sweep_routing_free(&s->routing);
+  vrouting_free(&s->routing);
   free(s->batches);
   free(s->ctxs);
   free(s->tps);

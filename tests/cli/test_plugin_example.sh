@@ -48,7 +48,7 @@ run_block build-example build
 rc=$?
 [ $rc -eq 0 ] && [ -f "$T/example.so" ] && ok "build-example: the SDK installs and example.so builds" \
   || bad "build-example: exit $rc: $(tail -3 "$T/build.err")"
-[ -f "$PREFIX/include/vouch/common/plugin.h" ] && ok "installed: include/vouch/common/plugin.h" || bad "no installed plugin.h"
+[ -f "$PREFIX/include/vouch/suites/paths/plugin.h" ] && ok "installed: include/vouch/suites/paths/plugin.h" || bad "no installed plugin.h"
 if command -v nm >/dev/null && [ -f "$T/example.so" ]; then
   n_def=$(nm -D --defined-only "$T/example.so" | grep -c -E ' (verr_set|cpu_ref_ops|vtrace_ran)$')
   [ "$n_def" -eq 0 ] && ok "example.so defines none of vouch's functions (they come from the binary)" \

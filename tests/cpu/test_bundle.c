@@ -11,11 +11,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/read_file.h"
 #include "runner/evidence/bundle.h"
 #include "runner/evidence/compare.h"
 #include "runner/evidence/manifest.h"
 #include "suites/engine/record.h"
 #include "runner/evidence/report.h"
+#include "runner/evidence/rundir.h"
 #include "runner/evidence/store.h"
 #include "runner/evidence/verify.h"
 #include "tests/harness.h"
@@ -129,8 +131,8 @@ static int count_problems(const char *path, const char *needle) {
 static bool same_file(const char *a, const char *b) {
   char *x, *y;
   size_t nx, ny;
-  if (bundle_read_file(a, &x, &nx)) return false;
-  if (bundle_read_file(b, &y, &ny)) { free(x); return false; }
+  if (vfile_read(a, &x, &nx)) return false;
+  if (vfile_read(b, &y, &ny)) { free(x); return false; }
   bool same = nx == ny && !memcmp(x, y, nx);
   free(x);
   free(y);
@@ -172,7 +174,7 @@ int main(int argc, char **argv) {
   bundle_unload(&r);
   char *txt;
   snprintf(tmp, sizeof tmp, "%s/manifest.json", d1);
-  CHECK_OK(bundle_read_file(tmp, &txt, NULL));
+  CHECK_OK(vfile_read(tmp, &txt, NULL));
   CHECK(!strstr(txt, "hunter2-secret"), "secret value absent from the manifest");
   free(txt);
 

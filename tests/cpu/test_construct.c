@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "model/construct.h"
-#include "model/philox.h"
+#include "common/philox.h"
 #include "reference/cpu/cpu_ref.h"
 #include "suites/paths/paths.h"
 #include "tests/harness.h"

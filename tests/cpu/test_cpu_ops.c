@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/philox.h"
+#include "common/philox.h"
 #include "reference/cpu/ops.h"
 #include "tests/harness.h"
 

@@ -39,10 +39,10 @@ static void test_alternate_natural(const ds_model *m) {
   stale.open = stale_open;
   stale.forward = stale_forward;
   CHECK_OK(vpaths_register(&stale, "test_diverge.c"));
-  sweep_routing uni;
+  vrouting uni;
   memset(&uni, 0, sizeof uni);
-  CHECK_OK(sweep_routing_parse("uniform", &uni));
-  CHECK_OK(sweep_routing_prepare(&uni, &m->cfg, 5));
+  CHECK_OK(vrouting_parse("uniform", &uni));
+  CHECK_OK(vrouting_prepare(&uni, &m->cfg, 5));
   const char *paths[] = {"cpu-ref", "cpu-ref", "stale-routing"};
   diverge_result res[2];
   diverge_opts o = {.paths = paths, .n_paths = 3, .batch = 4, .context = 16, .tokens = 6, .seed = 5, .n_threads = 2,
@@ -65,7 +65,7 @@ static void test_alternate_natural(const ds_model *m) {
         odd / (o.batch * (o.tokens / 2)), even);
   diverge_result_free(&res[0]);
   diverge_result_free(&res[1]);
-  sweep_routing_free(&uni);
+  vrouting_free(&uni);
 }
 
 /* diverge_floor_judge at one point; a failure to judge is a failed check (NaN figures returned) */
@@ -217,10 +217,10 @@ int main(void) {
   diverge_result_free(&res[0]);
   diverge_result_free(&res[1]);
   /* ragged contexts, K+1-token verification steps and forced (skewed) routing: every row compared */
-  sweep_routing zipf;
+  vrouting zipf;
   memset(&zipf, 0, sizeof zipf);
-  CHECK_OK(sweep_routing_parse("zipf:1.5", &zipf));
-  CHECK_OK(sweep_routing_prepare(&zipf, &m.cfg, 9));
+  CHECK_OK(vrouting_parse("zipf:1.5", &zipf));
+  CHECK_OK(vrouting_prepare(&zipf, &m.cfg, 9));
   const char *tp[] = {"cpu-ref", "cpu-ref:tp2"};
   diverge_opts os = {.paths = tp, .n_paths = 2, .batch = 3, .context = 40, .tokens = 3, .seed = 9, .n_threads = 2,
                      .ragged = true, .spec_k = 2, .routing = &zipf};
@@ -232,7 +232,7 @@ int main(void) {
   diverge_result_free(&res[0]);
   os.spec_k = 16;
   CHECK(diverge_run(&m, &os, res) == V_ERR && strstr(verr_msg(), "spec"), "spec_k past 15 is an error");
-  sweep_routing_free(&zipf);
+  vrouting_free(&zipf);
   test_alternate_natural(&m);
   o.n_paths = 1;
   CHECK(diverge_run(&m, &o, res) == V_ERR, "one path is an error");

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/opreg.h"
+#include "reference/opreg.h"
 #include "reference/cpu/oracle.h"
 #include "suites/kernels/kernels.h"
 #include "tests/harness.h"
@@ -179,7 +179,7 @@ static void test_mla_forms_agree(void) {
 }
 
 int main(void) {
-  vopreg_init();
+  kernels_register_ops();
   CHECK(vopreg_n_ops() >= 14, "ops registered: %d", vopreg_n_ops());
   test_cpu_variants_pass("tiny");
   test_cpu_variants_pass("edge");

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/read_file.h"
 #include "runner/evidence/bundle.h"
 #include "runner/evidence/compare.h"
 #include "runner/evidence/manifest.h"
@@ -314,7 +315,7 @@ int main(void) {
 
   /* the DDL in store.c is results-schema/store.sql */
   char *ddl = NULL;
-  CHECK_OK(bundle_read_file(test_src_path("results-schema/store.sql"), &ddl, NULL));
+  CHECK_OK(vfile_read(test_src_path("results-schema/store.sql"), &ddl, NULL));
   CHECK(ddl && !strcmp(ddl, store_ddl), "store.sql == store_ddl");
   free(ddl);
 

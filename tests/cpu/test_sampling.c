@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/sampling.h"
-#include "model/philox.h"
+#include "common/philox.h"
 #include "tests/harness.h"
 
 typedef struct { float v; int i; } cand;

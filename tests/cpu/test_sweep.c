@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "model/model.h"
-#include "model/philox.h"
+#include "common/philox.h"
 #include "reference/cpu/cpu_ref.h"
 #include "reference/cpu/ops.h"
 #include "suites/paths/paths.h"
@@ -177,13 +177,13 @@ static void test_rewind(void) {
 }
 
 static void test_routing(void) {
-  sweep_routing r;
-  CHECK_OK(sweep_routing_parse("uniform", &r));
-  CHECK_OK(sweep_routing_prepare(&r, &M.cfg, 1));
+  vrouting r;
+  CHECK_OK(vrouting_parse("uniform", &r));
+  CHECK_OK(vrouting_prepare(&r, &M.cfg, 1));
   const int K = r.K, E = r.E, T = 64;
   int32_t *a = malloc((size_t)r.n_moe * T * K * sizeof(int32_t)), *b = malloc((size_t)r.n_moe * T * K * sizeof(int32_t));
-  sweep_routing_fill(&r, 1, 3, T, a);
-  sweep_routing_fill(&r, 1, 3, T, b);
+  vrouting_fill(&r, 1, 3, T, a);
+  vrouting_fill(&r, 1, 3, T, b);
   CHECK(!memcmp(a, b, (size_t)r.n_moe * T * K * sizeof(int32_t)), "uniform routing is deterministic");
   int ok = 1;
   for (int i = 0; i < r.n_moe * T; i++)
@@ -194,24 +194,24 @@ static void test_routing(void) {
   CHECK(ok, "uniform ids are in range and distinct per token");
   double du = sweep_distinct_experts(a, r.n_moe, T, K, E);
   CHECK(du > 0.9 * E, "64 tokens choosing 4 of 16 uniformly touch nearly all experts (%.1f)", du);
-  sweep_routing_free(&r);
-  CHECK_OK(sweep_routing_parse("zipf:3", &r));
-  CHECK_OK(sweep_routing_prepare(&r, &M.cfg, 1));
-  sweep_routing_fill(&r, 1, 3, 4, a);
+  vrouting_free(&r);
+  CHECK_OK(vrouting_parse("zipf:3", &r));
+  CHECK_OK(vrouting_prepare(&r, &M.cfg, 1));
+  vrouting_fill(&r, 1, 3, 4, a);
   double dz = sweep_distinct_experts(a, r.n_moe, 4, K, E);
-  sweep_routing_fill(&r, 1, 3, 64, a);
+  vrouting_fill(&r, 1, 3, 64, a);
   double dz64 = sweep_distinct_experts(a, r.n_moe, 64, K, E);
   CHECK(dz >= K && dz64 < du, "zipf:3 is skewed (%.1f distinct at T=64 vs uniform %.1f)", dz64, du);
-  sweep_routing_free(&r);
-  CHECK(sweep_routing_parse("zipf:-1", &r) == V_ERR, "zipf exponent must be positive");
-  CHECK(sweep_routing_parse("bogus", &r) == V_ERR, "unknown routing is an error");
-  CHECK_OK(sweep_routing_parse("zipf:1.2@fixed", &r));
+  vrouting_free(&r);
+  CHECK(vrouting_parse("zipf:-1", &r) == V_ERR, "zipf exponent must be positive");
+  CHECK(vrouting_parse("bogus", &r) == V_ERR, "unknown routing is an error");
+  CHECK_OK(vrouting_parse("zipf:1.2@fixed", &r));
   CHECK(r.fixed && r.kind == ROUTE_ZIPF && fabs(r.zipf_s - 1.2) < 1e-12, "zipf:1.2@fixed parses");
-  CHECK_OK(sweep_routing_parse("uniform@fixed", &r));
+  CHECK_OK(vrouting_parse("uniform@fixed", &r));
   CHECK(r.fixed && r.kind == ROUTE_UNIFORM, "uniform@fixed parses");
-  CHECK_OK(sweep_routing_parse("uniform", &r));
+  CHECK_OK(vrouting_parse("uniform", &r));
   CHECK(!r.fixed, "plain uniform draws per step");
-  CHECK(sweep_routing_parse("natural@fixed", &r) == V_ERR, "natural routing cannot be fixed");
+  CHECK(vrouting_parse("natural@fixed", &r) == V_ERR, "natural routing cannot be fixed");
   /* trace file */
   const char *tf = "test_sweep_trace.jsonl";
   FILE *f = fopen(tf, "w");
@@ -219,22 +219,22 @@ static void test_routing(void) {
   fclose(f);
   char spec[128];
   snprintf(spec, sizeof spec, "trace:%s", tf);
-  CHECK_OK(sweep_routing_parse(spec, &r));
+  CHECK_OK(vrouting_parse(spec, &r));
   CHECK(r.n_lines == 2 && r.n_layers == 2 && r.k == 4, "trace parsed (%d lines, %d layers)", r.n_lines, r.n_layers);
-  CHECK_OK(sweep_routing_prepare(&r, &M.cfg, 1));
-  sweep_routing_fill(&r, 1, 0, 3, a);
+  CHECK_OK(vrouting_prepare(&r, &M.cfg, 1));
+  vrouting_fill(&r, 1, 0, 3, a);
   CHECK(a[0] == 0 && a[K] == 8 && a[2 * K] == 0 && a[3 * K] == 4, "trace replays lines cyclically per token");
-  sweep_routing_free(&r);
+  vrouting_free(&r);
   f = fopen(tf, "w");
   fprintf(f, "[[0,1,2,2],[4,5,6,7]]\n");
   fclose(f);
-  CHECK(sweep_routing_parse(spec, &r) == V_ERR, "a repeated id in a trace is an error: %s", verr_msg());
+  CHECK(vrouting_parse(spec, &r) == V_ERR, "a repeated id in a trace is an error: %s", verr_msg());
   f = fopen(tf, "w");
   fprintf(f, "[[0,1,2],[4,5,6]]\n");
   fclose(f);
-  CHECK_OK(sweep_routing_parse(spec, &r));
-  CHECK(sweep_routing_prepare(&r, &M.cfg, 1) == V_ERR, "trace k must match top-k: %s", verr_msg());
-  sweep_routing_free(&r);
+  CHECK_OK(vrouting_parse(spec, &r));
+  CHECK(vrouting_prepare(&r, &M.cfg, 1) == V_ERR, "trace k must match top-k: %s", verr_msg());
+  vrouting_free(&r);
   remove(tf);
   free(a), free(b);
 }
@@ -254,8 +254,8 @@ static void test_stats(void) {
 static void test_sweep_end_to_end(void) {
   const char *paths[] = {"cpu-ref"};
   int batches[] = {2, 1}, ctxs[] = {16}, tps[] = {1, 2, 3};
-  sweep_routing r;
-  CHECK_OK(sweep_routing_parse("uniform", &r));
+  vrouting r;
+  CHECK_OK(vrouting_parse("uniform", &r));
   sweep_opts o = {.paths = paths, .n_paths = 1, .batches = batches, .n_batches = 2, .contexts = ctxs, .n_contexts = 1,
                   .tps = tps, .n_tps = 3, .spec_k = 3, .spec_al = 2, .workload = SWEEP_DECODE, .routing = &r,
                   .steps = 4, .warmup = 1, .seed = 5, .n_threads = 1, .membw_bytes = (size_t)64 << 20};
@@ -299,7 +299,7 @@ static void test_sweep_end_to_end(void) {
     CHECK(r2.p[0].ran ? r2.p[0].fill_len < big[0] : r2.p[0].reason[0] != 0,
           "a context at max_position_embeddings is clamped or listed with a reason (%s)", r2.p[0].reason);
   sweep_result_free(&r2);
-  sweep_routing_free(&r);
+  vrouting_free(&r);
 }
 
 /* The per-rank byte model: TP divides the sharded weights, ":dcp" divides the latent KV term by

@@ -82,8 +82,8 @@ static void test_cpu_ref_counts(void) {
 static void test_sweep_natural(void) {
   const char *paths[] = {"cpu-ref"};
   int batches[] = {1, 4}, ctxs[] = {16};
-  sweep_routing r;
-  CHECK_OK(sweep_routing_parse("natural", &r));
+  vrouting r;
+  CHECK_OK(vrouting_parse("natural", &r));
   sweep_opts o = {.paths = paths, .n_paths = 1, .batches = batches, .n_batches = 2, .contexts = ctxs, .n_contexts = 1,
                   .spec_al = 1, .workload = SWEEP_DECODE, .routing = &r, .steps = 3, .warmup = 1, .seed = 5,
                   .n_threads = 1, .membw_bytes = (size_t)64 << 20};
@@ -104,7 +104,7 @@ static void test_sweep_natural(void) {
     CHECK(fabs(bytes - p->bytes_per_step) <= 1e-9 * bytes, "b=%d: bytes use the counted experts", p->batch);
   }
   sweep_result_free(&res);
-  sweep_routing_free(&r);
+  vrouting_free(&r);
 }
 
 int main(void) {

@@ -12,15 +12,16 @@
 #include <unistd.h>
 
 #include "common/comm.h"
-#include "common/opreg.h"
+#include "reference/cpu/variants.h"
+#include "reference/opreg.h"
 #include "model/model.h"
 #include "model/shard.h"
 #include "suites/diverge/diverge.h"
+#include "suites/kernels/kernels.h"
 #include "suites/paths/paths.h"
 #include "tests/cpu/sharded_checks.h"
 #include "tests/harness.h"
 
-void comm_variants_register(void); /* reference/cpu/comm_variants.c */
 
 /* ---------------- communicators ---------------- */
 
@@ -206,13 +207,13 @@ static void test_reduce_scatter(void) {
 /* ---------------- the kernel-suite variant on exact inputs ---------------- */
 
 static void test_variant(void) {
-  vopreg_init();
+  kernels_register_ops();
   const vop *op = vopreg_find_op("allreduce");
   CHECK(op != NULL, "allreduce op registered");
   if (!op) return;
   const vop_variant *var = NULL;
   for (int pass = 0; pass < 2 && !var; pass++) {
-    if (pass == 1) comm_variants_register(); /* until vopreg_init() registers it */
+    if (pass == 1) comm_variants_register(); /* until kernels_register_ops() registers it */
     for (int i = 0; i < vopreg_n_variants(); i++)
       if (vopreg_variant(i)->op == op && strcmp(vopreg_variant(i)->name, "threads") == 0) var = vopreg_variant(i);
   }

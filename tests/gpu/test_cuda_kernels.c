@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/opreg.h"
+#include "reference/opreg.h"
 #include "reference/cuda/cuda_ref.h"
 #include "suites/kernels/kernels.h"
 #include "tests/harness.h"
@@ -202,7 +202,7 @@ int main(void) {
     printf("no CUDA device: skipped\n");
     return 77;
   }
-  vopreg_init();
+  kernels_register_ops();
   test_registration();
   test_cuda_ref_pass("tiny");
   test_cuda_ref_pass("edge");

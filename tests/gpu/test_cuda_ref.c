@@ -27,7 +27,7 @@
 #include "common/path.h"
 #include "common/trace.h"
 #include "model/model.h"
-#include "model/philox.h"
+#include "common/philox.h"
 #include "reference/cpu/cpu_ref.h"
 #include "reference/cuda/cuda_ref.h"
 #include "tests/harness.h"

@@ -25,7 +25,7 @@
 #include "common/trace.h"
 #include "kernels/latency.h"
 #include "model/model.h"
-#include "model/philox.h"
+#include "common/philox.h"
 #include "reference/cuda/cuda_ref.h"
 #include "tests/harness.h"
 #include "tests/logit_compare.h"

@@ -23,7 +23,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/latency_kernels.h"
-#include "model/tensor.h"
+#include "common/tensor.h"
 #include "reference/cuda/cuda_ref.h"
 #include "tests/harness.h"
 

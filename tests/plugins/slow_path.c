@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <time.h>
 
-#include "common/plugin.h"
+#include "suites/paths/plugin.h"
 
 VOUCH_PLUGIN_ABI;
 

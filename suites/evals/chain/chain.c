@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "common/clock.h"
-#include "model/philox.h"
+#include "common/philox.h"
 #include "suites/evals/evals.h"
 #include "suites/paths/paths.h"
 

@@ -5,7 +5,7 @@
  *   3 another ABI value                         4 caps.tp out of range
  *   5 carries its own copy of vouch (verr_set)  6 forward() fails with its own message
  *   7 a name already taken (cpu-ref)            8 caps.ep without caps.tp */
-#include "common/plugin.h"
+#include "suites/paths/plugin.h"
 
 #ifndef BAD_KIND
 #error "build with -DBAD_KIND=1..8"
@@ -18,7 +18,7 @@ VOUCH_PLUGIN_ABI;
 #endif
 
 #if BAD_KIND == 5
-/* what a library that links libvouchcore.a carries */
+/* what a library that links vouch's static libraries carries */
 vstatus verr_set(const char *file, int line, const char *fmt, ...) {
   (void)file, (void)line, (void)fmt;
   return V_ERR;

@@ -3,8 +3,8 @@
  * generated independently, in any order, on the CPU or the GPU, with identical bits.
  * Only integer operations and exactly-rounded float ops are used, so results do not
  * depend on the compiler's contraction or math library. */
-#ifndef VOUCH_MODEL_PHILOX_H
-#define VOUCH_MODEL_PHILOX_H
+#ifndef VOUCH_COMMON_PHILOX_H
+#define VOUCH_COMMON_PHILOX_H
 
 #include <stdint.h>
 

@@ -1,6 +1,6 @@
 /* The op registry: fixed-size tables of op descriptors and variants, the host ("cpu")
- * backend, and names of distributions and metrics. See common/opreg.h. */
-#include "common/opreg.h"
+ * backend, and names of distributions and metrics. See reference/opreg.h. */
+#include "reference/opreg.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -131,15 +131,8 @@ void vopreg_reset(void) {
   g_cuda_backend = NULL;
 }
 
-void vopreg_init(void) {
+void vopreg_init(void (*register_all)(void)) {
   if (g_inited) return;
   g_inited = true;
-  oracle_register_ops();
-  cpu_variants_register();
-  comm_variants_register();
-#if defined(VOUCH_HAVE_CUDA) && defined(VOUCH_HAVE_CUDA_VARIANTS)
-  cuda_ref_register_variants();
-  latency_register_variants();
-  latency_tp_register_variants();
-#endif
+  register_all();
 }

@@ -1,6 +1,7 @@
-/* Plans built into the binary (suites/plans/NAME.json, embedded by cmake/embed_plans.cmake). */
-#ifndef VOUCH_RUNNER_PLAN_PLANS_H
-#define VOUCH_RUNNER_PLAN_PLANS_H
+/* Plans built into the binary: suites/plans/NAME.json, embedded by cmake/embed_plans.cmake (the build's
+ * plans_embedded.c). `vouch run` runs them by name; `vouch history baseline` hashes them. */
+#ifndef VOUCH_SUITES_PLANS_PLANS_H
+#define VOUCH_SUITES_PLANS_PLANS_H
 
 #include <stddef.h>
 

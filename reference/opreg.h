@@ -9,9 +9,13 @@
  * The numerics suite (suites/kernels/kernels.h) crosses every op with every variant that
  * supports each case, and checks outputs against the oracle.
  *
- * Registration is explicit (no constructors): vopreg_init() calls
+ * It lives in reference/, the lowest layer that knows a case's model config (ds_config), so that
+ * reference/cpu, reference/cuda and kernels/ register into it without depending upward. The
+ * registry is plain: it calls no module. Registration is explicit (no constructors): the numerics
+ * suite's kernels_register_ops() (suites/kernels/kernels_ops.c) hands vopreg_init() the list:
  *   oracle_register_ops()        reference/cpu/oracle.c   every op descriptor
  *   cpu_variants_register()      reference/cpu/cpu_variants.c   the "cpu" variants (+ "test" ones)
+ *   comm_variants_register()     reference/cpu/comm_variants.c  simulated-rank all-reduce
  *   cuda_ref_register_variants() reference/cuda/cuda_variants.cu, in CUDA builds (CMake defines
  *                                VOUCH_HAVE_CUDA_VARIANTS with VOUCH_HAVE_CUDA): it sets the CUDA
  *                                backend (reference/cuda/cuda_backend.cu) and adds the cuda-ref
@@ -25,17 +29,17 @@
  * and point the variants' `backend` at it. Device pointers are opaque to the suite
  * unless backend->host_mem is true.
  */
-#ifndef VOUCH_COMMON_OPREG_H
-#define VOUCH_COMMON_OPREG_H
+#ifndef VOUCH_REFERENCE_OPREG_H
+#define VOUCH_REFERENCE_OPREG_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/tensor.h"
 #include "common/trace.h"
 #include "common/vstatus.h"
 #include "model/config.h"
-#include "model/tensor.h"
 
 /* ---------------- backends ---------------- */
 
@@ -176,7 +180,10 @@ typedef struct vop_variant {
 
 /* ---------------- registry ---------------- */
 
-void vopreg_init(void);   /* idempotent */
+/* Registers the built-in ops and variants once: calls register_all() the first time, and again only
+ * after vopreg_reset(). register_all is the numerics suite's list (suites/kernels/kernels.h
+ * kernels_register_ops); a registration that fails prints its error and the rest go on. */
+void vopreg_init(void (*register_all)(void));
 void vopreg_reset(void);  /* forget everything (tests) */
 vstatus vopreg_add_op(const vop *op);
 vstatus vopreg_add_variant(const vop_variant *v);
@@ -188,16 +195,5 @@ const vop_variant *vopreg_variant(int i);
 /* The CUDA backend, once a CUDA module set it (NULL otherwise). */
 void vopreg_set_cuda_backend(const vop_backend *b);
 const vop_backend *vopreg_cuda_backend(void);
-
-/* Provided by the modules vopreg_init() calls. */
-void oracle_register_ops(void);
-void cpu_variants_register(void);
-void comm_variants_register(void); /* reference/cpu/comm_variants.c: simulated-rank all-reduce */
-#if defined(VOUCH_HAVE_CUDA) && defined(VOUCH_HAVE_CUDA_VARIANTS)
-void cuda_ref_register_variants(void);
-void latency_register_variants(void);    /* kernels/latency_variants.cu: the latency kernels per op */
-void latency_tp_register_variants(void); /* kernels/latency_tp_variants.cu: the TP reduce on N GPUs */
-const vop_backend *vop_backend_cuda(void); /* reference/cuda/cuda_backend.cu */
-#endif
 
 #endif

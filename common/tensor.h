@@ -1,6 +1,6 @@
 /* A named, typed, shaped view of tensor data (owned or borrowed from an mmap). */
-#ifndef VOUCH_MODEL_TENSOR_H
-#define VOUCH_MODEL_TENSOR_H
+#ifndef VOUCH_COMMON_TENSOR_H
+#define VOUCH_COMMON_TENSOR_H
 
 #include <stdbool.h>
 #include <stdint.h>

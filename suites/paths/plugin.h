@@ -7,7 +7,7 @@
  * it may wrap or fall back to (cpu_ref_ops; cuda_ref_ops in CUDA builds). It links against nothing
  * of vouch's: a library that carries its own copy of vouch's code is refused at load.
  *
- *   #include "common/plugin.h"
+ *   #include "suites/paths/plugin.h"
  *   VOUCH_PLUGIN_ABI;                          // once, at file scope
  *   const vpath_ops vouch_path_ops = {         // the path: name, open, forward, close, caps, ...
  *       .name = "my-path", ... .caps = {.host_weights = true}};
@@ -15,8 +15,8 @@
  * vouch checks, before it reads vouch_path_ops, that the library defines vouch_path_abi equal to
  * its own VOUCH_PATH_ABI (a library built against other headers would be read with the wrong
  * layout), then checks the declaration field by field (suites/paths/paths.h, vpaths_register). */
-#ifndef VOUCH_COMMON_PLUGIN_H
-#define VOUCH_COMMON_PLUGIN_H
+#ifndef VOUCH_SUITES_PATHS_PLUGIN_H
+#define VOUCH_SUITES_PATHS_PLUGIN_H
 
 #ifdef __cplusplus
 extern "C" {

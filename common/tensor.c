@@ -1,6 +1,6 @@
 /* Tensor dtypes (safetensors spellings), element counts, and half-precision
  * conversions (IEEE binary16 with round-to-nearest-even, subnormals, inf, NaN). */
-#include "model/tensor.h"
+#include "common/tensor.h"
 
 static const struct {
   const char *name; /* safetensors spelling */
