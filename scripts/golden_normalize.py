@@ -449,12 +449,28 @@ def mode_http(argv):
                           and "time" not in ln.lower() and not re.match(r"vouch:(forward|decode)_steps_total", ln))
         text = norm_text(text)
     elif text.startswith("data:"):
-        lines = []
+        # SSE: how many tokens one event carries depends on how fast the client reads (the server
+        # sends the tokens decoded since the last event), so the events' token_ids are joined per
+        # choice and the events are listed without them, each distinct one once
+        tokens, events, other = {}, [], []
         for ln in text.splitlines():
             payload = ln[5:].strip() if ln.startswith("data:") else None
-            j = json_text(payload) if payload and payload != "[DONE]" else None
-            lines.append("data: " + json.dumps(json.loads(j), sort_keys=True) if j else norm_text(ln))
-        text = "\n".join(lines)
+            if payload is None:
+                if ln.strip():
+                    other.append(norm_text(ln))
+                continue
+            try:
+                ev = norm_json(json.loads(payload))
+            except ValueError:
+                other.append(norm_text(ln))
+                continue
+            for ch in ev.get("choices", []) if isinstance(ev, dict) else []:
+                tokens.setdefault(ch.get("index"), []).extend(ch.pop("token_ids", None) or [])
+            e = "data: " + json.dumps(ev, sort_keys=True)
+            if e not in events:
+                events.append(e)
+        text = "\n".join(["token_ids per choice, joined over the events: " + json.dumps(tokens, sort_keys=True),
+                          "distinct events, token_ids removed:"] + events + other)
     else:
         j = json_text(text) if text.strip() else None
         text = j if j is not None else norm_text(text)
