@@ -19,7 +19,8 @@
 #
 # Environment: GOLDEN_KEEP=1 keeps the scratch directory; GOLDEN_TIMEOUT (default 300) seconds per
 # invocation; GOLDEN_ONLY=REGEX runs only the invocations whose name matches (for debugging; the
-# numbering stays that of the full list).
+# numbering stays that of the full list; a server's clients run only when the server's name, e.g.
+# serve-tiny, matches too; inputs made from earlier invocations' files may be missing).
 set -uo pipefail
 
 if [ $# -ne 2 ]; then
@@ -59,6 +60,7 @@ ENVV=(PATH=/usr/local/bin:/usr/bin:/bin HOME="$SCR/home" LANG=C.UTF-8 LC_ALL=C.U
       VOUCH_HISTORY_DB="$SCR/home/history.sqlite")
 
 n=0
+IN_SERVE= URL= SPID=
 total_t0=$(date +%s.%N)
 listing() { (cd "$SCR" && find . -path ./.golden -prune -o -type f -print | sed 's|^\./||' | LC_ALL=C sort); }
 listing >"$G/before"
@@ -90,6 +92,7 @@ inv() {
   while [ "$1" != "--" ]; do arts+=("$1"); shift; done
   shift
   selected "$name" || return 0
+  [ -z "$IN_SERVE" ] || [ -n "$URL" ] || return 0
   local so=$G/$id.out se=$G/$id.err t0 t1 rc
   t0=$(date +%s.%N)
   (cd "$SCR" && exec "$TIMEOUT_BIN" -k 5 "$TMO" env -i "${ENVV[@]}" "$VOUCH" "$@") >"$so" 2>"$se" </dev/null
@@ -111,11 +114,14 @@ sh_step() {
   listing >"$G/before"
 }
 
-# serve_start NAME ARGS...: starts `vouch serve ARGS --port 0` in the background; sets URL and SPID
+# serve_start NAME ARGS...: starts `vouch serve ARGS --port 0` in the background; sets URL and SPID.
+# Until serve_stop, the clients (inv, http) are only counted, not run, when the server is not
+# selected (GOLDEN_ONLY) or did not start (URL empty): the numbering stays that of the full list.
 serve_start() {
   local name=$1
   shift
-  selected "$name" || { URL=; SPID=; return 1; }
+  URL= SPID= IN_SERVE=1
+  selected "$name" || return 0
   SID=$id SNAME=$name SARGS=("$@")
   ST0=$(date +%s.%N)
   (cd "$SCR" && exec env -i "${ENVV[@]}" "$VOUCH" serve "$@" --port 0) >"$G/$id.out" 2>"$G/$id.err" </dev/null &
@@ -128,14 +134,13 @@ serve_start() {
     kill -0 "$SPID" 2>/dev/null || break
     sleep 0.1
   done
-  [ -n "$URL" ] || echo "golden-cli: $name did not start listening" >&2
-  [ -n "$URL" ]
+  [ -n "$URL" ] || echo "golden-cli: $name did not start listening: its clients are skipped" >&2
 }
 
 # serve_stop: SIGINT to the server started last (it finishes requests in flight and exits 0), then
 # its own OUT file
 serve_stop() {
-  [ -n "${SPID:-}" ] || return 0
+  [ -n "${SPID:-}" ] || { IN_SERVE= URL=; return 0; }
   kill -INT "$SPID" 2>/dev/null
   wait "$SPID"
   local rc=$? t1
@@ -144,7 +149,7 @@ serve_stop() {
   "$PY" "$NORM" inv "$OUT/$SID-$SNAME.txt" "$SNAME" "$rc" "$G/$SID.out" "$G/$SID.err" "$G/$SID.created" \
     -- vouch serve "${SARGS[@]}" --port 0
   printf '%s %-40s rc=%-3s %7.2f s (server, until stopped)\n' "$SID" "$SNAME" "$rc" "$(awk "BEGIN { print $t1 - $ST0 }")"
-  SPID=
+  SPID= URL= IN_SERVE=
 }
 
 # http NAME METHOD PATH [BODY]: one request to the running server (URL), normalized
@@ -500,7 +505,7 @@ inv history-baseline -- history baseline --plan plans/det.json --hardware "$hw" 
 inv history-baseline-none -- history baseline --plan h200 --hardware nosuch
 
 # ============================================================ 10. serving
-if serve_start serve-tiny --model synth:tiny --seed 1; then
+serve_start serve-tiny --model synth:tiny --seed 1
   http serve-api-health GET /health
   http serve-api-models GET /v1/models
   http serve-api-completion POST /v1/completions '{"model": "synth:tiny", "prompt": [1, 2, 3], "max_tokens": 6, "temperature": 0}'
@@ -531,28 +536,23 @@ if serve_start serve-tiny --model synth:tiny --seed 1; then
   inv diverge-server-context -- diverge --paths cpu-ref --server "$URL" --context 64
   inv eval-mrcr-server-wrong-model -- eval mrcr --paths cpu-ref --server "$URL" --bins 256 --needles 2 --samples 1
   http serve-api-metrics GET /metrics
-fi
 serve_stop
-if serve_start serve-mrcr --model synth:recall-mrcr; then
+serve_start serve-mrcr --model synth:recall-mrcr
   inv eval-mrcr-server -- eval mrcr --paths cpu-ref --server "$URL" --bins 256,1k --needles 2 --samples 1 --batch 4
   inv eval-mrcr-server-alone -- eval mrcr --server "$URL" --bins 256 --needles 2,4 --samples 1 --batch 2
-fi
 serve_stop
-if serve_start serve-chain --model synth:recall-chain --max-seqs 4; then
+serve_start serve-chain --model synth:recall-chain --max-seqs 4
   inv eval-chain-server -- eval chain --paths cpu-ref --server "$URL" --hops 16,64 --samples 2 --batch 2
   inv eval-chain-server-sampled -- eval chain --server "$URL" --hops 16 --samples 2 --temperature 0.7 --sample-seed 1
-fi
 serve_stop
-if serve_start serve-spec --model synth:tiny --spec K=3,AL=2 --max-seqs 4 --max-batched-tokens 64; then
+serve_start serve-spec --model synth:tiny --spec K=3,AL=2 --max-seqs 4 --max-batched-tokens 64
   inv sweep-server-spec -- sweep --server "$URL" --concurrency 2 --input-len 16 --output-len 8
   http serve-spec-metrics GET /metrics
-fi
 serve_stop
-if serve_start serve-tp2 --path cpu-ref:tp2 --model models/tiny --served-model-name tiny --max-ctx 512; then
+serve_start serve-tp2 --path cpu-ref:tp2 --model models/tiny --served-model-name tiny --max-ctx 512
   http serve-tp2-models GET /v1/models
   http serve-tp2-completion POST /v1/completions '{"model": "tiny", "prompt": [1, 2, 3], "max_tokens": 6, "temperature": 0}'
   http serve-tp2-too-long POST /v1/completions "{\"model\": \"tiny\", \"prompt\": [$(seq -s, 1 600)], \"max_tokens\": 2}"
-fi
 serve_stop
 
 total=$(awk "BEGIN { print $(date +%s.%N) - $total_t0 }")
