@@ -172,7 +172,10 @@ def norm_json(v, key=None, sort_records=True):
         return out
     if isinstance(v, list):
         items = [norm_json(x, key, sort_records) for x in v]
-        if sort_records and items and all(isinstance(x, dict) and "suite" in x for x in items):
+        # records (a "records" list, or a top-level list of cases such as kernels --json writes) are
+        # sorted; every other list keeps its order (plan steps, compare's findings, samples)
+        if sort_records and items and all(isinstance(x, dict) and "suite" in x for x in items) and (
+                key == "records" or key is None and all("case_id" in x or "case" in x for x in items)):
             items.sort(key=rec_key)
         return items
     if isinstance(v, str):
