@@ -10,7 +10,8 @@ Masked (replaced by a <TAG>), because it legitimately varies between two runs of
   <DATE>     ISO dates and the date stamp of default result directories
   <COMMIT>   the git commit compiled into the binary (full or abbreviated)
   <SCRATCH>  the harness's temporary directory, <VOUCH> the binary's path, <PORT> server ports
-  <HASH>     sha256 of files that contain times (bundles, manifest.json, results.json/.sqlite)
+  <HASH>     sha256 of files that contain times or the commit (bundles, manifest.json, results.json/.sqlite,
+             replay.sh)
   <CREATED>  the `created` Unix time of OpenAI API replies
 Everything else is kept: record ids, statuses, reasons, metric values of deterministic
 computations, samples, thresholds, checks, traces, usage and error texts, exit codes.
@@ -203,7 +204,8 @@ def json_text(raw):
 
 # ---------------------------------------------------------------- artifacts
 
-VARYING_FILES = {"manifest.json", "results.json", "results.sqlite", "SHA256SUMS"}
+# replay.sh names the commit it rebuilds (masked in its text), so its hash varies with the build too
+VARYING_FILES = {"manifest.json", "results.json", "results.sqlite", "SHA256SUMS", "replay.sh"}
 
 
 def sha(path):
