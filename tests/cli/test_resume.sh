@@ -214,10 +214,13 @@ print(f"resumed diverge: records as uninterrupted ({len(b)})")
 PY
 
 # an eval step stopped by SIGTERM during its second path: the driver finishes that path, and the
-# third path's planned records (one per hop count) stay not_run until --resume runs it
+# third path's planned records (one per hop count) stay not_run until --resume runs it. 12 samples make
+# each path's case ~2 s on 2 cores: with 2 samples (0.35 s) the poll below (a python3 + sqlite start,
+# ~0.45 s) could see the first path's records only after the second path was done, and the signal then
+# landed in the third (it failed that way in CI)
 cat >evplan.json <<'EOF'
 {"name": "ev", "steps": [{"suite": "eval", "args": ["chain", "--paths", "cpu-ref,cpu-ref:tp2,cpu-ref:tp4",
-  "--hops", "64,256", "--samples", "2"]}]}
+  "--hops", "64,256", "--samples", "12"]}]}
 EOF
 # stored_of PATH: records of PATH in evterm/ with a result (not not_run)
 stored_of() {
