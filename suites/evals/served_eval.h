@@ -12,24 +12,6 @@
 #include "suites/served/served_pair.h"
 #include "suites/served/served_text.h"
 
-/* One server of a text eval. */
-typedef struct {
-  served_conn conn;      /* URL, its shown form, the API key (never recorded) */
-  served_identity id;    /* what it said of itself before any request */
-  const char *role;      /* "candidate", "reference", or "server" (--server alone) */
-  char path[300];        /* the records' path: "server:<model>" (--server) or "ref-server:<model>" */
-} seval_server;
-
-/* Opens --server (and --ref-server when ref_url is not NULL) with model `model` (NULL: each server's
- * first): each identity is read, the pair checked (served_pair_check) before any request, and each
- * server noted in the current run's manifest. sv[0] is the candidate, sv[1] the reference; *n gets 1
- * or 2. Error (naming the server and the field): unreachable, no such model, not a pair. */
-vstatus seval_open(const char *url, const char *ref_url, const char *model, double timeout_s, seval_server sv[2], int *n);
-void seval_close(seval_server *sv, int n);
-/* One line naming the server and what it said of itself ("server URL: model M (root R, max_model_len L,
- * owned_by O, version V)") on stdout. */
-void seval_print_identity(const seval_server *s);
-
 /* The one-sided paired sign-flip (randomization) test of "the mean of d is above 0": d[i] = reference's
  * score - candidate's on item i, so a small p says the candidate is worse. Items with d = 0 (equal
  * answers: every item of a deterministic A/A pair) carry no sign and are left out; over m non-zero

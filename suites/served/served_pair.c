@@ -150,3 +150,45 @@ vstatus served_identity_note(const served_identity *id, const char *role) {
   cJSON_Delete(e);
   return s;
 }
+
+static vstatus open_one(served_side *s, const char *url, const char *model, double timeout_s, const char *role,
+                        const char *path_prefix) {
+  memset(s, 0, sizeof *s);
+  VTRY(served_conn_init(&s->conn, url, timeout_s));
+  VTRY(served_identity_read(&s->conn, model, &s->id));
+  s->role = role;
+  snprintf(s->path, sizeof s->path, "%s:%.250s", path_prefix, s->id.id);
+  return V_OK;
+}
+
+vstatus served_pair_open(const char *url, const char *ref_url, const char *model, double timeout_s, served_side sv[2],
+                         int *n) {
+  *n = 0;
+  memset(sv, 0, 2 * sizeof *sv);
+  vstatus s = open_one(&sv[0], url, model, timeout_s, ref_url ? "candidate" : "server", "server");
+  if (s) { verr_prefix("--server"); return s; }
+  *n = 1;
+  if (ref_url) {
+    if ((s = open_one(&sv[1], ref_url, model, timeout_s, "reference", "ref-server"))) {
+      verr_prefix("--ref-server");
+      return s;
+    }
+    *n = 2;
+    VTRY(served_pair_check(&sv[0].id, &sv[1].id));
+  }
+  for (int i = 0; i < *n; i++) VTRY(served_identity_note(&sv[i].id, sv[i].role));
+  return V_OK;
+}
+
+void served_pair_close(served_side *sv, int n) {
+  for (int i = 0; i < n; i++) served_identity_free(&sv[i].id);
+}
+
+void served_side_print(const served_side *s) {
+  printf("%s %s: model %s (root %s, max_model_len ", s->role, s->conn.shown, s->id.id,
+         s->id.has_root ? s->id.root : "not given");
+  if (s->id.max_model_len) printf("%ld", s->id.max_model_len);
+  else printf("not given");
+  printf(", owned_by %s, version %s)\n", s->id.owned_by[0] ? s->id.owned_by : "-",
+         s->id.version_raw ? s->id.version : "no /version");
+}

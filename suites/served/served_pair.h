@@ -55,4 +55,23 @@ cJSON *served_identity_json(const served_identity *id, const char *role);
  * the store's, naming it. */
 vstatus served_identity_note(const served_identity *id, const char *role);
 
+/* One server of a suite that judges servers (eval mrcr --dataset, diverge --ref-server). */
+typedef struct {
+  served_conn conn;      /* URL, its shown form, the API key (never recorded) */
+  served_identity id;    /* what it said of itself before any request */
+  const char *role;      /* "candidate", "reference", or "server" (--server alone) */
+  char path[300];        /* the records' path: "server:<model>" (--server) or "ref-server:<model>" */
+} served_side;
+
+/* Opens --server (and --ref-server when ref_url is not NULL) with model `model` (NULL: each server's
+ * first): each identity is read, the pair checked (served_pair_check) before any request, and each
+ * server noted in the current run's manifest. sv[0] is the candidate, sv[1] the reference; *n gets 1
+ * or 2. Error (naming the server and the field): unreachable, no such model, not a pair. */
+vstatus served_pair_open(const char *url, const char *ref_url, const char *model, double timeout_s, served_side sv[2],
+                         int *n);
+void served_pair_close(served_side *sv, int n);
+/* One line naming the server and what it said of itself ("server URL: model M (root R, max_model_len L,
+ * owned_by O, version V)") on stdout. */
+void served_side_print(const served_side *s);
+
 #endif

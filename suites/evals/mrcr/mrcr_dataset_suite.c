@@ -59,7 +59,7 @@ typedef struct {
   int n_edges;
   /* state */
   mrcr_rows rows;          /* the dataset (check) */
-  seval_server sv[2];      /* [n_sv] sv[0] the candidate (--server), sv[1] the reference (prepare) */
+  served_side sv[2];        /* [n_sv] sv[0] the candidate (--server), sv[1] the reference (prepare) */
   int n_sv;
   md_item *items[2];       /* [n_sv][rows.n] each server's outcomes (run) */
   int n_failed[2];         /* requests that failed, per server */
@@ -142,7 +142,7 @@ static vstatus md_prepare(void *st, const vsuite_ctx *x, bool *done) {
   (void)done;
   md_state *s = st;
   VTRY(md_check(st, x));
-  VTRY(seval_open(s->server, s->ref_server, s->server_model, s->timeout_s, s->sv, &s->n_sv));
+  VTRY(served_pair_open(s->server, s->ref_server, s->server_model, s->timeout_s, s->sv, &s->n_sv));
   for (int k = 0; k < s->n_sv; k++) {
     s->items[k] = calloc((size_t)s->rows.n, sizeof *s->items[k]);
     if (!s->items[k]) return VERR("eval mrcr: out of memory for %d rows", s->rows.n);
@@ -448,7 +448,7 @@ static void md_print(const void *st, const vsuite_ctx *x, const veng *recs) {
   for (int j = 0; j < s->n_needles; j++) printf("%s%d", j ? "," : " ", s->needles[j]);
   printf("; chat completions at temperature 0, max_tokens %ld, %ld in flight%s; wall %.1f s\n", s->max_tokens,
          s->concurrency, s->stream ? ", streamed" : "", x->wall_s);
-  for (int k = 0; k < s->n_sv; k++) seval_print_identity(&s->sv[k]);
+  for (int k = 0; k < s->n_sv; k++) served_side_print(&s->sv[k]);
   bool used[64] = {0}; /* the bins that hold a row */
   for (int i = 0; i < s->rows.n; i++) {
     const long t = item_tokens(s, i);
@@ -516,7 +516,7 @@ static void md_print(const void *st, const vsuite_ctx *x, const veng *recs) {
 static void md_free(void *st) {
   md_state *s = st;
   mrcr_rows_free(&s->rows);
-  seval_close(s->sv, s->n_sv);
+  served_pair_close(s->sv, s->n_sv);
   for (int k = 0; k < 2; k++) free(s->items[k]);
   free(s->edges);
 }
