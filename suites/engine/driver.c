@@ -187,7 +187,14 @@ static shared_opts shared_defaults(const vsuite *s) {
                        .knobs = {.cos = -1, .gap = -1, .answer_logit = -1}};
 }
 
+/* The suite that runs argv: s, or the one its mode names. */
+static const vsuite *mode_of(const vsuite *s, int argc, char **argv) {
+  const vsuite *m = s->mode ? s->mode(argc, argv) : NULL;
+  return m ? m : s;
+}
+
 vstatus vsuite_check_args(const vsuite *s, int argc, char **argv) {
+  s = mode_of(s, argc, argv);
   shared_opts o = shared_defaults(s);
   void *st = calloc(1, s->state_size);
   if (!st) return VERR("%s: out of memory", s->name);
@@ -210,6 +217,7 @@ vstatus vsuite_check_args(const vsuite *s, int argc, char **argv) {
 }
 
 int vsuite_main(const vsuite *s, int argc, char **argv) {
+  s = mode_of(s, argc, argv);
   shared_opts o = shared_defaults(s);
   void *st = calloc(1, s->state_size);
   char *pbuf = NULL;

@@ -55,7 +55,8 @@ typedef struct {
   double wall_s;                  /* seconds from the first case's start to the last one's end (for print) */
 } vsuite_ctx;
 
-typedef struct {
+typedef struct vsuite vsuite;
+struct vsuite {
   const char *name;          /* the command words after `vouch` ("eval mrcr"): usage, errors */
   const char *usage;         /* --help text (stdout) */
   const char *default_model; /* --model when not given */
@@ -129,7 +130,11 @@ typedef struct {
   void (*kept)(void *st, const vsuite_ctx *x, int c);
   /* After case c's records are stored (so a printed case is in the run): its lines of the report. */
   void (*print_case)(void *st, const vsuite_ctx *x, int c);
-} vsuite;
+  /* The suite that runs these arguments when it is another one: one command word, two suites told
+   * apart by an option (diverge --ref-server: suites/diverge/diverge_text.c, server against server on
+   * text, no model). argv as vsuite_main's. NULL (or returning NULL): this suite. */
+  const vsuite *(*mode)(int argc, char **argv);
+};
 
 /* Runs suite s as a command: argv[0] is its last command word. Returns the exit code. */
 int vsuite_main(const vsuite *s, int argc, char **argv);
