@@ -123,6 +123,10 @@ const TRAIN_CTX = Number(META[ARCH]?.context_length ?? model.trainContextSize ??
 const MAX_LEN = args["max-model-len"] ? intOpt("max-model-len", 2, 1 << 24) : TRAIN_CTX;
 if (MAX_LEN > TRAIN_CTX) die(`--max-model-len ${MAX_LEN} exceeds the model's context_length ${TRAIN_CTX}`);
 const MODEL_NAME = args["served-model-name"] || path.basename(args.gguf).replace(/\.gguf$/, "");
+// /v1/models' root: the checkpoint the GGUF was made from (general.name: `vouch model export` writes the
+// source model there), so that an f32 and a q4_0 export of one checkpoint are one model served two ways,
+// as vLLM's root names the checkpoint whatever the quantization; the file's path when the GGUF has none
+const ROOT = typeof META.general?.name === "string" && META.general.name ? META.general.name : path.resolve(args.gguf);
 const context = await model.createContext({ contextSize: MAX_LEN, sequences: PARALLEL, batchSize: BATCH, threads: THREADS });
 const ctx = context._ctx; // the addon context (see the header)
 for (const f of ["initBatch", "addToBatch", "decodeBatch", "sampleToken", "disposeSequence", "getContextSize"])
@@ -1001,7 +1005,7 @@ function authorized(req) {
 function modelsBody() {
   return {
     object: "list",
-    data: [{ id: MODEL_NAME, object: "model", created: STARTED, owned_by: "vouch", root: path.resolve(args.gguf), parent: null,
+    data: [{ id: MODEL_NAME, object: "model", created: STARTED, owned_by: "vouch", root: ROOT, parent: null,
              max_model_len: MAX_LEN, vocab_size: vocab.n, permission: [] }],
   };
 }
