@@ -12,6 +12,7 @@
 #include "suites/engine/bounds.h"
 #include "suites/diverge/diverge.h"
 #include "suites/diverge/diverge_suite.h"
+#include "suites/diverge/diverge_text.h"
 #include "suites/engine/stats_tests.h"
 
 static const char DIVERGE_USAGE[] =
@@ -46,6 +47,8 @@ static const char DIVERGE_USAGE[] =
     "  logprobs, default 20): its token against the reference's argmax, its top-k logprobs against the\n"
     "  reference's log-softmax (KLD over the top-k tokens and the rest: a lower bound of the KLD);\n"
     "  context 0 only, no --spec or forced routing (docs/serving.md).\n"
+    "  --server URL --ref-server URL --prompts FILE: no model; the server against the reference build of\n"
+    "  the same model on real text (vouch diverge --ref-server X --help).\n"
     "  defaults: --model synth:tiny --batch 1 --context 0 --tokens 32\n";
 
 /* The verdict of one compared path at the point just run (diverge_record), for its table row. */
@@ -498,4 +501,5 @@ const vsuite vsuite_diverge = {
     .plan = diverge_plan,
     .kept = diverge_kept,
     .print_case = diverge_print_case,
+    .mode = diverge_text_mode, /* --ref-server: server against server on text (diverge_text.c) */
 };

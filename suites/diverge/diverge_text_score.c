@@ -1,0 +1,88 @@
+/* One text position of two servers' prompt logprobs, compared (suites/diverge/diverge_text_score.h). */
+#include "suites/diverge/diverge_text_score.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* A logprob a server may give: finite and not above 0 beyond its rounding. */
+#define LP_MAX 1e-3
+/* Below this mass a cell adds nothing to the KLD (p log(p/q) -> 0 as p -> 0); q of a cell is held at
+ * least this much, so a cell the candidate gives no mass costs a large finite KLD, not +inf. */
+#define MASS_EPS 1e-12
+
+bool dtext_same_token(const char *rt, int rid, const char *ct, int cid) {
+  if (rid >= 0 && cid >= 0) return rid == cid;
+  return rt && ct && !strcmp(rt, ct);
+}
+
+static bool lp_ok(double lp) { return isfinite(lp) && lp <= LP_MAX; }
+
+/* The index of the most likely alternative of p, -1 when it lists none. */
+static int top1(const served_pos *p) {
+  int b = -1;
+  for (int i = 0; i < p->n_top; i++)
+    if (b < 0 || p->top[i].logprob > p->top[b].logprob) b = i;
+  return b;
+}
+
+/* The index of c's alternative that is r's alternative a, -1 when c does not list it. */
+static int find_alt(const served_pos *c, const served_alt *a) {
+  for (int j = 0; j < c->n_top; j++)
+    if (dtext_same_token(a->token, a->id, c->top[j].token, c->top[j].id)) return j;
+  return -1;
+}
+
+bool dtext_compare(const served_pos *r, const served_pos *c, dtext_pos *out, char *why, size_t cap) {
+  memset(out, 0, sizeof *out);
+  if (!dtext_same_token(r->token, r->id, c->token, c->id)) {
+    snprintf(why, cap, "the token differs (reference '%.40s' id %d, candidate '%.40s' id %d): the servers tokenized "
+             "the text differently", r->token ? r->token : "?", r->id, c->token ? c->token : "?", c->id);
+    return false;
+  }
+  if (!lp_ok(r->logprob) || !lp_ok(c->logprob)) {
+    snprintf(why, cap, "the token's logprob is not a logprob (reference %g, candidate %g)", r->logprob, c->logprob);
+    return false;
+  }
+  for (int i = 0; i < r->n_top; i++)
+    if (!lp_ok(r->top[i].logprob)) { snprintf(why, cap, "reference alternative %d: logprob %g", i, r->top[i].logprob); return false; }
+  for (int i = 0; i < c->n_top; i++)
+    if (!lp_ok(c->top[i].logprob)) { snprintf(why, cap, "candidate alternative %d: logprob %g", i, c->top[i].logprob); return false; }
+  /* the shared cells: r's alternatives that c lists too (each counted once: a server may list the
+   * position's token twice, as the token and as an alternative) */
+  double P = 0, Q = 0, kl = 0;
+  for (int i = 0; i < r->n_top; i++) {
+    bool dup = false;
+    for (int k = 0; k < i && !dup; k++)
+      dup = dtext_same_token(r->top[k].token, r->top[k].id, r->top[i].token, r->top[i].id);
+    const int j = dup ? -1 : find_alt(c, &r->top[i]);
+    if (j < 0) continue;
+    const double p = exp(r->top[i].logprob), q = exp(c->top[j].logprob);
+    P += p, Q += q;
+    if (p > MASS_EPS) kl += p * log(p / (q > MASS_EPS ? q : MASS_EPS));
+    out->shared++;
+  }
+  /* the rest; the servers round their logprobs, so the listed masses may pass 1 by a little */
+  const double pr = P < 1 ? 1 - P : 0, qr = Q < 1 ? 1 - Q : 0;
+  if (pr > MASS_EPS) kl += pr * log(pr / (qr > MASS_EPS ? qr : MASS_EPS));
+  out->kld = kl;
+  const int rt = top1(r), ct = top1(c);
+  out->same_top = rt >= 0 && ct >= 0 &&
+                  dtext_same_token(r->top[rt].token, r->top[rt].id, c->top[ct].token, c->top[ct].id);
+  /* the reference's margin and its top two tokens' error */
+  int r2 = -1;
+  for (int i = 0; i < r->n_top; i++)
+    if (i != rt && !dtext_same_token(r->top[i].token, r->top[i].id, r->top[rt].token, r->top[rt].id) &&
+        (r2 < 0 || r->top[i].logprob > r->top[r2].logprob))
+      r2 = i;
+  out->margin = rt < 0 ? 0 : r2 < 0 ? INFINITY : r->top[rt].logprob - r->top[r2].logprob;
+  const int tops[2] = {rt, r2};
+  for (int k = 0; k < 2; k++) {
+    if (tops[k] < 0) continue;
+    const int j = find_alt(c, &r->top[tops[k]]);
+    if (j >= 0 && fabs(c->top[j].logprob - r->top[tops[k]].logprob) > out->top_err)
+      out->top_err = fabs(c->top[j].logprob - r->top[tops[k]].logprob);
+  }
+  out->dp = exp(c->logprob) - exp(r->logprob);
+  return true;
+}
