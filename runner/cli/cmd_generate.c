@@ -11,8 +11,8 @@
 #include "model/shard.h"
 #include "suites/engine/cli.h"
 #include "runner/cli/cmd_generate.h"
-#include "runner/evidence/rundir.h"
 #include "suites/engine/record.h"
+#include "suites/engine/sink.h"
 #include "suites/paths/paths.h"
 
 static const char USAGE[] =
@@ -129,7 +129,7 @@ vstatus generate_check_args(int argc, char **argv) {
   return V_OK;
 }
 
-int cmd_generate(int argc, char **argv) {
+int cmd_generate(int argc, char **argv, const vrec_sink *sink) {
   gen_opts g;
   bool help;
   if (gen_parse(argc, argv, &g, &help)) { cli_print_error("generate"); return EXIT_USAGE; }
@@ -292,7 +292,7 @@ int cmd_generate(int argc, char **argv) {
     if (trace_on) vtrace_print(&trace, stdout);
   }
   rc = ls.nonfinite ? EXIT_CHECK_FAILED : EXIT_OK;
-  if (rec_current()) {
+  if (sink) {
     /* under `vouch run`: one record for this decode */
     char id[96];
     snprintf(id, sizeof id, "b%d-n%ld-%s", B, n_new, temperature > 0 ? "sampled" : "greedy");
@@ -310,7 +310,7 @@ int cmd_generate(int argc, char **argv) {
     rec_metric_value(r, "min_top1_margin", "", RB_NONE, ls.min_margin);
     rec_check_add(r, "logits_finite", ls.nonfinite == 0);
     char *tj = vtrace_to_json(&trace);
-    s = rec_emit(r, tj);
+    s = rec_emit(sink, r, tj);
     free(tj);
     rec_free(r);
     if (s) goto end;

@@ -19,7 +19,8 @@ static vstatus open_one(seval_server *s, const char *url, const char *model, dou
   return V_OK;
 }
 
-vstatus seval_open(const char *url, const char *ref_url, const char *model, double timeout_s, seval_server sv[2], int *n) {
+vstatus seval_open(const vrec_sink *sink, const char *url, const char *ref_url, const char *model, double timeout_s,
+                   seval_server sv[2], int *n) {
   *n = 0;
   memset(sv, 0, 2 * sizeof *sv);
   vstatus s = open_one(&sv[0], url, model, timeout_s, ref_url ? "candidate" : "server", "server");
@@ -33,7 +34,7 @@ vstatus seval_open(const char *url, const char *ref_url, const char *model, doub
     *n = 2;
     VTRY(served_pair_check(&sv[0].id, &sv[1].id));
   }
-  for (int i = 0; i < *n; i++) VTRY(served_identity_note(&sv[i].id, sv[i].role));
+  for (int i = 0; i < *n; i++) VTRY(served_identity_note(sink, &sv[i].id, sv[i].role));
   return V_OK;
 }
 

@@ -22,9 +22,11 @@ typedef struct {
 
 /* Opens --server (and --ref-server when ref_url is not NULL) with model `model` (NULL: each server's
  * first): each identity is read, the pair checked (served_pair_check) before any request, and each
- * server noted in the current run's manifest. sv[0] is the candidate, sv[1] the reference; *n gets 1
- * or 2. Error (naming the server and the field): unreachable, no such model, not a pair. */
-vstatus seval_open(const char *url, const char *ref_url, const char *model, double timeout_s, seval_server sv[2], int *n);
+ * server noted in the manifest of the run `sink` (NULL: none, a suite on its own). sv[0] is the
+ * candidate, sv[1] the reference; *n gets 1 or 2. Error (naming the server and the field):
+ * unreachable, no such model, not a pair, or the run's store. */
+vstatus seval_open(const vrec_sink *sink, const char *url, const char *ref_url, const char *model, double timeout_s,
+                   seval_server sv[2], int *n);
 void seval_close(seval_server *sv, int n);
 /* One line naming the server and what it said of itself ("server URL: model M (root R, max_model_len L,
  * owned_by O, version V)") on stdout. */

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "suites/engine/record.h"
-#include "suites/engine/sink.h"
 
 void served_identity_free(served_identity *id) {
   free(id->models_raw);
@@ -143,10 +142,10 @@ cJSON *served_identity_json(const served_identity *id, const char *role) {
   return o;
 }
 
-vstatus served_identity_note(const served_identity *id, const char *role) {
+vstatus served_identity_note(const vrec_sink *sink, const served_identity *id, const char *role) {
   cJSON *e = served_identity_json(id, role);
   if (!e) return VERR("out of memory for the server's identity");
-  vstatus s = rec_note_server(e);
+  vstatus s = rec_note_server(sink, e);
   cJSON_Delete(e);
   return s;
 }

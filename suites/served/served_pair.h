@@ -14,6 +14,7 @@
 #include <stdbool.h>
 
 #include "common/vstatus.h"
+#include "suites/engine/sink.h"
 #include "suites/served/served.h"
 
 /* What a server says of itself. */
@@ -50,9 +51,9 @@ vstatus served_pair_check(const served_identity *cand, const served_identity *re
  * v1_models, version_body} (results-schema/manifest.schema.json `servers`); the raw bodies are cut
  * at 64 KiB. role: "candidate", "reference" or "server". NULL on out of memory. */
 cJSON *served_identity_json(const served_identity *id, const char *role);
-/* Adds the server to the run `vouch run` is executing (rec_note_server: the manifest's `servers`, in the
- * store's meta table with it), once per (role, url, model). Nothing when no run is current. Error:
- * the store's, naming it. */
-vstatus served_identity_note(const served_identity *id, const char *role);
+/* Adds the server to the run `sink` (vsuite_ctx.sink; rec_note_server: the manifest's `servers`, in the
+ * store's meta table with it), once per (role, url, model). Nothing when sink is NULL (a suite on its
+ * own). Error: the store's, naming it. */
+vstatus served_identity_note(const vrec_sink *sink, const served_identity *id, const char *role);
 
 #endif
