@@ -42,7 +42,7 @@ const vcommand *vcommand_find(const char *name);
 /* Runs command c (argv[0]: its name), a plan step's records into `sink` (NULL: none; a command that
  * is no plan step takes none); returns the process exit code. */
 int vcommand_run(const vcommand *c, int argc, char **argv, const vrec_sink *sink);
-/* The table's plan steps (the commands marked plan_step) as `vouch run` takes them. */
+/* The table's plan steps (the commands with a step entry point or a suite) as `vouch run` takes them. */
 extern const vplan_steps vcommands_plan_steps;
 
 /* Checks the options of command c (argv[0]: its name) as `vouch run` does for every plan step
