@@ -11,8 +11,8 @@
 #include "model/shard.h"
 #include "suites/engine/cli.h"
 #include "runner/cli/cmd_generate.h"
-#include "runner/evidence/rundir.h"
 #include "suites/engine/record.h"
+#include "suites/engine/sink.h"
 #include "suites/paths/paths.h"
 
 static const char USAGE[] =
@@ -129,196 +129,284 @@ vstatus generate_check_args(int argc, char **argv) {
   return V_OK;
 }
 
-int cmd_generate(int argc, char **argv) {
+/* Opens g's model into *m and checks it against the options (the --tp/--ep split, --tokens in the
+ * vocabulary). Returns EXIT_OK with m open; else the exit code (EXIT_CHECK_FAILED: the model does not
+ * open; EXIT_USAGE: an option does not fit it) with the error printed and m closed. */
+static int gen_open_model(const gen_opts *g, ds_model *m) {
+  const bool host = vpaths_host_weights(g->path_name);
+  /* under TP each rank synthesizes only its shard: no full host copy */
+  if (ds_model_open(m, g->model_spec, g->seed, (int)g->layers, host && g->tp == 0)) {
+    cli_print_error("generate");
+    return EXIT_CHECK_FAILED;
+  }
+  if (g->tp > 0 && ds_shard_check_ep(&m->cfg, (int)g->tp, g->ep) != V_OK) {
+    verr_prefix("--tp%s: %s", g->ep ? " --ep" : "", m->source);
+    cli_print_error("generate");
+    ds_model_close(m);
+    return EXIT_USAGE;
+  }
+  for (int i = 0; i < g->n_prompt; i++)
+    if (g->prompt[i] < 0 || g->prompt[i] >= m->cfg.vocab_size) {
+      VERR("--tokens: token %ld is outside the vocabulary [0, %d)", g->prompt[i], m->cfg.vocab_size);
+      cli_print_error("generate");
+      ds_model_close(m);
+      return EXIT_USAGE;
+    }
+  return EXIT_OK;
+}
+
+/* Opens g's path on m into *p, sized for --batch sequences of the longest prompt plus -n tokens, its
+ * events into trace. Returns EXIT_OK with p open; else the exit code (EXIT_USAGE: the context
+ * exceeds the model's positions; EXIT_CHECK_FAILED: the path does not open) with the error printed. */
+static int gen_open_path(const gen_opts *g, const ds_model *m, vtrace *trace, vpath *p) {
+  const int max_prompt = g->n_prompt + (int)g->batch - 1;
+  vpath_opts po = {.max_seq = (int)g->batch, .max_ctx = max_prompt + (int)g->n_new + 1, .n_threads = (int)g->threads,
+                   .trace = trace, .tp = (int)g->tp, .dcp = g->dcp, .ep = g->ep};
+  if (po.max_ctx > m->cfg.max_position_embeddings) {
+    VERR("prompt + -n = %d positions exceeds max_position_embeddings %d", po.max_ctx, m->cfg.max_position_embeddings);
+    cli_print_error("generate");
+    return EXIT_USAGE;
+  }
+  if (vpath_open(p, g->path_name, m, &po)) { cli_print_error("generate"); return EXIT_CHECK_FAILED; }
+  return EXIT_OK;
+}
+
+/* One decode of generate: what it runs on, its buffers and what it measured. */
+typedef struct {
+  const gen_opts *o;        /* the options */
+  const ds_model *m;        /* the open model */
+  vpath *p;                 /* the open path */
+  vtrace *trace;            /* the path's events */
+  int B, vocab, max_prompt; /* sequences (--batch); vocabulary; longest prompt (n_prompt + B - 1) */
+  /* buffers (gen_alloc, gen_release) */
+  int *seq, *ntok, *pos;    /* [B] the step's sequences, their token counts and start positions */
+  int32_t *tok;             /* [B * max_prompt] the step's tokens */
+  float *logits;            /* [B * vocab] the step's last logits, one row per live sequence */
+  int32_t *out;             /* [B * (n_new + 1)] the tokens each sequence made */
+  int *n_out, *plen;        /* [B] tokens made; prompt length */
+  bool *done;               /* [B] the sequence made a --stop token */
+  void *work;               /* vsample's scratch (vocab * 16 bytes) */
+  /* measured */
+  logit_stats ls;           /* over every row of logits sampled */
+  double t_prefill, t_decode; /* seconds */
+  long decoded;             /* tokens decoded after the prefill */
+  int total_prompt;         /* prompt tokens prefilled, all sequences */
+} gen_run;
+
+/* The buffers of r (r->o, r->m set). Error: out of memory (what was allocated is freed by gen_release). */
+static vstatus gen_alloc(gen_run *r) {
+  const size_t B = (size_t)r->o->batch;
+  r->B = (int)B;
+  r->vocab = r->m->cfg.vocab_size;
+  r->max_prompt = r->o->n_prompt + r->B - 1;
+  r->ls = (logit_stats){.min_margin = INFINITY};
+  r->seq = calloc(B, sizeof *r->seq), r->ntok = calloc(B, sizeof *r->ntok), r->pos = calloc(B, sizeof *r->pos);
+  r->tok = calloc(B * (size_t)r->max_prompt, sizeof *r->tok);
+  r->logits = malloc(B * (size_t)r->vocab * sizeof *r->logits);
+  r->out = calloc(B * (size_t)(r->o->n_new + 1), sizeof *r->out);
+  r->n_out = calloc(B, sizeof *r->n_out), r->plen = calloc(B, sizeof *r->plen);
+  r->done = calloc(B, sizeof *r->done);
+  r->work = malloc((size_t)r->vocab * 16);
+  if (!r->seq || !r->ntok || !r->pos || !r->tok || !r->logits || !r->out || !r->n_out || !r->plen || !r->done ||
+      !r->work)
+    return VERR("out of memory");
+  return V_OK;
+}
+
+static void gen_release(gen_run *r) {
+  free(r->seq); free(r->ntok); free(r->pos); free(r->tok); free(r->logits); free(r->out); free(r->n_out); free(r->plen);
+  free(r->done); free(r->work);
+}
+
+/* The tokens sequence b made ([n_out[b]] of n_new + 1). */
+static int32_t *gen_out(const gen_run *r, int b) { return r->out + (size_t)b * (size_t)(r->o->n_new + 1); }
+
+/* Prefills every sequence in one step: sequence b is the prompt plus b extra tokens derived from it.
+ * Error: the path's forward. */
+static vstatus gen_prefill(gen_run *r, vstep *st) {
+  const long *prompt = r->o->prompt;
+  const int n_prompt = r->o->n_prompt;
+  int k = 0;
+  for (int b = 0; b < r->B; b++) {
+    r->seq[b] = b;
+    r->plen[b] = n_prompt + b;
+    r->ntok[b] = r->plen[b];
+    r->pos[b] = 0;
+    for (int j = 0; j < r->plen[b]; j++)
+      r->tok[k++] = (int32_t)(j < n_prompt ? prompt[j] : (prompt[j % n_prompt] + 7 * b + j) % r->vocab);
+    r->total_prompt += r->plen[b];
+  }
+  *st = (vstep){.n_seq = r->B, .seq = r->seq, .n_tokens = r->ntok, .start_pos = r->pos, .tokens = r->tok,
+                .all_logits = false};
+  const double t0 = vclock_now();
+  VTRY(r->p->ops->forward(r->p->state, st, r->logits));
+  r->t_prefill = vclock_now() - t0;
+  vtrace_next_step(r->trace);
+  return V_OK;
+}
+
+/* Chooses the next token of every live sequence from the last logits (their statistics into r->ls);
+ * at `step` n_new only the statistics. */
+static void gen_choose(gen_run *r, const vsampling *smp, long step) {
+  const long n_new = r->o->n_new;
+  int live = 0;
+  for (int b = 0; b < r->B; b++) {
+    if (r->done[b]) continue;
+    const float *l = r->logits + (size_t)live * r->vocab;
+    stats_add(&r->ls, l, r->vocab);
+    int t = vsample(l, r->vocab, smp, b, step, r->work);
+    live++;
+    if (step == n_new) continue;
+    gen_out(r, b)[r->n_out[b]++] = t;
+    for (int q = 0; q < r->o->n_stops; q++) if (t == r->o->stops[q]) r->done[b] = true;
+  }
+}
+
+/* Decodes -n tokens per sequence after gen_prefill (st: its step), all live sequences in each step,
+ * until -n or every sequence made a --stop token. Error: the path's forward. */
+static vstatus gen_decode(gen_run *r, vstep *st) {
+  const long n_new = r->o->n_new;
+  const vsampling smp = {.temperature = (float)r->o->temperature, .top_k = (int)r->o->top_k,
+                         .top_p = (float)r->o->top_p, .seed = r->o->sample_seed};
+  for (long step = 0; step <= n_new; step++) {
+    gen_choose(r, &smp, step);
+    if (step == n_new) break;
+    /* next step: one new token per live sequence */
+    int ns = 0;
+    for (int b = 0; b < r->B; b++) {
+      if (r->done[b]) continue;
+      r->seq[ns] = b;
+      r->ntok[ns] = 1;
+      r->pos[ns] = r->plen[b] + r->n_out[b] - 1;
+      r->tok[ns] = gen_out(r, b)[r->n_out[b] - 1];
+      ns++;
+    }
+    if (ns == 0) break;
+    st->n_seq = ns;
+    const double t0 = vclock_now();
+    VTRY(r->p->ops->forward(r->p->state, st, r->logits));
+    r->t_decode += vclock_now() - t0;
+    r->decoded += ns;
+    vtrace_next_step(r->trace);
+  }
+  return V_OK;
+}
+
+static double per_s(double n, double s) { return s > 0 ? n / s : 0; }
+
+/* --json: the decode (model, path, sequences, logit statistics, timing, trace) on stdout. */
+static void gen_print_json(const gen_run *r) {
+  const gen_opts *g = r->o;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "model", r->m->source);
+  cJSON_AddStringToObject(o, "path", g->path_name);
+  cJSON_AddNumberToObject(o, "tp", (double)g->tp);
+  cJSON_AddBoolToObject(o, "dcp", g->dcp);
+  cJSON_AddBoolToObject(o, "ep", g->ep || vpaths_name_ep(g->path_name));
+  cJSON *seqs = cJSON_AddArrayToObject(o, "sequences");
+  for (int b = 0; b < r->B; b++) {
+    cJSON *so = cJSON_CreateObject();
+    cJSON_AddNumberToObject(so, "prompt_len", r->plen[b]);
+    cJSON *ta = cJSON_AddArrayToObject(so, "tokens");
+    for (int j = 0; j < r->n_out[b]; j++) cJSON_AddItemToArray(ta, cJSON_CreateNumber(gen_out(r, b)[j]));
+    cJSON_AddItemToArray(seqs, so);
+  }
+  cJSON *lo = cJSON_AddObjectToObject(o, "logits");
+  cJSON_AddNumberToObject(lo, "min_top1_margin", r->ls.min_margin);
+  cJSON_AddNumberToObject(lo, "max_abs", r->ls.max_abs);
+  cJSON_AddNumberToObject(lo, "mean_entropy", r->ls.rows ? r->ls.sum_entropy / r->ls.rows : 0);
+  cJSON_AddNumberToObject(lo, "nonfinite", (double)r->ls.nonfinite);
+  cJSON *pf = cJSON_AddObjectToObject(o, "timing");
+  cJSON_AddNumberToObject(pf, "prefill_s", r->t_prefill);
+  cJSON_AddNumberToObject(pf, "prefill_tok_s", per_s(r->total_prompt, r->t_prefill));
+  cJSON_AddNumberToObject(pf, "decode_s", r->t_decode);
+  cJSON_AddNumberToObject(pf, "decode_tok_s", per_s((double)r->decoded, r->t_decode));
+  char *tj = vtrace_to_json(r->trace);
+  cJSON_AddItemToObject(o, "trace", cJSON_Parse(tj));
+  free(tj);
+  char *txt = cJSON_Print(o);
+  puts(txt);
+  free(txt);
+  cJSON_Delete(o);
+}
+
+/* The decode as text on stdout: the sequences' tokens, logit statistics, speeds (--trace: the events). */
+static void gen_print_text(const gen_run *r) {
+  const gen_opts *g = r->o;
+  printf("model %s, path %s%s, batch %d, %s\n", r->m->source, g->path_name, g->tp > 0 ? " (tensor parallel)" : "", r->B,
+         g->temperature > 0 ? "sampling" : "greedy");
+  if (g->tp > 0)
+    printf("tp %ld%s%s\n", g->tp, g->ep ? ", expert parallel (ep)" : "",
+           g->dcp ? ", decode context parallel (dcp)" : "");
+  for (int b = 0; b < r->B; b++) {
+    printf("seq %d (prompt %d):", b, r->plen[b]);
+    for (int j = 0; j < r->n_out[b]; j++) printf(" %d", gen_out(r, b)[j]);
+    printf("\n");
+  }
+  printf("logits: min top1-top2 margin %.4f, max |logit| %.3f, mean entropy %.3f nats, non-finite %ld\n",
+         r->ls.min_margin, r->ls.max_abs, r->ls.rows ? r->ls.sum_entropy / r->ls.rows : 0, r->ls.nonfinite);
+  printf("prefill: %d tokens in %.3f s (%.1f tok/s); decode: %ld tokens in %.3f s (%.1f tok/s at batch %d)\n",
+         r->total_prompt, r->t_prefill, per_s(r->total_prompt, r->t_prefill), r->decoded, r->t_decode,
+         per_s((double)r->decoded, r->t_decode), r->B);
+  if (g->trace_on) vtrace_print(r->trace, stdout);
+}
+
+/* Under `vouch run`: one record of the decode, with its path trace, into the run sink. Error: out
+ * of memory, or the sink's (naming the store and the record). */
+static vstatus gen_store(const gen_run *r, const vrec_sink *sink) {
+  const gen_opts *g = r->o;
+  char id[96];
+  snprintf(id, sizeof id, "b%d-n%ld-%s", r->B, g->n_new, g->temperature > 0 ? "sampled" : "greedy");
+  vrecord *rec = rec_new("generate", id, g->path_name);
+  if (!rec) return V_ERR;
+  rec_param_str(rec, "model", r->m->source);
+  rec_param_int(rec, "batch", r->B);
+  rec_param_int(rec, "tp", g->tp);
+  if (g->dcp) rec_param_int(rec, "dcp", 1);
+  if (g->ep || vpaths_name_ep(g->path_name)) rec_param_int(rec, "ep", 1);
+  rec_param_int(rec, "new_tokens", g->n_new);
+  rec_param_num(rec, "temperature", g->temperature);
+  rec_metric_value(rec, "decode_tokens_per_s", "tok/s", RB_HIGHER, per_s((double)r->decoded, r->t_decode));
+  rec_metric_value(rec, "prefill_tokens_per_s", "tok/s", RB_HIGHER, per_s(r->total_prompt, r->t_prefill));
+  rec_metric_value(rec, "min_top1_margin", "", RB_NONE, r->ls.min_margin);
+  rec_check_add(rec, "logits_finite", r->ls.nonfinite == 0);
+  char *tj = vtrace_to_json(r->trace);
+  vstatus s = rec_emit(sink, rec, tj);
+  free(tj);
+  rec_free(rec);
+  return s;
+}
+
+int cmd_generate(int argc, char **argv, const vrec_sink *sink) {
   gen_opts g;
   bool help;
   if (gen_parse(argc, argv, &g, &help)) { cli_print_error("generate"); return EXIT_USAGE; }
   if (help) { fputs(USAGE, stdout); return EXIT_OK; }
-  /* the names the decode below uses */
-  const char *model_spec = g.model_spec, *path_name = g.path_name;
-  const long n_new = g.n_new, batch = g.batch, layers = g.layers, threads = g.threads, top_k = g.top_k, tp = g.tp;
-  const double temperature = g.temperature, top_p = g.top_p;
-  const uint64_t seed = g.seed, sample_seed = g.sample_seed;
-  const bool json = g.json, trace_on = g.trace_on, dcp = g.dcp, ep = g.ep;
-  long *prompt = g.prompt, *stops = g.stops;
-  const int n_prompt = g.n_prompt, n_stops = g.n_stops;
   ds_model m;
-  const bool host = vpaths_host_weights(path_name);
-  /* under TP each rank synthesizes only its shard: no full host copy */
-  if (ds_model_open(&m, model_spec, seed, (int)layers, host && tp == 0)) { cli_print_error("generate"); gen_free(&g); return EXIT_CHECK_FAILED; }
-  if (tp > 0 && ds_shard_check_ep(&m.cfg, (int)tp, ep) != V_OK) {
-    verr_prefix("--tp%s: %s", ep ? " --ep" : "", m.source);
-    cli_print_error("generate");
-    ds_model_close(&m);
-    gen_free(&g);
-    return EXIT_USAGE;
-  }
-  const int vocab = m.cfg.vocab_size;
-  int rc = EXIT_CHECK_FAILED;
-  for (int i = 0; i < n_prompt; i++)
-    if (prompt[i] < 0 || prompt[i] >= vocab) {
-      VERR("--tokens: token %ld is outside the vocabulary [0, %d)", prompt[i], vocab);
-      cli_print_error("generate");
-      ds_model_close(&m);
-      gen_free(&g);
-      return EXIT_USAGE;
-    }
-  const int B = (int)batch;
-  int max_prompt = n_prompt + B - 1;
+  int rc = gen_open_model(&g, &m);
+  if (rc != EXIT_OK) { gen_free(&g); return rc; }
   vtrace trace;
-  vtrace_init(&trace, trace_on || json);
-  vpath_opts po = {.max_seq = B, .max_ctx = max_prompt + (int)n_new + 1, .n_threads = (int)threads, .trace = &trace,
-                     .tp = (int)tp, .dcp = dcp, .ep = ep};
-  if (po.max_ctx > m.cfg.max_position_embeddings) {
-    VERR("prompt + -n = %d positions exceeds max_position_embeddings %d", po.max_ctx, m.cfg.max_position_embeddings);
-    cli_print_error("generate");
+  vtrace_init(&trace, g.trace_on || g.json);
+  vpath p;
+  if ((rc = gen_open_path(&g, &m, &trace, &p)) != EXIT_OK) {
+    vtrace_free(&trace);
     ds_model_close(&m);
     gen_free(&g);
-    return EXIT_USAGE;
+    return rc;
   }
-  vpath p;
-  if (vpath_open(&p, path_name, &m, &po)) { cli_print_error("generate"); ds_model_close(&m); gen_free(&g); return EXIT_CHECK_FAILED; }
-
-  int *seq = calloc((size_t)B, sizeof *seq), *ntok = calloc((size_t)B, sizeof *ntok), *pos = calloc((size_t)B, sizeof *pos);
-  int32_t *tok = calloc((size_t)B * (size_t)max_prompt, sizeof *tok);
-  float *logits = malloc((size_t)B * (size_t)vocab * sizeof *logits);
-  int32_t *out = calloc((size_t)B * (size_t)(n_new + 1), sizeof *out);
-  int *n_out = calloc((size_t)B, sizeof *n_out), *plen = calloc((size_t)B, sizeof *plen);
-  bool *done = calloc((size_t)B, sizeof *done);
-  void *work = malloc((size_t)vocab * 16);
-  logit_stats ls = {.min_margin = INFINITY};
-  vsampling smp = {.temperature = (float)temperature, .top_k = (int)top_k, .top_p = (float)top_p, .seed = sample_seed};
-  double t_prefill = 0, t_decode = 0;
-  long decoded = 0;
-  vstatus s = V_OK;
-  if (!seq || !ntok || !pos || !tok || !logits || !out || !n_out || !plen || !done || !work) { s = VERR("out of memory"); goto end; }
-
-  /* prefill: sequence b = prompt + b extra tokens derived from it */
-  int k = 0;
-  for (int b = 0; b < B; b++) {
-    seq[b] = b;
-    plen[b] = n_prompt + b;
-    ntok[b] = plen[b];
-    pos[b] = 0;
-    for (int j = 0; j < plen[b]; j++) tok[k++] = (int32_t)(j < n_prompt ? prompt[j] : (prompt[j % n_prompt] + 7 * b + j) % vocab);
+  gen_run r = {.o = &g, .m = &m, .p = &p, .trace = &trace};
+  vstep st;
+  vstatus s = gen_alloc(&r);
+  if (s == V_OK) s = gen_prefill(&r, &st);
+  if (s == V_OK) s = gen_decode(&r, &st);
+  if (s == V_OK) {
+    if (g.json) gen_print_json(&r);
+    else gen_print_text(&r);
+    rc = r.ls.nonfinite ? EXIT_CHECK_FAILED : EXIT_OK;
+    if (sink) s = gen_store(&r, sink); /* under `vouch run`: one record for this decode */
   }
-  vstep st = {.n_seq = B, .seq = seq, .n_tokens = ntok, .start_pos = pos, .tokens = tok, .all_logits = false};
-  double t0 = vclock_now();
-  if ((s = p.ops->forward(p.state, &st, logits))) goto end;
-  t_prefill = vclock_now() - t0;
-  vtrace_next_step(&trace);
-
-  for (long step = 0; step <= n_new; step++) {
-    /* choose the next token of every live sequence from the last logits */
-    int live = 0;
-    for (int b = 0; b < B; b++) {
-      if (done[b]) continue;
-      const float *l = logits + (size_t)live * vocab;
-      stats_add(&ls, l, vocab);
-      int t = vsample(l, vocab, &smp, b, step, work);
-      live++;
-      if (step == n_new) continue;
-      out[(size_t)b * (n_new + 1) + n_out[b]++] = t;
-      for (int q = 0; q < n_stops; q++) if (t == stops[q]) done[b] = true;
-    }
-    if (step == n_new) break;
-    /* next step: one new token per live sequence */
-    int ns = 0;
-    for (int b = 0; b < B; b++) {
-      if (done[b]) continue;
-      seq[ns] = b;
-      ntok[ns] = 1;
-      pos[ns] = plen[b] + n_out[b] - 1;
-      tok[ns] = out[(size_t)b * (n_new + 1) + n_out[b] - 1];
-      ns++;
-    }
-    if (ns == 0) break;
-    st.n_seq = ns;
-    t0 = vclock_now();
-    if ((s = p.ops->forward(p.state, &st, logits))) goto end;
-    t_decode += vclock_now() - t0;
-    decoded += ns;
-    vtrace_next_step(&trace);
-  }
-  int total_prompt = 0;
-  for (int b = 0; b < B; b++) total_prompt += plen[b];
-  if (json) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "model", m.source);
-    cJSON_AddStringToObject(o, "path", path_name);
-    cJSON_AddNumberToObject(o, "tp", (double)tp);
-    cJSON_AddBoolToObject(o, "dcp", dcp);
-    cJSON_AddBoolToObject(o, "ep", ep || vpaths_name_ep(path_name));
-    cJSON *seqs = cJSON_AddArrayToObject(o, "sequences");
-    for (int b = 0; b < B; b++) {
-      cJSON *so = cJSON_CreateObject();
-      cJSON_AddNumberToObject(so, "prompt_len", plen[b]);
-      cJSON *ta = cJSON_AddArrayToObject(so, "tokens");
-      for (int j = 0; j < n_out[b]; j++) cJSON_AddItemToArray(ta, cJSON_CreateNumber(out[(size_t)b * (n_new + 1) + j]));
-      cJSON_AddItemToArray(seqs, so);
-    }
-    cJSON *lo = cJSON_AddObjectToObject(o, "logits");
-    cJSON_AddNumberToObject(lo, "min_top1_margin", ls.min_margin);
-    cJSON_AddNumberToObject(lo, "max_abs", ls.max_abs);
-    cJSON_AddNumberToObject(lo, "mean_entropy", ls.rows ? ls.sum_entropy / ls.rows : 0);
-    cJSON_AddNumberToObject(lo, "nonfinite", (double)ls.nonfinite);
-    cJSON *pf = cJSON_AddObjectToObject(o, "timing");
-    cJSON_AddNumberToObject(pf, "prefill_s", t_prefill);
-    cJSON_AddNumberToObject(pf, "prefill_tok_s", t_prefill > 0 ? total_prompt / t_prefill : 0);
-    cJSON_AddNumberToObject(pf, "decode_s", t_decode);
-    cJSON_AddNumberToObject(pf, "decode_tok_s", t_decode > 0 ? decoded / t_decode : 0);
-    char *tj = vtrace_to_json(&trace);
-    cJSON_AddItemToObject(o, "trace", cJSON_Parse(tj));
-    free(tj);
-    char *txt = cJSON_Print(o);
-    puts(txt);
-    free(txt);
-    cJSON_Delete(o);
-  } else {
-    printf("model %s, path %s%s, batch %d, %s\n", m.source, path_name, tp > 0 ? " (tensor parallel)" : "", B,
-           temperature > 0 ? "sampling" : "greedy");
-    if (tp > 0)
-      printf("tp %ld%s%s\n", tp, ep ? ", expert parallel (ep)" : "", dcp ? ", decode context parallel (dcp)" : "");
-    for (int b = 0; b < B; b++) {
-      printf("seq %d (prompt %d):", b, plen[b]);
-      for (int j = 0; j < n_out[b]; j++) printf(" %d", out[(size_t)b * (n_new + 1) + j]);
-      printf("\n");
-    }
-    printf("logits: min top1-top2 margin %.4f, max |logit| %.3f, mean entropy %.3f nats, non-finite %ld\n",
-           ls.min_margin, ls.max_abs, ls.rows ? ls.sum_entropy / ls.rows : 0, ls.nonfinite);
-    printf("prefill: %d tokens in %.3f s (%.1f tok/s); decode: %ld tokens in %.3f s (%.1f tok/s at batch %d)\n",
-           total_prompt, t_prefill, t_prefill > 0 ? total_prompt / t_prefill : 0, decoded, t_decode,
-           t_decode > 0 ? decoded / t_decode : 0, B);
-    if (trace_on) vtrace_print(&trace, stdout);
-  }
-  rc = ls.nonfinite ? EXIT_CHECK_FAILED : EXIT_OK;
-  if (rec_current()) {
-    /* under `vouch run`: one record for this decode */
-    char id[96];
-    snprintf(id, sizeof id, "b%d-n%ld-%s", B, n_new, temperature > 0 ? "sampled" : "greedy");
-    vrecord *r = rec_new("generate", id, path_name);
-    if (!r) { s = V_ERR; goto end; }
-    rec_param_str(r, "model", m.source);
-    rec_param_int(r, "batch", B);
-    rec_param_int(r, "tp", tp);
-    if (dcp) rec_param_int(r, "dcp", 1);
-    if (ep || vpaths_name_ep(path_name)) rec_param_int(r, "ep", 1);
-    rec_param_int(r, "new_tokens", n_new);
-    rec_param_num(r, "temperature", temperature);
-    rec_metric_value(r, "decode_tokens_per_s", "tok/s", RB_HIGHER, t_decode > 0 ? decoded / t_decode : 0);
-    rec_metric_value(r, "prefill_tokens_per_s", "tok/s", RB_HIGHER, t_prefill > 0 ? total_prompt / t_prefill : 0);
-    rec_metric_value(r, "min_top1_margin", "", RB_NONE, ls.min_margin);
-    rec_check_add(r, "logits_finite", ls.nonfinite == 0);
-    char *tj = vtrace_to_json(&trace);
-    s = rec_emit(r, tj);
-    free(tj);
-    rec_free(r);
-    if (s) goto end;
-  }
-end:
   if (s) cli_print_error("generate");
-  free(seq); free(ntok); free(pos); free(tok); free(logits); free(out); free(n_out); free(plen); free(done);
-  free(work);
+  gen_release(&r);
   gen_free(&g);
   vpath_close(&p);
   vtrace_free(&trace);

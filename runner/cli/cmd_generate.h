@@ -4,9 +4,11 @@
 #define VOUCH_RUNNER_CLI_CMD_GENERATE_H
 
 #include "common/vstatus.h"
+#include "suites/engine/sink.h"
 
-/* `vouch generate ARGS` (argv[0] "generate"): the process exit code. */
-int cmd_generate(int argc, char **argv);
+/* `vouch generate ARGS` (argv[0] "generate"): the process exit code. With a sink (a plan step of
+ * `vouch run`) the decode is also one record there, with its path trace; NULL: only printed. */
+int cmd_generate(int argc, char **argv, const vrec_sink *sink);
 /* vouch generate's plan-step check (runner/cli/commands.h vcommand.check): parses and checks argv,
  * opening nothing. Error: the usage error, naming the option. */
 vstatus generate_check_args(int argc, char **argv);

@@ -31,34 +31,36 @@ static int cmd_trace(int argc, char **argv) {
              "variant ran on which path and every fallback with its reason.\n");
       return EXIT_OK;
     }
-  return cmd_generate(argc + 1, args);
+  return cmd_generate(argc + 1, args, NULL); /* trace is no plan step: a decode on its own */
 }
 
 /* `vouch run`: the plan runner (runner/plan/cmd_run.h) with this table's plan steps. */
 static int cmd_run_steps(int argc, char **argv) { return cmd_run(argc, argv, &vcommands_plan_steps); }
 
+/* {name, fn (no plan step), step (a plan step's own entry point), suite (a plan step on the driver), help,
+ * check (a step's own option check)} */
 const vcommand vcommands[] = {
-    {"model", cmd_model, "synth | info: synthetic checkpoints and architecture facts", false, NULL, NULL},
-    {"generate", cmd_generate, "decode a batch of prompts on a path (cpu-ref, cuda-ref, ...)", true, NULL,
+    {"model", cmd_model, NULL, NULL, "synth | info: synthetic checkpoints and architecture facts", NULL},
+    {"generate", NULL, cmd_generate, NULL, "decode a batch of prompts on a path (cpu-ref, cuda-ref, ...)",
      generate_check_args},
-    {"trace", cmd_trace, "generate, printing which op variants ran per step and every fallback", false, NULL, NULL},
-    {"kernels", NULL, "op numerics: every op variant on every path against float64 oracles", true, &vsuite_kernels, NULL},
-    {"diverge", NULL, "teacher-forced divergence of paths: KLD, top-token agreement, max |dlogit|", true,
-     &vsuite_diverge, NULL},
-    {"eval", cmd_eval, "mrcr | chain: ground-truth evals on constructed checkpoints", true, NULL, eval_check_args},
-    {"features", NULL, "full context, sampling, structured output, speculative verify, stop tokens", true,
-     &vsuite_features, NULL},
-    {"sweep", cmd_sweep, "throughput sweeps over batch x context (x TP) of decode paths, or of a server (--server)",
-     true, NULL, sweep_check_args},
-    {"serve", cmd_serve, "OpenAI-compatible HTTP server over a path, with continuous batching", false, NULL, NULL},
-    {"run", cmd_run_steps, "run a plan's suites (default: smoke) into a result directory and bundle it", false, NULL, NULL},
-    {"bundle", cmd_bundle, "pack a result directory into a deterministic NAME.vouch.tar.gz", false, NULL, NULL},
-    {"verify", cmd_verify, "check a bundle's hashes, schema and every derived figure", false, NULL, NULL},
-    {"compare", cmd_compare, "baseline vs candidate: ratios, confidence intervals, verdicts", false, NULL, NULL},
-    {"report", cmd_report, "Markdown (one GitHub comment) and HTML with SVG charts", false, NULL, NULL},
-    {"publish", cmd_publish, "post or update the PR comment and commit status", false, NULL, NULL},
-    {"history", cmd_history, "past runs in the local store; baseline lookup", false, NULL, NULL},
-    {"ab", cmd_ab, "base vs head: worktrees, same-option builds, interleaved runs, one comparison", false, NULL, NULL},
+    {"trace", cmd_trace, NULL, NULL, "generate, printing which op variants ran per step and every fallback", NULL},
+    {"kernels", NULL, NULL, &vsuite_kernels, "op numerics: every op variant on every path against float64 oracles", NULL},
+    {"diverge", NULL, NULL, &vsuite_diverge, "teacher-forced divergence of paths: KLD, top-token agreement, max |dlogit|",
+     NULL},
+    {"eval", NULL, cmd_eval, NULL, "mrcr | chain: ground-truth evals on constructed checkpoints", eval_check_args},
+    {"features", NULL, NULL, &vsuite_features, "full context, sampling, structured output, speculative verify, stop tokens",
+     NULL},
+    {"sweep", NULL, cmd_sweep, NULL, "throughput sweeps over batch x context (x TP) of decode paths, or of a server (--server)",
+     sweep_check_args},
+    {"serve", cmd_serve, NULL, NULL, "OpenAI-compatible HTTP server over a path, with continuous batching", NULL},
+    {"run", cmd_run_steps, NULL, NULL, "run a plan's suites (default: smoke) into a result directory and bundle it", NULL},
+    {"bundle", cmd_bundle, NULL, NULL, "pack a result directory into a deterministic NAME.vouch.tar.gz", NULL},
+    {"verify", cmd_verify, NULL, NULL, "check a bundle's hashes, schema and every derived figure", NULL},
+    {"compare", cmd_compare, NULL, NULL, "baseline vs candidate: ratios, confidence intervals, verdicts", NULL},
+    {"report", cmd_report, NULL, NULL, "Markdown (one GitHub comment) and HTML with SVG charts", NULL},
+    {"publish", cmd_publish, NULL, NULL, "post or update the PR comment and commit status", NULL},
+    {"history", cmd_history, NULL, NULL, "past runs in the local store; baseline lookup", NULL},
+    {"ab", cmd_ab, NULL, NULL, "base vs head: worktrees, same-option builds, interleaved runs, one comparison", NULL},
 };
 const int vcommands_n = (int)(sizeof vcommands / sizeof vcommands[0]);
 
@@ -74,19 +76,21 @@ vstatus vcommand_check(const vcommand *c, int argc, char **argv) {
   return c->suite ? vsuite_check_args(c->suite, argc, argv) : c->check ? c->check(argc, argv) : V_OK;
 }
 
-int vcommand_run(const vcommand *c, int argc, char **argv) {
-  assert(c && (c->fn != NULL) != (c->suite != NULL));
-  return c->fn ? c->fn(argc, argv) : vsuite_main(c->suite, argc, argv);
+int vcommand_run(const vcommand *c, int argc, char **argv, const vrec_sink *sink) {
+  assert(c && (c->fn != NULL) + (c->step != NULL) + (c->suite != NULL) == 1);
+  return c->fn ? c->fn(argc, argv) : c->step ? c->step(argc, argv, sink) : vsuite_main(c->suite, argc, argv, sink);
 }
 
-/* vplan_steps over the table: a plan step is a command marked plan_step. */
+/* vplan_steps over the table: a plan step is a command with a step entry point or a suite. */
 static bool step_known(const char *suite) {
   const vcommand *c = vcommand_find(suite);
-  return c && c->plan_step;
+  return c && (c->step || c->suite);
 }
 static vstatus step_check(const char *suite, int argc, char **argv) {
   return vcommand_check(vcommand_find(suite), argc, argv);
 }
-static int step_run(const char *suite, int argc, char **argv) { return vcommand_run(vcommand_find(suite), argc, argv); }
+static int step_run(const char *suite, int argc, char **argv, const vrec_sink *sink) {
+  return vcommand_run(vcommand_find(suite), argc, argv, sink);
+}
 
 const vplan_steps vcommands_plan_steps = {.known = step_known, .check = step_check, .run = step_run};

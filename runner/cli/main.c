@@ -34,7 +34,7 @@ int main(int argc, char **argv) {
     return EXIT_OK;
   }
   const vcommand *c = vcommand_find(argv[1]);
-  if (c) return vcommand_run(c, argc - 1, argv + 1);
+  if (c) return vcommand_run(c, argc - 1, argv + 1, NULL); /* on its own: no run sink */
   fprintf(stderr, "vouch: error: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return EXIT_USAGE;

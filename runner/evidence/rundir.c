@@ -27,6 +27,7 @@ struct vrundir {
   int n_bad;            /* of those, failed or errored (and kept failed ones a resumed suite reported) */
   int next_trace;       /* number of the next traces/NNNN.json */
   bool resumed;         /* opened by rec_resume_dir: a case already stored is not stored again */
+  vrec_sink sink;       /* this directory as the suites' run sink (vrundir_sink; ctx: this vrundir) */
 };
 
 static vstatus mkdir_p(const char *path) {
@@ -464,7 +465,7 @@ vstatus rec_repair_dir(const char *dir) {
   return s;
 }
 
-/* ---- the run sink (suites/engine/sink.h) of the current directory ---- */
+/* ---- the directory as a run sink (suites/engine/sink.h, vrundir_sink) ---- */
 
 /* A stored status that is a result: not "" (none) and not not_run (a planned case still to run). */
 static bool is_result(const char *status) { return status[0] && strcmp(status, "not_run"); }
@@ -501,17 +502,15 @@ static vstatus sink_emit(void *ctx, vrecord *r, const char *trace_json) {
   return rec_add(rd, r);
 }
 
-static vrundir *g_current;
-
 /* The sink's note_server: entry under the manifest's "servers" (suites/engine/sink.h). */
 static vstatus sink_note_server(void *ctx, const cJSON *entry) {
-  (void)ctx;
-  if (!g_current || !cJSON_IsObject(entry)) return V_OK;
-  cJSON *list = cJSON_GetObjectItemCaseSensitive(g_current->manifest, "servers"), *e;
+  vrundir *rd = ctx;
+  if (!cJSON_IsObject(entry)) return V_OK;
+  cJSON *list = cJSON_GetObjectItemCaseSensitive(rd->manifest, "servers"), *e;
   if (!cJSON_IsArray(list)) {
-    cJSON_DeleteItemFromObjectCaseSensitive(g_current->manifest, "servers");
-    list = cJSON_AddArrayToObject(g_current->manifest, "servers");
-    if (!list) return VERR("%s/manifest.json: out of memory", g_current->dir);
+    cJSON_DeleteItemFromObjectCaseSensitive(rd->manifest, "servers");
+    list = cJSON_AddArrayToObject(rd->manifest, "servers");
+    if (!list) return VERR("%s/manifest.json: out of memory", rd->dir);
   }
   static const char *const key[] = {"role", "url", "model"};
   cJSON_ArrayForEach(e, list) {
@@ -524,16 +523,14 @@ static vstatus sink_note_server(void *ctx, const cJSON *entry) {
     if (same == 3) return V_OK;
   }
   cJSON *copy = cJSON_Duplicate(entry, true);
-  if (!copy) return VERR("%s/manifest.json: out of memory", g_current->dir);
+  if (!copy) return VERR("%s/manifest.json: out of memory", rd->dir);
   cJSON_AddItemToArray(list, copy);
-  return save_manifest(g_current);
+  return save_manifest(rd);
 }
 
-static vrec_sink g_sink = {.stored = sink_stored, .plan = sink_plan, .emit = sink_emit, .note_server = sink_note_server};
-
-void rec_set_current(vrundir *rd) {
-  g_current = rd;
-  g_sink.ctx = rd;
-  rec_sink_set(rd ? &g_sink : NULL);
+const vrec_sink *vrundir_sink(vrundir *rd) {
+  assert(rd);
+  rd->sink = (vrec_sink){.ctx = rd, .stored = sink_stored, .plan = sink_plan, .emit = sink_emit,
+                         .note_server = sink_note_server};
+  return &rd->sink;
 }
-vrundir *rec_current(void) { return g_current; }

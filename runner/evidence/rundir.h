@@ -1,7 +1,8 @@
 /* A result directory (what `vouch run` writes; runner/evidence/rundir.c): manifest.json, plan.json,
  * replay.sh, results.sqlite (each record stored as soon as rec_add() is called, so a crash keeps
  * what finished), results.json (regenerated from SQLite by rec_close), traces/, logs/. While a
- * plan runs, the directory is the suites' run sink (suites/engine/sink.h): rec_set_current.
+ * plan runs, the directory is the suites' run sink (suites/engine/sink.h): vrundir_sink, handed to
+ * each step.
  * Layout and JSON shapes: results-schema/README.md. */
 #ifndef VOUCH_RUNNER_EVIDENCE_RUNDIR_H
 #define VOUCH_RUNNER_EVIDENCE_RUNDIR_H
@@ -52,11 +53,9 @@ vstatus rec_abandon(vrundir *rd);
  * 'steps_done' on), then results.json and the manifest verdict ("incomplete"). No-op on a
  * finished run. */
 vstatus rec_repair_dir(const char *dir);
-/* The result directory suites add records to while `vouch run` executes a plan (NULL when
- * a suite runs on its own): installs rd as the run sink (suites/engine/sink.h rec_sink_set), or
- * none. */
-void rec_set_current(vrundir *rd);
-vrundir *rec_current(void);
+/* rd as the run sink (suites/engine/sink.h) that `vouch run` hands each plan step, so the step's
+ * records go to this directory; valid until rd is closed (rec_close, rec_abandon). Never fails. */
+const vrec_sink *vrundir_sink(vrundir *rd);
 /* Number of records stored (a planned case's not_run copy counts until its record replaces it). */
 int rec_dir_count(const vrundir *rd);
 /* Records added that failed or errored (a step that exited non-zero without one needs one); in a

@@ -339,13 +339,13 @@ static void print_undecided(const char *outdir) {
 
 static void step_id(char *buf, size_t n, int step_i, const char *suite) { snprintf(buf, n, "step%d-%s", step_i, suite); }
 
-/* Records step `step_i` (suite) as not run, with the reason. */
-static void not_run_record(int step_i, const char *suite, const char *why) {
+/* Records step `step_i` (suite) as not run in the run `sink`, with the reason. */
+static void not_run_record(const vrec_sink *sink, int step_i, const char *suite, const char *why) {
   vrecord *r = rec_new("run", suite, "");
   if (!r) return;
   step_id(r->case_id, sizeof r->case_id, step_i, suite);
   rec_set_status(r, REC_NOT_RUN, why);
-  rec_emit(r, NULL);
+  rec_emit(sink, r, NULL);
   rec_free(r);
 }
 
@@ -629,7 +629,7 @@ int cmd_run(int argc, char **argv, const vplan_steps *steps) {
     free(text);
     return EXIT_USAGE;
   }
-  rec_set_current(rd);
+  const vrec_sink *sink = vrundir_sink(rd); /* handed to each step: where its records go */
   vinterrupt_install();
   fprintf(stderr, "vouch run: plan %s on %s (%d GPU%s) -> %s%s\n", pname, gpus ? "GPU" : "CPU", gpus, gpus == 1 ? "" : "s",
           outdir, resume ? " (resumed)" : "");
@@ -654,7 +654,7 @@ int cmd_run(int argc, char **argv, const vplan_steps *steps) {
       goto finish;
     }
     if (stop_why[0]) { /* --fail-fast: a step failed; the rest are recorded, not run */
-      not_run_record(step_i, suite, stop_why);
+      not_run_record(sink, step_i, suite, stop_why);
       if (!step_finished(rd, step_i++)) { worst = EXIT_CHECK_FAILED; goto finish; }
       continue;
     }
@@ -662,7 +662,7 @@ int cmd_run(int argc, char **argv, const vplan_steps *steps) {
       fprintf(stderr, "vouch run: step %d (%s) needs a %s: skipped\n", step_i, suite, when->valuestring);
       char why[96];
       snprintf(why, sizeof why, "this step runs only on a %s", when->valuestring);
-      not_run_record(step_i, suite, why);
+      not_run_record(sink, step_i, suite, why);
       if (!step_finished(rd, step_i++)) { worst = EXIT_CHECK_FAILED; goto finish; }
       continue;
     }
@@ -677,7 +677,7 @@ int cmd_run(int argc, char **argv, const vplan_steps *steps) {
     for (int k = 0; k < sargc; k++) fprintf(stderr, " %s", sargv[k]);
     fprintf(stderr, "\n");
     const int bad_before = rec_dir_count_bad(rd);
-    const int rc = steps->run(suite, sargc, sargv); /* check_plan: a plan step of this build */
+    const int rc = steps->run(suite, sargc, sargv, sink); /* check_plan: a plan step of this build */
     if (rc == EXIT_INTERRUPTED && vinterrupted()) {
       /* stopped after its case in flight (SIGINT / SIGTERM): what finished is stored, the step is not
        * marked done, so --resume runs the rest of it; not a failure of the step */
@@ -693,7 +693,7 @@ int cmd_run(int argc, char **argv, const vplan_steps *steps) {
           step_id(r->case_id, sizeof r->case_id, step_i, suite);
           rec_set_status(r, REC_ERROR, rc == EXIT_USAGE ? "the suite rejected its arguments (see the log above)"
                                                         : "the suite exited non-zero without a failing case (see the log above)");
-          rec_emit(r, NULL);
+          rec_emit(sink, r, NULL);
           rec_free(r);
         }
       }
@@ -705,8 +705,7 @@ int cmd_run(int argc, char **argv, const vplan_steps *steps) {
     }
     if (!step_finished(rd, step_i++)) { worst = EXIT_CHECK_FAILED; goto finish; }
   }
-finish:
-  rec_set_current(NULL);
+finish:;
   int n = rec_dir_count(rd);
   bool stopped = vinterrupted();
   vstatus cs = stopped ? rec_abandon(rd) : rec_close(rd);

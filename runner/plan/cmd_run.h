@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 #include "common/vstatus.h"
+#include "suites/engine/sink.h"
 
 /* The steps a plan may name, as `vouch run` reaches them. The command table (runner/cli/commands.c
  * vcommands_plan_steps) hands them in, so plan/ knows no command. `suite` is a step's "suite";
@@ -16,7 +17,9 @@ typedef struct {
   /* Checks argv as the step would before it opens anything, running nothing: V_OK, or the usage
    * error naming the option. Only for a known suite. */
   vstatus (*check)(const char *suite, int argc, char **argv);
-  int (*run)(const char *suite, int argc, char **argv);      /* runs a known step: its exit code */
+  /* Runs a known step, its records into `sink` (the run's, runner/evidence/rundir.h vrundir_sink):
+   * its exit code. */
+  int (*run)(const char *suite, int argc, char **argv, const vrec_sink *sink);
 } vplan_steps;
 
 /* `vouch run ARGS` (argv[0] "run"): the process exit code. */

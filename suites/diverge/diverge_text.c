@@ -173,7 +173,7 @@ static vstatus dt_prepare(void *st, const vsuite_ctx *x, bool *done) {
   (void)done;
   dt_state *s = st;
   VTRY(dt_check(st, x));
-  VTRY(served_pair_open(s->server, s->ref_server, s->server_model, s->timeout_s, s->sv, &s->n_sv));
+  VTRY(served_pair_open(x->sink, s->server, s->ref_server, s->server_model, s->timeout_s, s->sv, &s->n_sv));
   return V_OK;
 }
 

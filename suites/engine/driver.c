@@ -133,11 +133,11 @@ static vstatus plan_cases(const vsuite *s, void *st, const vsuite_ctx *x, int n,
   return V_OK;
 }
 
-/* True when the run (resumed) holds every planned record of case c; false when none is planned. */
-static bool case_stored(const planned *p, int c) {
+/* True when the run (sink, resumed) holds every planned record of case c; false when none is planned. */
+static bool case_stored(const vrec_sink *sink, const planned *p, int c) {
   if (p->at[c] == p->at[c + 1]) return false;
   for (int i = p->at[c]; i < p->at[c + 1]; i++)
-    if (!rec_stored(p->recs.v[i]->suite, p->recs.v[i]->case_id, p->recs.v[i]->path)) return false;
+    if (!rec_stored(sink, p->recs.v[i]->suite, p->recs.v[i]->case_id, p->recs.v[i]->path)) return false;
   return true;
 }
 
@@ -216,7 +216,7 @@ vstatus vsuite_check_args(const vsuite *s, int argc, char **argv) {
   return err;
 }
 
-int vsuite_main(const vsuite *s, int argc, char **argv) {
+int vsuite_main(const vsuite *s, int argc, char **argv, const vrec_sink *sink) {
   s = mode_of(s, argc, argv);
   shared_opts o = shared_defaults(s);
   void *st = calloc(1, s->state_size);
@@ -224,7 +224,7 @@ int vsuite_main(const vsuite *s, int argc, char **argv) {
   const char **paths = NULL; /* --paths split (malloc'ed; names in pbuf) */
   ds_model m;
   construct_layout L;
-  vsuite_ctx x = {.model = s->no_model ? NULL : &m, .layout = s->constructed ? &L : NULL};
+  vsuite_ctx x = {.model = s->no_model ? NULL : &m, .layout = s->constructed ? &L : NULL, .sink = sink};
   bool model_open = false, done = false, unmade = false; /* unmade: a case did not make its planned records */
   double t0 = 0; /* when the first case started */
   veng recs = {0};
@@ -257,7 +257,7 @@ int vsuite_main(const vsuite *s, int argc, char **argv) {
   const int n = s->n_cases(st, &x);
   /* under `vouch run` every planned case is in the run as not_run until its records replace it */
   if (plan_cases(s, st, &x, n, &pl) ||
-      rec_plan(pl.recs.v, pl.recs.n, "not run: the step stopped before this case finished (vouch run --resume runs it)")) {
+      rec_plan(sink, pl.recs.v, pl.recs.n, "not run: the step stopped before this case finished (vouch run --resume runs it)")) {
     cli_print_error(s->name);
     rc = EXIT_CHECK_FAILED;
     goto out;
@@ -271,12 +271,12 @@ int vsuite_main(const vsuite *s, int argc, char **argv) {
       rc = EXIT_INTERRUPTED;
       goto out;
     }
-    if (s->skip_stored && case_stored(&pl, c)) { /* a resumed run holds it */
+    if (s->skip_stored && case_stored(sink, &pl, c)) { /* a resumed run holds it */
       if (s->kept) s->kept(st, &x, c);
       continue;
     }
     const int from = recs.n;
-    if (s->run(st, &x, c) || s->record(st, &x, c, &recs) || eng_flush(&recs)) {
+    if (s->run(st, &x, c) || s->record(st, &x, c, &recs) || eng_flush(&recs, sink)) {
       cli_print_error(s->name);
       rc = EXIT_CHECK_FAILED;
       goto out;
@@ -285,7 +285,7 @@ int vsuite_main(const vsuite *s, int argc, char **argv) {
     if (s->print_case) s->print_case(st, &x, c);
   }
   x.wall_s = vclock_now() - t0;
-  if (s->finish && (s->finish(st, &x, &recs) || eng_flush(&recs))) {
+  if (s->finish && (s->finish(st, &x, &recs) || eng_flush(&recs, sink))) {
     cli_print_error(s->name);
     rc = EXIT_CHECK_FAILED;
     goto out;

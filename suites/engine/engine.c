@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "common/atomic_file.h"
-#include "suites/engine/sink.h"
 
 vstatus eng_add(veng *e, vrecord *r) {
   assert(e && r);
@@ -55,10 +54,10 @@ vstatus eng_trace(veng *e, const char *json_text) {
   return V_OK;
 }
 
-vstatus eng_flush(veng *e) {
+vstatus eng_flush(veng *e, const vrec_sink *sink) {
   assert(e && e->stored <= e->n);
-  if (!rec_sink_active()) { e->stored = e->n; return V_OK; } /* a suite on its own: --json only */
-  for (; e->stored < e->n; e->stored++) VTRY(rec_emit(e->v[e->stored], e->traces ? e->traces[e->stored] : NULL));
+  if (!sink) { e->stored = e->n; return V_OK; } /* a suite on its own: --json only */
+  for (; e->stored < e->n; e->stored++) VTRY(rec_emit(sink, e->v[e->stored], e->traces ? e->traces[e->stored] : NULL));
   return V_OK;
 }
 

@@ -2,18 +2,19 @@
  * finished case is in the run's SQLite before the next case starts.
  *
  *   veng e = {0};
- *   for each case: r = eng_new(&e, "diverge", id, path); ...fill r...; eng_flush(&e);
+ *   for each case: r = eng_new(&e, "diverge", id, path); ...fill r...; eng_flush(&e, x->sink);
  *   eng_write_json(&e, json_file);   // --json FILE, once at the end
  *   eng_free(&e);
  *
- * eng_flush stores the records made since the last flush in the run `vouch run` is executing
- * (rec_emit, suites/engine/sink.h; nothing when a suite runs on its own), so a crash, kill -9 or
+ * eng_flush stores the records made since the last flush in the run sink it is handed (rec_emit,
+ * suites/engine/sink.h; NULL, a suite on its own: nothing stored), so a crash, kill -9 or
  * Ctrl-C later keeps them. A resumed run (`vouch run --resume`) does not store a record it already holds. */
 #ifndef VOUCH_SUITES_ENGINE_ENGINE_H
 #define VOUCH_SUITES_ENGINE_ENGINE_H
 
 #include "common/vstatus.h"
 #include "suites/engine/record.h"
+#include "suites/engine/sink.h"
 
 typedef struct {
   vrecord **v;   /* [n] the invocation's records, in the order made (owned) */
@@ -29,9 +30,10 @@ vstatus eng_add(veng *e, vrecord *r);
 /* Attaches a path trace (JSON text, copied) to the last record made in e: eng_flush stores it with
  * the record (rec_emit). Error: no record yet, or out of memory. */
 vstatus eng_trace(veng *e, const char *json_text);
-/* Finalizes and stores v[stored..n) in the current run, in order. On a store error the records
- * before the failing one are stored, the rest stay unflushed; the error names the record. */
-vstatus eng_flush(veng *e);
+/* Finalizes and stores v[stored..n) in `sink`, in order (NULL: marks them flushed, stores nothing;
+ * --json holds them). On a store error the records before the failing one are stored, the rest
+ * stay unflushed; the error names the record. */
+vstatus eng_flush(veng *e, const vrec_sink *sink);
 /* Writes {"records": [...]} of every record to `file` (NULL: nothing), whole or not at all
  * (common/atomic_file.h). Error names the file. */
 vstatus eng_write_json(const veng *e, const char *file);

@@ -1,7 +1,8 @@
-/* The run sink: where suites' records go while `vouch run` executes a plan. The result directory
- * (runner/evidence/rundir.h rec_set_current) installs itself here, so suites store records without
- * knowing the run's store. With no sink installed a suite runs on its own: its records are only
- * finalized (its --json output holds them). */
+/* The run sink: where suites' records go while `vouch run` executes a plan. The run hands its sink
+ * down (runner/evidence/rundir.h vrundir_sink, through a plan step's entry point and vsuite_ctx.sink),
+ * so suites store records without knowing the run's store, and no process-wide "current run" exists.
+ * A NULL sink is a suite on its own: its records are only finalized (its --json output holds them).
+ * The functions below take the sink (NULL allowed) and do what each case asks of it. */
 #ifndef VOUCH_SUITES_ENGINE_SINK_H
 #define VOUCH_SUITES_ENGINE_SINK_H
 
@@ -27,26 +28,22 @@ typedef struct {
   vstatus (*note_server)(void *ctx, const cJSON *entry);
 } vrec_sink;
 
-/* Installs s (NULL: none; s must outlive its installation). */
-void rec_sink_set(const vrec_sink *s);
-/* True while a sink is installed (a suite's records go to a run). */
-bool rec_sink_active(void);
-/* True when the current run was resumed and already holds record (suite, case_id, path) with a
+/* True when `sink` (a resumed run; NULL: none) already holds record (suite, case_id, path) with a
  * result (not the not_run of a planned case, rec_plan): a suite may skip that case before running it. */
-bool rec_stored(const char *suite, const char *case_id, const char *path);
+bool rec_stored(const vrec_sink *sink, const char *suite, const char *case_id, const char *path);
 /* For suites, before their cases run: sets records r[0..n) (a case's records as they will be made:
- * ids and the parameters known up front, no metrics) to not_run with `reason` and, if a run is
- * current, stores each whose (suite, case_id, path) the run holds no record of, in one transaction.
+ * ids and the parameters known up front, no metrics) to not_run with `reason` and, with a sink,
+ * stores each whose (suite, case_id, path) the run holds no record of, in one transaction.
  * An interrupted run so shows every case it did not finish; each is replaced when its record is
  * stored (rec_emit). The caller still owns r. Error names the store and the record. */
-vstatus rec_plan(vrecord *const *r, int n, const char *reason);
-/* For suites: if a run is current, attaches `trace_json` (may be NULL) and stores r there,
- * in place of its not_run copy (rec_plan) in the same transaction; otherwise only finalizes r. A
- * record a resumed run already holds with a result is only finalized. The caller still owns and
- * frees r. */
-vstatus rec_emit(vrecord *r, const char *trace_json);
-/* For suites that judge servers: the server's identity into the current run's manifest (note_server);
- * nothing when no run is current. */
-vstatus rec_note_server(const cJSON *entry);
+vstatus rec_plan(const vrec_sink *sink, vrecord *const *r, int n, const char *reason);
+/* For suites: with a sink, attaches `trace_json` (may be NULL) and stores r there, in place of its
+ * not_run copy (rec_plan) in the same transaction; with none (NULL) only finalizes r. A record a
+ * resumed run already holds with a result is only finalized. The caller still owns and frees r.
+ * Error: the sink's, naming the store and the record, or rec_finalize's. */
+vstatus rec_emit(const vrec_sink *sink, vrecord *r, const char *trace_json);
+/* For suites that judge servers: the server's identity into the run's manifest (note_server);
+ * nothing when sink is NULL. Error names the file. */
+vstatus rec_note_server(const vrec_sink *sink, const cJSON *entry);
 
 #endif

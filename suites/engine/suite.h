@@ -7,11 +7,12 @@
  * --json (and, for a suite of constructed checkpoints, --model-seed, --cos, --gap,
  * --answer-logit; with vsuite.layers, --layers), checking the paths, opening the model (with a
  * host copy when a path reads host weights), running the cases in order with each case's records
- * stored in the run before the next case starts (veng, eng_flush), the verdict and the exit code.
+ * stored in the run sink before the next case starts (veng, eng_flush to vsuite_ctx.sink), the verdict
+ * and the exit code.
  * A suite with no_model (kernels) gets only --seed and --json; one with its own --json format
  * (kernels, sweep) writes it (write_json).
  *
- * vsuite_main(s, argc, argv) (argv[0]: the suite's last command word):
+ * vsuite_main(s, argc, argv, sink) (argv[0]: the suite's last command word; sink: the run's, NULL on its own):
  *   init; option for each argument that is not the driver's; the paths (--paths split, or the
  *   suite's own `paths`) checked against the registry; options_done; paths_done; the model opens;
  *   check; prepare; the planned records of every case (plan: under `vouch run` stored as not_run);
@@ -41,6 +42,7 @@
 #include "model/construct.h"
 #include "model/model.h"
 #include "suites/engine/engine.h"
+#include "suites/engine/sink.h"
 
 /* What the driver hands the suite's functions from check on: the shared options and the model. */
 typedef struct {
@@ -53,6 +55,8 @@ typedef struct {
   double open_s;                  /* seconds the model took to open (for print) */
   const construct_layout *layout; /* the constructed model's layout (vsuite.constructed), else NULL */
   double wall_s;                  /* seconds from the first case's start to the last one's end (for print) */
+  const vrec_sink *sink;          /* the run the records go to (`vouch run`), NULL: a suite on its own
+                                     (records only in --json); a suite hands it on (rec_note_server) */
 } vsuite_ctx;
 
 typedef struct vsuite vsuite;
@@ -136,8 +140,10 @@ struct vsuite {
   const vsuite *(*mode)(int argc, char **argv);
 };
 
-/* Runs suite s as a command: argv[0] is its last command word. Returns the exit code. */
-int vsuite_main(const vsuite *s, int argc, char **argv);
+/* Runs suite s as a command: argv[0] is its last command word; its records go to `sink` (the run
+ * `vouch run` is executing) as each case finishes, or nowhere but --json when sink is NULL. Returns
+ * the exit code. */
+int vsuite_main(const vsuite *s, int argc, char **argv, const vrec_sink *sink);
 /* Parses and checks argv as vsuite_main would up to opening the model (options, the paths against
  * the registry, options_done, paths_done; for a suite with no_model, check too), and runs nothing: what `vouch run` asks of every plan
  * step before the first one runs. A --path-lib is loaded (as the step would). Error: the usage

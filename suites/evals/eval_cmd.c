@@ -54,7 +54,7 @@ vstatus eval_check_args(int argc, char **argv) {
   return vsuite_check_args(s, argc - 1, argv + 1);
 }
 
-int cmd_eval(int argc, char **argv) {
+int cmd_eval(int argc, char **argv, const vrec_sink *sink) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     FILE *f = argc < 2 ? stderr : stdout;
     fputs("usage: vouch eval ", f);
@@ -67,7 +67,7 @@ int cmd_eval(int argc, char **argv) {
   }
   char known[128];
   const vsuite *s = dataset_mode(find_eval(argv[1], known, sizeof known), argc, argv);
-  if (s) return vsuite_main(s, argc - 1, argv + 1);
+  if (s) return vsuite_main(s, argc - 1, argv + 1, sink);
   VERR("unknown subcommand 'eval %s' (%s)", argv[1], known);
   cli_print_error(NULL);
   return EXIT_USAGE;

@@ -7,8 +7,8 @@
 
 #include "suites/engine/suite.h"
 
-/* `vouch eval SUITE ...`: returns the exit code. */
-int cmd_eval(int argc, char **argv);
+/* `vouch eval SUITE ...`: the eval's records go to `sink` (NULL: an eval on its own); returns the exit code. */
+int cmd_eval(int argc, char **argv, const vrec_sink *sink);
 /* vouch eval's plan-step check (runner/cli/commands.h vcommand.check): the eval named by argv[1]. */
 vstatus eval_check_args(int argc, char **argv);
 

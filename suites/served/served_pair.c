@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "suites/engine/record.h"
-#include "suites/engine/sink.h"
 
 void served_identity_free(served_identity *id) {
   free(id->models_raw);
@@ -143,10 +142,10 @@ cJSON *served_identity_json(const served_identity *id, const char *role) {
   return o;
 }
 
-vstatus served_identity_note(const served_identity *id, const char *role) {
+vstatus served_identity_note(const vrec_sink *sink, const served_identity *id, const char *role) {
   cJSON *e = served_identity_json(id, role);
   if (!e) return VERR("out of memory for the server's identity");
-  vstatus s = rec_note_server(e);
+  vstatus s = rec_note_server(sink, e);
   cJSON_Delete(e);
   return s;
 }
@@ -161,8 +160,8 @@ static vstatus open_one(served_side *s, const char *url, const char *model, doub
   return V_OK;
 }
 
-vstatus served_pair_open(const char *url, const char *ref_url, const char *model, double timeout_s, served_side sv[2],
-                         int *n) {
+vstatus served_pair_open(const vrec_sink *sink, const char *url, const char *ref_url, const char *model, double timeout_s,
+                         served_side sv[2], int *n) {
   *n = 0;
   memset(sv, 0, 2 * sizeof *sv);
   vstatus s = open_one(&sv[0], url, model, timeout_s, ref_url ? "candidate" : "server", "server");
@@ -176,7 +175,7 @@ vstatus served_pair_open(const char *url, const char *ref_url, const char *model
     *n = 2;
     VTRY(served_pair_check(&sv[0].id, &sv[1].id));
   }
-  for (int i = 0; i < *n; i++) VTRY(served_identity_note(&sv[i].id, sv[i].role));
+  for (int i = 0; i < *n; i++) VTRY(served_identity_note(sink, &sv[i].id, sv[i].role));
   return V_OK;
 }
 

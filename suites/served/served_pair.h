@@ -14,6 +14,7 @@
 #include <stdbool.h>
 
 #include "common/vstatus.h"
+#include "suites/engine/sink.h"
 #include "suites/served/served.h"
 
 /* What a server says of itself. */
@@ -50,10 +51,10 @@ vstatus served_pair_check(const served_identity *cand, const served_identity *re
  * v1_models, version_body} (results-schema/manifest.schema.json `servers`); the raw bodies are cut
  * at 64 KiB. role: "candidate", "reference" or "server". NULL on out of memory. */
 cJSON *served_identity_json(const served_identity *id, const char *role);
-/* Adds the server to the run `vouch run` is executing (rec_note_server: the manifest's `servers`, in the
- * store's meta table with it), once per (role, url, model). Nothing when no run is current. Error:
- * the store's, naming it. */
-vstatus served_identity_note(const served_identity *id, const char *role);
+/* Adds the server to the run `sink` (vsuite_ctx.sink; rec_note_server: the manifest's `servers`, in the
+ * store's meta table with it), once per (role, url, model). Nothing when sink is NULL (a suite on its
+ * own). Error: the store's, naming it. */
+vstatus served_identity_note(const vrec_sink *sink, const served_identity *id, const char *role);
 
 /* One server of a suite that judges servers (eval mrcr --dataset, diverge --ref-server). */
 typedef struct {
@@ -65,10 +66,11 @@ typedef struct {
 
 /* Opens --server (and --ref-server when ref_url is not NULL) with model `model` (NULL: each server's
  * first): each identity is read, the pair checked (served_pair_check) before any request, and each
- * server noted in the current run's manifest. sv[0] is the candidate, sv[1] the reference; *n gets 1
- * or 2. Error (naming the server and the field): unreachable, no such model, not a pair. */
-vstatus served_pair_open(const char *url, const char *ref_url, const char *model, double timeout_s, served_side sv[2],
-                         int *n);
+ * server noted in the manifest of the run `sink` (NULL: none, a suite on its own). sv[0] is the
+ * candidate, sv[1] the reference; *n gets 1 or 2. Error (naming the server and the field):
+ * unreachable, no such model, not a pair, or the run's store. */
+vstatus served_pair_open(const vrec_sink *sink, const char *url, const char *ref_url, const char *model, double timeout_s,
+                         served_side sv[2], int *n);
 void served_pair_close(served_side *sv, int n);
 /* One line naming the server and what it said of itself ("server URL: model M (root R, max_model_len L,
  * owned_by O, version V)") on stdout. */

@@ -359,7 +359,7 @@ vstatus sweep_server_check_args(int argc, char **argv) {
   return V_OK;
 }
 
-int cmd_sweep_server(int argc, char **argv) {
+int cmd_sweep_server(int argc, char **argv, const vrec_sink *sink) {
   srv_opts o;
   served_conn c;
   bool help;
@@ -476,7 +476,7 @@ int cmd_sweep_server(int argc, char **argv) {
             if (reqs[nw + i].t_send != 0 && !reqs[nw + i].ok) printf("  request %d failed: %s\n", i, reqs[nw + i].error), shown++;
         }
         if (st.ok == 0) rc = EXIT_CHECK_FAILED;
-        s = rec_emit(r, NULL);
+        s = rec_emit(sink, r, NULL);
       }
     }
     stats_free(&st);

@@ -882,6 +882,6 @@ vstatus sweep_check_args(int argc, char **argv) {
   return server_sweep(argc, argv) ? sweep_server_check_args(argc, argv) : vsuite_check_args(&vsuite_sweep, argc, argv);
 }
 
-int cmd_sweep(int argc, char **argv) {
-  return server_sweep(argc, argv) ? cmd_sweep_server(argc, argv) : vsuite_main(&vsuite_sweep, argc, argv);
+int cmd_sweep(int argc, char **argv, const vrec_sink *sink) {
+  return server_sweep(argc, argv) ? cmd_sweep_server(argc, argv, sink) : vsuite_main(&vsuite_sweep, argc, argv, sink);
 }

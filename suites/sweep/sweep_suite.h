@@ -4,15 +4,19 @@
 
 #include "common/vstatus.h"
 #include "suites/engine/record.h"
+#include "suites/engine/sink.h"
 
-int cmd_sweep(int argc, char **argv);
+/* `vouch sweep ARGS` (argv[0] "sweep"): the in-process sweep (a suite on the driver) or, with --server,
+ * cmd_sweep_server; records go to `sink` (NULL: a sweep on its own). Returns the exit code. */
+int cmd_sweep(int argc, char **argv, const vrec_sink *sink);
 /* vouch sweep's plan-step check (runner/cli/commands.h vcommand.check): the in-process sweep's options,
  * or with --server the served sweep's (sweep_server_check_args; no request is sent). */
 vstatus sweep_check_args(int argc, char **argv);
 /* "K=7,AL=6" (or lower case): K draft tokens verified per step, AL kept; 0 <= K <= 64, 1 <= AL <= K+1. */
 vstatus sweep_spec_parse(const char *s, int *k, int *al);
-/* `vouch sweep --server URL ...`: served throughput of an OpenAI-compatible server (cmd_sweep_server.c). */
-int cmd_sweep_server(int argc, char **argv);
+/* `vouch sweep --server URL ...`: served throughput of an OpenAI-compatible server (sweep_server.c); each
+ * level's record goes to `sink` as it finishes (NULL: only --json). Returns the exit code. */
+int cmd_sweep_server(int argc, char **argv, const vrec_sink *sink);
 vstatus sweep_server_check_args(int argc, char **argv);
 /* Appends the records of a --peer file ({"records": [...]}, the --json format) to *recs
  * ([*n] used of [*cap], grown as needed); errors name the file and the record. */

@@ -266,26 +266,24 @@ int main(int argc, char **argv) {
     manifest_opts pmo = {.plan_name = "test", .plan_text = PLAN, .argc = 2, .argv = pargv};
     vrundir *rd = NULL;
     CHECK_OK(rec_open_dir(&rd, d2, &pmo));
-    rec_set_current(rd);
+    const vrec_sink *sink = vrundir_sink(rd);
     vrecord *done0 = rec_new("diverge", "p0", "a");
-    CHECK_OK(rec_emit(done0, NULL)); /* a result before the plan: the plan leaves it */
+    CHECK_OK(rec_emit(sink, done0, NULL)); /* a result before the plan: the plan leaves it */
     vrecord *pl[3] = {rec_new("diverge", "p0", "a"), rec_new("diverge", "p1", "a"), rec_new("diverge", "p2", "a")};
-    CHECK_OK(rec_plan(pl, 3, "not run: planned"));
+    CHECK_OK(rec_plan(sink, pl, 3, "not run: planned"));
     CHECK(pl[1]->status == REC_NOT_RUN && rec_dir_count(rd) == 3, "two planned records added: %d", rec_dir_count(rd));
     vrecord *done2 = rec_new("diverge", "p2", "a");
     rec_metric_value(done2, "kld", "nats", RB_LOWER, 0.5);
-    CHECK_OK(rec_emit(done2, NULL));
+    CHECK_OK(rec_emit(sink, done2, NULL));
     CHECK(rec_dir_count(rd) == 3, "a finished case replaces its not_run copy: %d records", rec_dir_count(rd));
-    CHECK_OK(rec_plan(pl, 3, "not run: planned")); /* again (a resumed step): nothing over a result or a copy */
+    CHECK_OK(rec_plan(sink, pl, 3, "not run: planned")); /* again (a resumed step): nothing over a result or a copy */
     CHECK(rec_dir_count(rd) == 3, "planning again adds nothing: %d", rec_dir_count(rd));
-    rec_set_current(NULL);
     CHECK_OK(rec_abandon(rd));
     CHECK_OK(rec_resume_dir(&rd, d2));
-    rec_set_current(rd);
-    CHECK(rec_stored("diverge", "p2", "a") && !rec_stored("diverge", "p1", "a"), "resumed: not_run is not stored");
+    sink = vrundir_sink(rd);
+    CHECK(rec_stored(sink, "diverge", "p2", "a") && !rec_stored(sink, "diverge", "p1", "a"), "resumed: not_run is not stored");
     vrecord *done1 = rec_new("diverge", "p1", "a");
-    CHECK_OK(rec_emit(done1, NULL));
-    rec_set_current(NULL);
+    CHECK_OK(rec_emit(sink, done1, NULL));
     CHECK_OK(rec_close(rd));
     CHECK_OK(bundle_load(d2, &r));
     CHECK(r.n == 3 && !strcmp(r.recs[0]->case_id, "p0") && !strcmp(r.recs[1]->case_id, "p2") &&

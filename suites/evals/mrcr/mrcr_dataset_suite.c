@@ -142,7 +142,7 @@ static vstatus md_prepare(void *st, const vsuite_ctx *x, bool *done) {
   (void)done;
   md_state *s = st;
   VTRY(md_check(st, x));
-  VTRY(served_pair_open(s->server, s->ref_server, s->server_model, s->timeout_s, s->sv, &s->n_sv));
+  VTRY(served_pair_open(x->sink, s->server, s->ref_server, s->server_model, s->timeout_s, s->sv, &s->n_sv));
   for (int k = 0; k < s->n_sv; k++) {
     s->items[k] = calloc((size_t)s->rows.n, sizeof *s->items[k]);
     if (!s->items[k]) return VERR("eval mrcr: out of memory for %d rows", s->rows.n);
