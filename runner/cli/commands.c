@@ -38,27 +38,33 @@ static int cmd_trace(int argc, char **argv) {
 static int cmd_run_steps(int argc, char **argv) { return cmd_run(argc, argv, &vcommands_plan_steps); }
 
 const vcommand vcommands[] = {
-    {"model", cmd_model, "synth | info: synthetic checkpoints and architecture facts", false, NULL, NULL},
+    {"model", cmd_model, "synth | info: synthetic checkpoints and architecture facts", false, NULL, NULL, NULL},
     {"generate", cmd_generate, "decode a batch of prompts on a path (cpu-ref, cuda-ref, ...)", true, NULL,
-     generate_check_args},
-    {"trace", cmd_trace, "generate, printing which op variants ran per step and every fallback", false, NULL, NULL},
-    {"kernels", NULL, "op numerics: every op variant on every path against float64 oracles", true, &vsuite_kernels, NULL},
+     generate_check_args, generate_estimate_args},
+    {"trace", cmd_trace, "generate, printing which op variants ran per step and every fallback",
+     false, NULL, NULL, NULL},
+    {"kernels", NULL, "op numerics: every op variant on every path against float64 oracles",
+     true, &vsuite_kernels, NULL, NULL},
     {"diverge", NULL, "teacher-forced divergence of paths: KLD, top-token agreement, max |dlogit|", true,
-     &vsuite_diverge, NULL},
-    {"eval", cmd_eval, "mrcr | chain: ground-truth evals on constructed checkpoints", true, NULL, eval_check_args},
+     &vsuite_diverge, NULL, NULL},
+    {"eval", cmd_eval, "mrcr | chain: ground-truth evals on constructed checkpoints", true, NULL, eval_check_args,
+     eval_estimate_args},
     {"features", NULL, "full context, sampling, structured output, speculative verify, stop tokens", true,
-     &vsuite_features, NULL},
+     &vsuite_features, NULL, NULL},
     {"sweep", cmd_sweep, "throughput sweeps over batch x context (x TP) of decode paths, or of a server (--server)",
-     true, NULL, sweep_check_args},
-    {"serve", cmd_serve, "OpenAI-compatible HTTP server over a path, with continuous batching", false, NULL, NULL},
-    {"run", cmd_run_steps, "run a plan's suites (default: smoke) into a result directory and bundle it", false, NULL, NULL},
-    {"bundle", cmd_bundle, "pack a result directory into a deterministic NAME.vouch.tar.gz", false, NULL, NULL},
-    {"verify", cmd_verify, "check a bundle's hashes, schema and every derived figure", false, NULL, NULL},
-    {"compare", cmd_compare, "baseline vs candidate: ratios, confidence intervals, verdicts", false, NULL, NULL},
-    {"report", cmd_report, "Markdown (one GitHub comment) and HTML with SVG charts", false, NULL, NULL},
-    {"publish", cmd_publish, "post or update the PR comment and commit status", false, NULL, NULL},
-    {"history", cmd_history, "past runs in the local store; baseline lookup", false, NULL, NULL},
-    {"ab", cmd_ab, "base vs head: worktrees, same-option builds, interleaved runs, one comparison", false, NULL, NULL},
+     true, NULL, sweep_check_args, sweep_estimate_args},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server over a path, with continuous batching",
+     false, NULL, NULL, NULL},
+    {"run", cmd_run_steps, "run a plan's suites (default: smoke) into a result directory and bundle it",
+     false, NULL, NULL, NULL},
+    {"bundle", cmd_bundle, "pack a result directory into a deterministic NAME.vouch.tar.gz", false, NULL, NULL, NULL},
+    {"verify", cmd_verify, "check a bundle's hashes, schema and every derived figure", false, NULL, NULL, NULL},
+    {"compare", cmd_compare, "baseline vs candidate: ratios, confidence intervals, verdicts", false, NULL, NULL, NULL},
+    {"report", cmd_report, "Markdown (one GitHub comment) and HTML with SVG charts", false, NULL, NULL, NULL},
+    {"publish", cmd_publish, "post or update the PR comment and commit status", false, NULL, NULL, NULL},
+    {"history", cmd_history, "past runs in the local store; baseline lookup", false, NULL, NULL, NULL},
+    {"ab", cmd_ab, "base vs head: worktrees, same-option builds, interleaved runs, one comparison",
+     false, NULL, NULL, NULL},
 };
 const int vcommands_n = (int)(sizeof vcommands / sizeof vcommands[0]);
 
@@ -72,6 +78,14 @@ const vcommand *vcommand_find(const char *name) {
 vstatus vcommand_check(const vcommand *c, int argc, char **argv) {
   assert(c);
   return c->suite ? vsuite_check_args(c->suite, argc, argv) : c->check ? c->check(argc, argv) : V_OK;
+}
+
+vstatus vcommand_estimate(const vcommand *c, int argc, char **argv, const dry_env *env, dry_step *out) {
+  assert(c);
+  if (c->suite) return vsuite_estimate(c->suite, argc, argv, env, out);
+  if (c->estimate) return c->estimate(argc, argv, env, out);
+  vest_clear(out);
+  return VUNSUPPORTED("%s: no estimate for this suite", c->name);
 }
 
 int vcommand_run(const vcommand *c, int argc, char **argv) {
@@ -88,5 +102,9 @@ static vstatus step_check(const char *suite, int argc, char **argv) {
   return vcommand_check(vcommand_find(suite), argc, argv);
 }
 static int step_run(const char *suite, int argc, char **argv) { return vcommand_run(vcommand_find(suite), argc, argv); }
+static vstatus step_estimate(const char *suite, int argc, char **argv, const dry_env *env, dry_step *out) {
+  return vcommand_estimate(vcommand_find(suite), argc, argv, env, out);
+}
 
-const vplan_steps vcommands_plan_steps = {.known = step_known, .check = step_check, .run = step_run};
+const vplan_steps vcommands_plan_steps = {.known = step_known, .check = step_check, .run = step_run,
+                                          .estimate = step_estimate};

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 #include "common/vstatus.h"
+#include "suites/engine/estimate.h"
 
 /* The steps a plan may name, as `vouch run` reaches them. The command table (runner/cli/commands.c
  * vcommands_plan_steps) hands them in, so plan/ knows no command. `suite` is a step's "suite";
@@ -17,6 +18,9 @@ typedef struct {
    * error naming the option. Only for a known suite. */
   vstatus (*check)(const char *suite, int argc, char **argv);
   int (*run)(const char *suite, int argc, char **argv);      /* runs a known step: its exit code */
+  /* What a known step will need on env (the suite's own estimate, beside its options:
+   * suites/engine/estimate.h), into out; unsupported when the suite has none. */
+  vstatus (*estimate)(const char *suite, int argc, char **argv, const dry_env *env, dry_step *out);
 } vplan_steps;
 
 /* `vouch run ARGS` (argv[0] "run"): the process exit code. */
