@@ -9,6 +9,7 @@
 #include "common/sampling.h"
 #include "model/model.h"
 #include "model/shard.h"
+#include "model/spec_config.h"
 #include "suites/engine/cli.h"
 #include "runner/cli/cmd_generate.h"
 #include "suites/engine/record.h"
@@ -76,10 +77,10 @@ static void gen_free(gen_opts *o) {
   o->prompt = o->stops = NULL;
 }
 
-/* Parses argv into *o and checks what needs no model (the path registered, --dcp/--ep with TP,
- * the token lists). *help: --help given (nothing else parsed). Error: a usage error naming the
- * option; o holds nothing to free then. */
-static vstatus gen_parse(int argc, char **argv, gen_opts *o, bool *help) {
+/* Parses argv into *o and checks what needs no model (with `registry` the path registered; --dcp/--ep
+ * with TP, the token lists). *help: --help given (nothing else parsed). Error: a usage error naming
+ * the option; o holds nothing to free then. */
+static vstatus gen_parse(int argc, char **argv, bool registry, gen_opts *o, bool *help) {
   *o = (gen_opts){.model_spec = "synth:tiny", .path_name = "cpu-ref", .n_new = 32, .batch = 1, .top_p = 1};
   const char *tokens_s = "1,2,3,4", *stop_s = NULL, *v;
   vstatus err = V_OK;
@@ -115,7 +116,7 @@ static vstatus gen_parse(int argc, char **argv, gen_opts *o, bool *help) {
     return VERR("--dcp splits the KV cache over the tensor-parallel ranks: give --tp N too");
   if (o->ep && o->tp == 0 && !strstr(o->path_name, ":tp"))
     return VERR("--ep splits the routed experts over the tensor-parallel ranks: give --tp N too");
-  if (!vpaths_find(o->path_name)) return VERR("unknown path '%s' (known: %s)", o->path_name, vpaths_names());
+  if (registry && !vpaths_find(o->path_name)) return VERR("unknown path '%s' (known: %s)", o->path_name, vpaths_names());
   VTRY(cli_size_list("--tokens", tokens_s, &o->prompt, &o->n_prompt));
   if (stop_s && (err = cli_size_list("--stop", stop_s, &o->stops, &o->n_stops))) { gen_free(o); return err; }
   return V_OK;
@@ -124,8 +125,35 @@ static vstatus gen_parse(int argc, char **argv, gen_opts *o, bool *help) {
 vstatus generate_check_args(int argc, char **argv) {
   gen_opts o;
   bool help;
-  VTRY(gen_parse(argc, argv, &o, &help));
+  VTRY(gen_parse(argc, argv, true, &o, &help));
   gen_free(&o);
+  return V_OK;
+}
+
+/* The dry run: one path, max_seq = --batch, max_ctx = the longest prompt position + the new tokens
+ * (prompt + batch - 1 + n + 1); the prompts prefilled, then n decode steps at half that context.
+ * The path is not checked against the registry (a dry run plans for a GPU the build may lack). */
+vstatus generate_estimate_args(int argc, char **argv, const dry_env *env, dry_step *out) {
+  gen_opts g;
+  bool help;
+  ds_config cfg;
+  vest_clear(out);
+  VTRY(gen_parse(argc, argv, false, &g, &help));
+  if (help) return VUNSUPPORTED("generate: --help runs nothing to estimate");
+  if (ds_spec_config(g.model_spec, (int)g.layers, &cfg)) {
+    verr_prefix("generate: --model %s", g.model_spec);
+    gen_free(&g);
+    return V_ERR;
+  }
+  vest X = {.cfg = &cfg, .env = env, .out = out};
+  const char *path = g.path_name;
+  const long B = g.batch, np = g.n_prompt;
+  const int max_ctx = (int)np + (int)B - 1 + (int)g.n_new + 1;
+  vest_open_set(&X, &path, 1, (int)B, max_ctx, true);
+  vest_name_paths(&X, &path, 1, true);
+  out->seconds = vest_open_s(&X, path, X.wbytes[0]) + vest_prefill_s(&X, path, (double)B * np, np) +
+                 g.n_new * vest_step_s(&X, path, (int)B, max_ctx / 2.0);
+  gen_free(&g);
   return V_OK;
 }
 
@@ -380,7 +408,7 @@ static vstatus gen_store(const gen_run *r, const vrec_sink *sink) {
 int cmd_generate(int argc, char **argv, const vrec_sink *sink) {
   gen_opts g;
   bool help;
-  if (gen_parse(argc, argv, &g, &help)) { cli_print_error("generate"); return EXIT_USAGE; }
+  if (gen_parse(argc, argv, true, &g, &help)) { cli_print_error("generate"); return EXIT_USAGE; }
   if (help) { fputs(USAGE, stdout); return EXIT_OK; }
   ds_model m;
   int rc = gen_open_model(&g, &m);

@@ -40,27 +40,30 @@ static int cmd_run_steps(int argc, char **argv) { return cmd_run(argc, argv, &vc
 /* {name, fn (no plan step), step (a plan step's own entry point), suite (a plan step on the driver), help,
  * check (a step's own option check)} */
 const vcommand vcommands[] = {
-    {"model", cmd_model, NULL, NULL, "synth | info: synthetic checkpoints and architecture facts", NULL},
+    {"model", cmd_model, NULL, NULL, "synth | info: synthetic checkpoints and architecture facts", NULL, NULL},
     {"generate", NULL, cmd_generate, NULL, "decode a batch of prompts on a path (cpu-ref, cuda-ref, ...)",
-     generate_check_args},
-    {"trace", cmd_trace, NULL, NULL, "generate, printing which op variants ran per step and every fallback", NULL},
-    {"kernels", NULL, NULL, &vsuite_kernels, "op numerics: every op variant on every path against float64 oracles", NULL},
+     generate_check_args, generate_estimate_args},
+    {"trace", cmd_trace, NULL, NULL, "generate, printing which op variants ran per step and every fallback", NULL, NULL},
+    {"kernels", NULL, NULL, &vsuite_kernels, "op numerics: every op variant on every path against float64 oracles", NULL,
+     NULL},
     {"diverge", NULL, NULL, &vsuite_diverge, "teacher-forced divergence of paths: KLD, top-token agreement, max |dlogit|",
-     NULL},
-    {"eval", NULL, cmd_eval, NULL, "mrcr | chain: ground-truth evals on constructed checkpoints", eval_check_args},
+     NULL, NULL},
+    {"eval", NULL, cmd_eval, NULL, "mrcr | chain: ground-truth evals on constructed checkpoints", eval_check_args,
+     eval_estimate_args},
     {"features", NULL, NULL, &vsuite_features, "full context, sampling, structured output, speculative verify, stop tokens",
-     NULL},
+     NULL, NULL},
     {"sweep", NULL, cmd_sweep, NULL, "throughput sweeps over batch x context (x TP) of decode paths, or of a server (--server)",
-     sweep_check_args},
-    {"serve", cmd_serve, NULL, NULL, "OpenAI-compatible HTTP server over a path, with continuous batching", NULL},
-    {"run", cmd_run_steps, NULL, NULL, "run a plan's suites (default: smoke) into a result directory and bundle it", NULL},
-    {"bundle", cmd_bundle, NULL, NULL, "pack a result directory into a deterministic NAME.vouch.tar.gz", NULL},
-    {"verify", cmd_verify, NULL, NULL, "check a bundle's hashes, schema and every derived figure", NULL},
-    {"compare", cmd_compare, NULL, NULL, "baseline vs candidate: ratios, confidence intervals, verdicts", NULL},
-    {"report", cmd_report, NULL, NULL, "Markdown (one GitHub comment) and HTML with SVG charts", NULL},
-    {"publish", cmd_publish, NULL, NULL, "post or update the PR comment and commit status", NULL},
-    {"history", cmd_history, NULL, NULL, "past runs in the local store; baseline lookup", NULL},
-    {"ab", cmd_ab, NULL, NULL, "base vs head: worktrees, same-option builds, interleaved runs, one comparison", NULL},
+     sweep_check_args, sweep_estimate_args},
+    {"serve", cmd_serve, NULL, NULL, "OpenAI-compatible HTTP server over a path, with continuous batching", NULL, NULL},
+    {"run", cmd_run_steps, NULL, NULL, "run a plan's suites (default: smoke) into a result directory and bundle it", NULL,
+     NULL},
+    {"bundle", cmd_bundle, NULL, NULL, "pack a result directory into a deterministic NAME.vouch.tar.gz", NULL, NULL},
+    {"verify", cmd_verify, NULL, NULL, "check a bundle's hashes, schema and every derived figure", NULL, NULL},
+    {"compare", cmd_compare, NULL, NULL, "baseline vs candidate: ratios, confidence intervals, verdicts", NULL, NULL},
+    {"report", cmd_report, NULL, NULL, "Markdown (one GitHub comment) and HTML with SVG charts", NULL, NULL},
+    {"publish", cmd_publish, NULL, NULL, "post or update the PR comment and commit status", NULL, NULL},
+    {"history", cmd_history, NULL, NULL, "past runs in the local store; baseline lookup", NULL, NULL},
+    {"ab", cmd_ab, NULL, NULL, "base vs head: worktrees, same-option builds, interleaved runs, one comparison", NULL, NULL},
 };
 const int vcommands_n = (int)(sizeof vcommands / sizeof vcommands[0]);
 
@@ -74,6 +77,14 @@ const vcommand *vcommand_find(const char *name) {
 vstatus vcommand_check(const vcommand *c, int argc, char **argv) {
   assert(c);
   return c->suite ? vsuite_check_args(c->suite, argc, argv) : c->check ? c->check(argc, argv) : V_OK;
+}
+
+vstatus vcommand_estimate(const vcommand *c, int argc, char **argv, const dry_env *env, dry_step *out) {
+  assert(c);
+  if (c->suite) return vsuite_estimate(c->suite, argc, argv, env, out);
+  if (c->estimate) return c->estimate(argc, argv, env, out);
+  vest_clear(out);
+  return VUNSUPPORTED("%s: no estimate for this suite", c->name);
 }
 
 int vcommand_run(const vcommand *c, int argc, char **argv, const vrec_sink *sink) {
@@ -92,5 +103,9 @@ static vstatus step_check(const char *suite, int argc, char **argv) {
 static int step_run(const char *suite, int argc, char **argv, const vrec_sink *sink) {
   return vcommand_run(vcommand_find(suite), argc, argv, sink);
 }
+static vstatus step_estimate(const char *suite, int argc, char **argv, const dry_env *env, dry_step *out) {
+  return vcommand_estimate(vcommand_find(suite), argc, argv, env, out);
+}
 
-const vplan_steps vcommands_plan_steps = {.known = step_known, .check = step_check, .run = step_run};
+const vplan_steps vcommands_plan_steps = {.known = step_known, .check = step_check, .run = step_run,
+                                          .estimate = step_estimate};

@@ -32,6 +32,9 @@ typedef struct {
   /* For a plan step with its own entry point (fn): parses and checks argv as fn would before it
    * opens anything, running nothing (vsuite_check_args for a suite on the driver). NULL: none. */
   vstatus (*check)(int argc, char **argv);
+  /* For a plan step with its own entry point (fn): what it will need (vsuite_estimate for a suite on
+   * the driver; suites/engine/estimate.h). NULL: not estimated. */
+  vstatus (*estimate)(int argc, char **argv, const dry_env *env, dry_step *out);
 } vcommand;
 
 /* [vcommands_n] every command, in `vouch --help` order. */
@@ -49,5 +52,8 @@ extern const vplan_steps vcommands_plan_steps;
  * before the first runs: V_OK when c has no check. Error: the usage error c would give, naming the
  * option. */
 vstatus vcommand_check(const vcommand *c, int argc, char **argv);
+/* Estimates the invocation of command c (argv[0]: its name) on env into out, as the dry run does for
+ * every plan step: unsupported (out zeroed) when c has no estimate. Error: the estimate's. */
+vstatus vcommand_estimate(const vcommand *c, int argc, char **argv, const dry_env *env, dry_step *out);
 
 #endif

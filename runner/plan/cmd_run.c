@@ -420,6 +420,7 @@ vstatus run_plan_parse(const char *text, const char *pname, const vplan_steps *s
 }
 
 int cmd_run(int argc, char **argv, const vplan_steps *steps) {
+  dry_use_steps(steps); /* the estimates find each step's suite where the run does */
   const char *plan_arg = "smoke", *out_arg = NULL, *resume = NULL, *v;
   char resume_plan[700];
   int resume_done = 0; /* the steps a resumed run finished before: not checked again */

@@ -8,6 +8,7 @@
 
 #include "common/vstatus.h"
 #include "suites/engine/sink.h"
+#include "suites/engine/estimate.h"
 
 /* The steps a plan may name, as `vouch run` reaches them. The command table (runner/cli/commands.c
  * vcommands_plan_steps) hands them in, so plan/ knows no command. `suite` is a step's "suite";
@@ -20,6 +21,9 @@ typedef struct {
   /* Runs a known step, its records into `sink` (the run's, runner/evidence/rundir.h vrundir_sink):
    * its exit code. */
   int (*run)(const char *suite, int argc, char **argv, const vrec_sink *sink);
+  /* What a known step will need on env (the suite's own estimate, beside its options:
+   * suites/engine/estimate.h), into out; unsupported when the suite has none. */
+  vstatus (*estimate)(const char *suite, int argc, char **argv, const dry_env *env, dry_step *out);
 } vplan_steps;
 
 /* `vouch run ARGS` (argv[0] "run"): the process exit code. */

@@ -160,6 +160,24 @@ static vstatus diverge_paths_done(void *st, const char *const *paths, int n) {
   return V_OK;
 }
 
+/* The dry run: per batch x context every path open at once, max_seq = the batch, max_ctx = the
+ * context + the tokens (x (K+1) under --spec); each path opens, fills the context and runs the
+ * tokens (a server costs nothing here). */
+static vstatus diverge_estimate(const void *st, const vsuite_est_ctx *x, vest *X) {
+  const diverge_state *s = st;
+  const long T = s->tokens * (s->spec_k + 1);
+  vest_name_paths(X, x->paths, x->n_paths, true);
+  for (int bi = 0; bi < s->nb; bi++)
+    for (int ci = 0; ci < s->nc; ci++) {
+      const long b = s->batches[bi], ctx = s->ctxs[ci];
+      vest_open_set(X, x->paths, x->n_paths, (int)b, (int)(ctx + T), true);
+      for (int p = 0; p < x->n_paths; p++)
+        X->out->seconds += vest_open_s(X, x->paths[p], X->wbytes[p]) + vest_fill_s(X, x->paths[p], b, ctx) +
+                           T * vest_step_s(X, x->paths[p], (int)b, ctx + T / 2.0);
+    }
+  return V_OK;
+}
+
 /* The compared path of result p: --paths after the reference, then the server. */
 static const char *compared_name(const diverge_state *s, const vsuite_ctx *x, int p) {
   return p < x->n_paths - 1 ? x->paths[p + 1] : s->srv.path;
@@ -502,4 +520,5 @@ const vsuite vsuite_diverge = {
     .kept = diverge_kept,
     .print_case = diverge_print_case,
     .mode = diverge_text_mode, /* --ref-server: server against server on text (diverge_text.c) */
+    .estimate = diverge_estimate,
 };

@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "common/interrupt.h"
+#include "model/spec_config.h"
 #include "suites/engine/cli.h"
 #include "suites/engine/record.h"
 #include "suites/engine/sink.h"
@@ -167,24 +168,60 @@ static vstatus parse_options(const vsuite *s, int argc, char **argv, shared_opts
 }
 
 /* After parse_options: the paths into x (--paths split into *pbuf / *paths, or the suite's own),
- * checked against the registry, then the suite's options_done and paths_done. *missing: a required
- * path is not given (x->n_paths 0; no error set). Error: a usage error naming the option. */
+ * checked against the registry when `registry`, then the suite's options_done and (with registry)
+ * paths_done. *missing: a required path is not given (x->n_paths 0; no error set). Error: a usage
+ * error naming the option. */
 static vstatus settle_options(const vsuite *s, const shared_opts *o, void *st, vsuite_ctx *x, char **pbuf,
-                              const char ***paths, bool *missing) {
+                              const char ***paths, bool registry, bool *missing) {
   *missing = false;
   if (s->no_model) return s->options_done(st); /* no paths, no model */
   VTRY(s->paths ? s->paths(st, &x->paths, &x->n_paths)
                 : o->paths ? split_names("--paths", o->paths, pbuf, paths, &x->n_paths) : V_OK);
   if (!s->paths) x->paths = *paths;
   if (x->n_paths == 0) { *missing = true; return V_OK; }
-  VTRY(check_paths(x->paths, x->n_paths));
+  if (registry) VTRY(check_paths(x->paths, x->n_paths));
   VTRY(s->options_done(st));
-  return s->paths_done ? s->paths_done(st, x->paths, x->n_paths) : V_OK;
+  return registry && s->paths_done ? s->paths_done(st, x->paths, x->n_paths) : V_OK;
 }
 
 static shared_opts shared_defaults(const vsuite *s) {
   return (shared_opts){.model = s->default_model, .paths = s->default_paths, .seed = s->seed_zero ? 0 : 1,
                        .knobs = {.cos = -1, .gap = -1, .answer_logit = -1}};
+}
+
+/* A suite's command line as read by every entry point (vsuite_main, vsuite_check_args,
+ * vsuite_estimate): the driver's options, the suite's state, the paths. */
+typedef struct {
+  shared_opts o;       /* the driver's options */
+  void *st;            /* the suite's state (calloc'ed, init; NULL: out of memory) */
+  vsuite_ctx x;        /* paths, paths_given, seed, n_threads (the rest is the caller's) */
+  char *pbuf;          /* --paths split: the names (malloc'ed) */
+  const char **paths;  /* [x.n_paths] --paths split (malloc'ed) */
+  bool help;           /* --help given: nothing after it is read, nor the paths */
+  bool missing;        /* a required path is not named (no error set) */
+} suite_args;
+
+/* Reads argv into a: s's state allocated and init'ed, the options (parse_options), then unless
+ * --help the paths, options_done and, when `registry`, the paths checked against the registry and
+ * paths_done. Error: a usage error naming the option, or out of memory (a->st NULL). free_args
+ * frees a either way. */
+static vstatus build_args(const vsuite *s, int argc, char **argv, bool registry, suite_args *a) {
+  *a = (suite_args){.o = shared_defaults(s), .st = calloc(1, s->state_size)};
+  if (!a->st) return VERR("%s: out of memory", s->name);
+  s->init(a->st);
+  VTRY(parse_options(s, argc, argv, &a->o, a->st, &a->help));
+  if (a->help) return V_OK;
+  a->x.paths_given = a->o.paths_given;
+  a->x.seed = a->o.seed;
+  a->x.n_threads = (int)a->o.threads;
+  return settle_options(s, &a->o, a->st, &a->x, &a->pbuf, &a->paths, registry, &a->missing);
+}
+
+static void free_args(const vsuite *s, suite_args *a) {
+  if (a->st) s->free(a->st);
+  free(a->st);
+  free(a->pbuf);
+  free(a->paths);
 }
 
 /* The suite that runs argv: s, or the one its mode names. */
@@ -195,51 +232,58 @@ static const vsuite *mode_of(const vsuite *s, int argc, char **argv) {
 
 vstatus vsuite_check_args(const vsuite *s, int argc, char **argv) {
   s = mode_of(s, argc, argv);
-  shared_opts o = shared_defaults(s);
-  void *st = calloc(1, s->state_size);
-  if (!st) return VERR("%s: out of memory", s->name);
-  char *pbuf = NULL;
-  const char **paths = NULL;
-  vsuite_ctx x = {0};
-  bool help = false, missing = false;
-  s->init(st);
-  vstatus err = parse_options(s, argc, argv, &o, st, &help);
-  if (!err && !help) err = settle_options(s, &o, st, &x, &pbuf, &paths, &missing);
-  if (!err && missing) err = VERR("a path to run is not named (see vouch %s --help)", s->name);
+  suite_args a;
+  vstatus err = build_args(s, argc, argv, true, &a);
+  if (!err && !a.help && a.missing) err = VERR("a path to run is not named (see vouch %s --help)", s->name);
   /* a suite with no model checks its options in `check` without one (kernels: --op, --path, --preset) */
-  x.seed = o.seed;
-  if (!err && !help && s->no_model && s->check) err = s->check(st, &x);
-  s->free(st);
-  free(st);
-  free(pbuf);
-  free(paths);
+  if (!err && !a.help && s->no_model && s->check) err = s->check(a.st, &a.x);
+  free_args(s, &a);
+  return err;
+}
+
+vstatus vsuite_estimate(const vsuite *s, int argc, char **argv, const dry_env *env, dry_step *out) {
+  s = mode_of(s, argc, argv);
+  vest_clear(out);
+  if (!s->estimate) return VUNSUPPORTED("%s: no estimate for this suite", argv[0]);
+  suite_args a;
+  ds_config cfg;
+  vstatus err = build_args(s, argc, argv, false, &a);
+  if (!err && a.help) err = VUNSUPPORTED("%s: --help runs nothing to estimate", argv[0]);
+  if (!err && a.missing) err = VERR("a path to run is not named (see vouch %s --help)", s->name);
+  if (!err && a.x.n_paths > VEST_MAX_PATHS) err = VERR("--paths: more than %d paths", VEST_MAX_PATHS);
+  if (!err && !s->no_model && ds_spec_config(a.o.model, (int)a.o.layers, &cfg)) {
+    verr_prefix("%s: --model %s", argv[0], a.o.model);
+    err = V_ERR;
+  }
+  if (!err) {
+    const vsuite_est_ctx ex = {.paths = a.x.paths, .n_paths = a.x.n_paths, .model = s->no_model ? NULL : a.o.model,
+                               .layers = (int)a.o.layers, .seed = a.o.seed};
+    vest X = {.cfg = s->no_model ? NULL : &cfg, .env = env, .out = out};
+    err = s->estimate(a.st, &ex, &X);
+  }
+  free_args(s, &a);
   return err;
 }
 
 int vsuite_main(const vsuite *s, int argc, char **argv, const vrec_sink *sink) {
   s = mode_of(s, argc, argv);
-  shared_opts o = shared_defaults(s);
-  void *st = calloc(1, s->state_size);
-  char *pbuf = NULL;
-  const char **paths = NULL; /* --paths split (malloc'ed; names in pbuf) */
+  suite_args a;
   ds_model m;
   construct_layout L;
-  vsuite_ctx x = {.model = s->no_model ? NULL : &m, .layout = s->constructed ? &L : NULL, .sink = sink};
   bool model_open = false, done = false, unmade = false; /* unmade: a case did not make its planned records */
   double t0 = 0; /* when the first case started */
   veng recs = {0};
   planned pl = {0};
-  bool help = false, missing = false; /* --help given; a required path not named */
   int rc = EXIT_OK;
-  if (!st) { VERR("%s: out of memory", s->name); cli_print_error(s->name); return EXIT_CHECK_FAILED; }
-  s->init(st);
-  if (parse_options(s, argc, argv, &o, st, &help)) { cli_print_error(s->name); rc = EXIT_USAGE; goto out; }
-  if (help) { fputs(s->usage, stdout); goto out; }
-  x.paths_given = o.paths_given;
-  x.seed = o.seed;
-  x.n_threads = (int)o.threads;
-  if (settle_options(s, &o, st, &x, &pbuf, &paths, &missing)) { cli_print_error(s->name); rc = EXIT_USAGE; goto out; }
-  if (missing) { fputs(s->usage, stderr); rc = EXIT_USAGE; goto out; } /* a required path is not named */
+  if (build_args(s, argc, argv, true, &a)) { cli_print_error(s->name); rc = a.st ? EXIT_USAGE : EXIT_CHECK_FAILED; goto out; }
+  if (a.help) { fputs(s->usage, stdout); goto out; }
+  if (a.missing) { fputs(s->usage, stderr); rc = EXIT_USAGE; goto out; } /* a required path is not named */
+  void *st = a.st;
+  const shared_opts o = a.o;
+  vsuite_ctx x = a.x;
+  x.model = s->no_model ? NULL : &m;
+  x.layout = s->constructed ? &L : NULL;
+  x.sink = sink;
   if (!s->no_model) {
     const double t_open = vclock_now();
     if (open_model(&m, o.model, s->constructed ? o.model_seed : o.seed, (int)o.layers, any_host(x.paths, x.n_paths),
@@ -302,13 +346,10 @@ int vsuite_main(const vsuite *s, int argc, char **argv, const vrec_sink *sink) {
     rc = EXIT_CHECK_FAILED;
   }
 out:
-  s->free(st);
-  free(st);
+  free_args(s, &a);
   eng_free(&recs);
   eng_free(&pl.recs);
   free(pl.at);
   if (model_open) ds_model_close(&m);
-  free(pbuf);
-  free(paths);
   return rc;
 }

@@ -29,8 +29,15 @@
  * A resumed run (`vouch run --resume`) runs the cases again, and eng_flush does not store a record
  * the run already holds; a suite with skip_stored (its cases do not feed each other: not the evals,
  * which compare every path with the first) has the cases the run holds left out before they run.
+ * vsuite_estimate(s, argc, argv, env, out) (`vouch run --dry-run` and the check before a plan runs):
+ *   the same option parsing as vsuite_main (init; option; the paths, not checked against the
+ *   registry, since a dry run plans for a GPU the build may lack; options_done), the model's config
+ *   read (ds_spec_config of --model and --layers; no weights), then estimate prices the suite's own
+ *   parsed state with the cost model of suites/engine/estimate.h.
  * Adding a suite: one file defining its `const vsuite`, one table line (runner/cli/commands.c for a
- * command of its own, suites/evals/eval_cmd.c for an eval). */
+ * command of its own, suites/evals/eval_cmd.c for an eval), and its estimate function beside its
+ * options in that file (how it opens its paths, with what max_seq and max_ctx, and how many steps it
+ * runs): the dry run has no other knowledge of a suite. */
 #ifndef VOUCH_SUITES_ENGINE_SUITE_H
 #define VOUCH_SUITES_ENGINE_SUITE_H
 
@@ -43,6 +50,7 @@
 #include "model/model.h"
 #include "suites/engine/engine.h"
 #include "suites/engine/sink.h"
+#include "suites/engine/estimate.h"
 
 /* What the driver hands the suite's functions from check on: the shared options and the model. */
 typedef struct {
@@ -58,6 +66,16 @@ typedef struct {
   const vrec_sink *sink;          /* the run the records go to (`vouch run`), NULL: a suite on its own
                                      (records only in --json); a suite hands it on (rec_note_server) */
 } vsuite_ctx;
+
+/* What the driver hands a suite's estimate function: the shared options as parsed, no model open. */
+typedef struct {
+  const char *const *paths;       /* [n_paths] --paths (or the suite's default, or its own `paths`), not
+                                     checked against the registry; n_paths <= VEST_MAX_PATHS */
+  int n_paths;
+  const char *model;              /* --model as given (or the suite's default); NULL with no_model */
+  int layers;                     /* --layers (0: every layer) */
+  uint64_t seed;                  /* --seed */
+} vsuite_est_ctx;
 
 typedef struct vsuite vsuite;
 struct vsuite {
@@ -138,6 +156,13 @@ struct vsuite {
    * apart by an option (diverge --ref-server: suites/diverge/diverge_text.c, server against server on
    * text, no model). argv as vsuite_main's. NULL (or returning NULL): this suite. */
   const vsuite *(*mode)(int argc, char **argv);
+  /* ---- the dry run ---- */
+  /* What the invocation will need, from st as options_done left it (suites/engine/estimate.h): the
+   * paths it opens (vest_open_set with each open's max_seq and max_ctx, vest_name_paths) and its
+   * expected seconds (vest_step_s ...), into X->out. X->cfg is the model's config (NULL with
+   * no_model). Error: an option the estimate cannot price, naming it. NULL: the suite is not
+   * estimated (the plan's table says so; the step still runs). */
+  vstatus (*estimate)(const void *st, const vsuite_est_ctx *x, vest *X);
 };
 
 /* Runs suite s as a command: argv[0] is its last command word; its records go to `sink` (the run
@@ -149,5 +174,11 @@ int vsuite_main(const vsuite *s, int argc, char **argv, const vrec_sink *sink);
  * step before the first one runs. A --path-lib is loaded (as the step would). Error: the usage
  * error vsuite_main would print, naming the option. */
 vstatus vsuite_check_args(const vsuite *s, int argc, char **argv);
+/* Estimates the invocation argv of suite s (argv[0]: its last command word) on env into out (zeroed
+ * first, fits until shown otherwise): parses argv as vsuite_main does up to options_done, opens no
+ * model (reads its config), and calls s->estimate. Error: a usage error naming the option, the
+ * model's config that cannot be read ("WORD: --model SPEC: ..."), more than VEST_MAX_PATHS paths,
+ * or unsupported when s has no estimate. */
+vstatus vsuite_estimate(const vsuite *s, int argc, char **argv, const dry_env *env, dry_step *out);
 
 #endif

@@ -45,13 +45,30 @@ static const vsuite *find_eval(const char *word, char *known, size_t n) {
   return NULL;
 }
 
-vstatus eval_check_args(int argc, char **argv) {
+/* The eval `vouch eval ARGS` runs into *s (NULL: --help, which cmd_eval answers with the usage).
+ * Error: no eval named, or an unknown one (the known words listed). */
+static vstatus pick_eval(int argc, char **argv, const vsuite **s) {
   char known[128];
+  *s = NULL;
   if (argc < 2) return VERR("vouch eval: which eval? (%s)", (find_eval("", known, sizeof known), known));
-  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return V_OK; /* cmd_eval prints the usage */
-  const vsuite *s = dataset_mode(find_eval(argv[1], known, sizeof known), argc, argv);
-  if (!s) return VERR("unknown subcommand 'eval %s' (%s)", argv[1], known);
-  return vsuite_check_args(s, argc - 1, argv + 1);
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return V_OK;
+  *s = dataset_mode(find_eval(argv[1], known, sizeof known), argc, argv);
+  if (!*s) return VERR("unknown subcommand 'eval %s' (%s)", argv[1], known);
+  return V_OK;
+}
+
+vstatus eval_check_args(int argc, char **argv) {
+  const vsuite *s;
+  VTRY(pick_eval(argc, argv, &s));
+  return s ? vsuite_check_args(s, argc - 1, argv + 1) : V_OK;
+}
+
+vstatus eval_estimate_args(int argc, char **argv, const dry_env *env, dry_step *out) {
+  const vsuite *s;
+  vest_clear(out);
+  VTRY(pick_eval(argc, argv, &s));
+  if (!s) return VUNSUPPORTED("eval %s: nothing to estimate", argv[1]);
+  return vsuite_estimate(s, argc - 1, argv + 1, env, out);
 }
 
 int cmd_eval(int argc, char **argv, const vrec_sink *sink) {

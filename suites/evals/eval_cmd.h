@@ -11,5 +11,9 @@
 int cmd_eval(int argc, char **argv, const vrec_sink *sink);
 /* vouch eval's plan-step check (runner/cli/commands.h vcommand.check): the eval named by argv[1]. */
 vstatus eval_check_args(int argc, char **argv);
+/* vouch eval's plan-step estimate (runner/cli/commands.h vcommand.estimate): the eval named by
+ * argv[1] (vsuite_estimate; the text evals of --dataset have none: unsupported). Error as
+ * eval_check_args. */
+vstatus eval_estimate_args(int argc, char **argv, const dry_env *env, dry_step *out);
 
 #endif

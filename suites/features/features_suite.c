@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "suites/engine/cli.h"
+#include "suites/engine/estimate_cost.h"
 #include "suites/engine/record.h"
 #include "suites/features/features_served.h"
 #include "suites/features/features.h"
@@ -111,6 +112,34 @@ static vstatus features_options_done(void *st) {
     if (e) { verr_prefix("option --routing"); return e; }
   }
   return served_url_check(s->server);
+}
+
+/* The dry run: the reference and the path open together, max_seq = 2, max_ctx = --full-ctx (the
+ * model's max_position_embeddings); each fills the full context, the GPU paths at a measured rate
+ * per position, the CPU ones as decode steps; --floor a third path beside them on the short-context
+ * rows only (features.c: max_ctx 64). */
+static vstatus features_estimate(const void *st, const vsuite_est_ctx *x, vest *X) {
+  const features_state *s = st;
+  if (!s->path) return VERR("features: --path is required");
+  const char *names[2] = {s->ref, s->path};
+  const long full = s->full > 0 ? s->full : X->cfg->max_position_embeddings;
+  vest_open_set(X, names, 2, 2, (int)full, true);
+  for (int p = 0; p < 2; p++) {
+    X->out->seconds += vest_open_s(X, names[p], X->wbytes[p]) + vest_fill_s(X, names[p], 1, (double)full);
+    X->out->seconds += vest_on_gpu(names[p]) ? COST_FEAT_GPU_S_PER_KPOS / 2 * full / 1024.0
+                                             : COST_FEAT_STEPS * vest_step_s(X, names[p], 2, (double)full);
+  }
+  if (s->floor) { /* its memory adds to the pair's peak */
+    const double g0 = X->out->gpu_bytes, h0 = X->out->host_bytes;
+    X->out->gpu_bytes = X->out->host_bytes = 0;
+    vest_open_set(X, &s->floor, 1, 2, 64, true);
+    X->out->gpu_bytes += g0;
+    X->out->host_bytes += h0;
+    X->out->seconds += vest_open_s(X, s->floor, X->wbytes[0]) + COST_FEAT_STEPS * vest_step_s(X, s->floor, 2, 32);
+  }
+  const char *all[3] = {names[0], names[1], s->floor};
+  vest_name_paths(X, all, s->floor ? 3 : 2, true);
+  return V_OK;
 }
 
 /* --routing against the model (forced experts need its MoE layout). */
@@ -275,4 +304,5 @@ const vsuite vsuite_features = {
     .plan = features_plan,
     .kept = features_kept,
     .print_case = features_print_case,
+    .estimate = features_estimate,
 };

@@ -11,6 +11,7 @@
 
 #include "reference/opreg.h"
 #include "suites/engine/cli.h"
+#include "suites/engine/estimate_cost.h"
 #include "suites/engine/record.h"
 #include "suites/kernels/kernels.h"
 
@@ -102,6 +103,25 @@ static vstatus kernels_options_done(void *st) {
   s->o.n_batches = s->n_batches;
   s->o.seeds = (int)s->seeds;
   s->o.tp = (int)s->tp;
+  return V_OK;
+}
+
+/* The dry run: no path opens (op-sized buffers only); the time is a measured run of the default
+ * presets (the GPU's with a GPU path, cpu-ref's otherwise), scaled by --full, --preset, every path's
+ * variants (no --path, on a GPU) and --seeds. */
+static vstatus kernels_estimate(const void *st, const vsuite_est_ctx *x, vest *X) {
+  const kernels_state *s = st;
+  const char *path = s->o.path, *preset = s->o.preset;
+  const bool gpu = X->env->gpu && (!path || vest_on_gpu(path));
+  snprintf(X->out->paths, sizeof X->out->paths, "(op variants of %s)", path ? path : gpu ? "every path" : "cpu-ref");
+  X->out->uses_gpu = gpu;
+  double t = !gpu ? COST_KERNELS_CPU_S : path && vest_cuda_ref(path) ? COST_KERNELS_CUDAREF_GPU_S : COST_KERNELS_GPU_S;
+  if (!s->o.quick) t *= COST_KERNELS_FULL;
+  if (preset && !strcmp(preset, "all")) t *= COST_KERNELS_ALL;
+  else if (preset && !strcmp(preset, "tiny")) t = gpu ? COST_KERNELS_TINY_GPU_S : COST_KERNELS_TINY_CPU_S;
+  if (!path && gpu) t *= COST_KERNELS_EVERY_PATH;
+  X->out->seconds = t * (s->seeds > 0 ? s->seeds : 1);
+  snprintf(X->out->peak_at, sizeof X->out->peak_at, "op-sized buffers");
   return V_OK;
 }
 
@@ -246,4 +266,5 @@ const vsuite vsuite_kernels = {
     .no_model = true,
     .seed_zero = true,
     .write_json = kernels_json,
+    .estimate = kernels_estimate,
 };

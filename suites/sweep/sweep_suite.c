@@ -27,6 +27,7 @@
 #include "common/read_file.h"
 #include "suites/engine/cli.h"
 #include "suites/engine/engine.h"
+#include "suites/engine/estimate_cost.h"
 #include "suites/engine/record.h"
 #include "suites/engine/suite.h"
 #include "suites/paths/paths.h"
@@ -705,6 +706,68 @@ static vstatus sweep_paths_done(void *st, const char *const *paths, int n) {
   return sweep_check(&o);
 }
 
+/* The largest forward of a sweep point at batch b and context ctx (sweep.c), into X->rows and
+ * X->logit_rows: a prefill chunk of b x min(ctx, 8192 / b) rows (at least b) with one logit row
+ * each, and a decode step of b x (K+1) rows, every position's logits under --spec. */
+static void sweep_rows(vest *X, bool prefill, int spec_k, long b, long ctx) {
+  long chunk = sweep_prefill_chunk(b);
+  if (chunk > ctx) chunk = ctx > 0 ? ctx : 1;
+  const double pre = prefill ? (double)b * chunk : 0, dec = (double)b * (spec_k + 1);
+  X->rows = vest_rows(pre > dec ? pre : dec);
+  X->logit_rows = vest_rows(spec_k > 0 ? dec : b);
+}
+
+/* The dry run: per context every path open at once, max_seq = the largest batch, max_ctx = the
+ * context + the steps' span (at most max_position_embeddings); what does not fit is retried with
+ * the smallest batch and one path at a time (the step degrades), and a point that does not fit
+ * alone is not run. Each point fills (or prefills) its context and runs warm-up + timed steps,
+ * --repeat times; the bandwidth measurements once. */
+static vstatus sweep_estimate(const void *st, const vsuite_est_ctx *x, vest *X) {
+  const sweep_state *s = st;
+  const char *const *names = x->paths;
+  const int n = x->n_paths, spec_k = s->spec_k;
+  const bool prefill = s->wl == SWEEP_PREFILL_DECODE;
+  const int span = (int)((s->warmup + s->steps - 1) * s->spec_al + spec_k + 1), maxpos = X->cfg->max_position_embeddings;
+  X->out->degrades = true;
+  bool any_cpu = false, any_gpu = false;
+  for (int p = 0; p < n; p++) {
+    if (vest_on_gpu(names[p])) any_gpu = true;
+    else any_cpu = true;
+  }
+  X->out->seconds = (any_cpu ? COST_SWEEP_MEMBW_S : 0) + (any_gpu ? COST_SWEEP_GPU_MEMBW_S : 0);
+  vest_name_paths(X, names, n, true);
+  long bmax = s->batches[0], bmin = s->batches[0];
+  for (int i = 1; i < s->nb; i++) {
+    bmax = s->batches[i] > bmax ? s->batches[i] : bmax;
+    bmin = s->batches[i] < bmin ? s->batches[i] : bmin;
+  }
+  for (int ci = 0; ci < s->nc; ci++) {
+    const long ctx = s->ctxs[ci];
+    const int max_ctx = ctx + span <= maxpos ? (int)ctx + span : maxpos;
+    sweep_rows(X, prefill, spec_k, bmax, ctx);
+    if (!vest_open_set(X, names, n, (int)bmax, max_ctx, false)) {
+      /* the sweep retries smaller batches, then each path alone: refused only when nothing fits */
+      bool any = false;
+      sweep_rows(X, prefill, spec_k, bmin, ctx);
+      for (int p = 0; p < n; p++) any |= vest_open_set(X, &names[p], 1, (int)bmin, max_ctx, false);
+      if (!any) vest_open_set(X, names, 1, (int)bmin, max_ctx, true);
+    }
+    for (int p = 0; p < n; p++) {
+      X->out->seconds += vest_open_s(X, names[p], X->wbytes[p]);
+      for (int bi = 0; bi < s->nb; bi++) {
+        const long b = s->batches[bi];
+        sweep_rows(X, prefill, spec_k, b, ctx);
+        if (!vest_fits_alone(X, names[p], (int)b, max_ctx)) continue; /* not run: does not fit */
+        const int rows = (int)b * (spec_k + 1);
+        X->out->seconds += s->repeat * ((s->warmup + s->steps) * vest_step_s(X, names[p], rows, ctx + span / 2.0) +
+                                        (prefill ? vest_prefill_s(X, names[p], (double)b * ctx, ctx)
+                                                 : vest_fill_s(X, names[p], b, ctx)));
+      }
+    }
+  }
+  return V_OK;
+}
+
 /* The sweep's options from the suite's and the driver's. */
 static vstatus sweep_check_opts(void *st, const vsuite_ctx *x) {
   sweep_state *s = st;
@@ -869,6 +932,7 @@ static const vsuite vsuite_sweep = {
     .finish = sweep_finish,
     .passed = sweep_passed,
     .write_json = sweep_json,
+    .estimate = sweep_estimate,
 };
 
 /* True when argv names a server (--server): the sweep is cmd_sweep_server's. */
@@ -880,6 +944,12 @@ static bool server_sweep(int argc, char **argv) {
 
 vstatus sweep_check_args(int argc, char **argv) {
   return server_sweep(argc, argv) ? sweep_server_check_args(argc, argv) : vsuite_check_args(&vsuite_sweep, argc, argv);
+}
+
+vstatus sweep_estimate_args(int argc, char **argv, const dry_env *env, dry_step *out) {
+  if (!server_sweep(argc, argv)) return vsuite_estimate(&vsuite_sweep, argc, argv, env, out);
+  vest_clear(out);
+  return VUNSUPPORTED("sweep --server: the server's paths are not this machine's: nothing to estimate");
 }
 
 int cmd_sweep(int argc, char **argv, const vrec_sink *sink) {

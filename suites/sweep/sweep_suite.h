@@ -3,6 +3,7 @@
 #define VOUCH_SUITES_SWEEP_SWEEP_SUITE_H
 
 #include "common/vstatus.h"
+#include "suites/engine/estimate.h"
 #include "suites/engine/record.h"
 #include "suites/engine/sink.h"
 
@@ -12,6 +13,9 @@ int cmd_sweep(int argc, char **argv, const vrec_sink *sink);
 /* vouch sweep's plan-step check (runner/cli/commands.h vcommand.check): the in-process sweep's options,
  * or with --server the served sweep's (sweep_server_check_args; no request is sent). */
 vstatus sweep_check_args(int argc, char **argv);
+/* vouch sweep's plan-step estimate (runner/cli/commands.h vcommand.estimate): the in-process sweep's
+ * (vsuite_estimate); a served sweep (--server) is not estimated (unsupported). */
+vstatus sweep_estimate_args(int argc, char **argv, const dry_env *env, dry_step *out);
 /* "K=7,AL=6" (or lower case): K draft tokens verified per step, AL kept; 0 <= K <= 64, 1 <= AL <= K+1. */
 vstatus sweep_spec_parse(const char *s, int *k, int *al);
 /* `vouch sweep --server URL ...`: served throughput of an OpenAI-compatible server (sweep_server.c); each

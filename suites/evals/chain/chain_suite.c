@@ -75,6 +75,24 @@ static vstatus chain_options_done(void *st) {
   return V_OK;
 }
 
+/* The dry run: one path at a time, max_seq = --batch, max_ctx = the keys + 2 + the largest hop
+ * count; per batch of samples a prompt of keys + 2 tokens, then that many decode steps. */
+static vstatus chain_estimate(const void *st, const vsuite_est_ctx *x, vest *X) {
+  const chain_state *s = st;
+  construct_opts co;
+  const long B = s->e.batch, keys = construct_preset_opts("recall-chain", &co) == V_OK ? co.n_keys : 32;
+  const long H = vest_list_max(s->hops, s->n_hops), need = keys + 2 + H;
+  vest_name_paths(X, x->paths, x->n_paths, false);
+  const double runs = ceil((double)s->e.samples / B);
+  for (int p = 0; p < x->n_paths; p++) {
+    vest_open_set(X, &x->paths[p], 1, (int)B, (int)need, true);
+    X->out->seconds += vest_open_s(X, x->paths[p], X->wbytes[0]) +
+                       runs * (vest_prefill_s(X, x->paths[p], (double)B * (keys + 2), keys + 2) +
+                               H * vest_step_s(X, x->paths[p], (int)B, need / 2.0));
+  }
+  return V_OK;
+}
+
 /* --export-prompts: every chain's prompt and its greedy answers at the hop counts. */
 static vstatus chain_export(const chain_state *s, const vsuite_ctx *x) {
   const construct_layout *L = x->layout;
@@ -300,4 +318,5 @@ const vsuite vsuite_chain = {
     .plan = chain_plan,
     .print = chain_print,
     .free = chain_free,
+    .estimate = chain_estimate,
 };

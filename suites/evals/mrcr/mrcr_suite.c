@@ -69,6 +69,22 @@ static vstatus mrcr_options_done(void *st) {
   return cli_size_list("--needles", s->needles_s, &s->needles, &s->n_needles);
 }
 
+/* The dry run: one path at a time, max_seq = --batch, max_ctx = the largest bin; each forward is
+ * min(batch, samples) prompts x min(chunk, bin) tokens (mrcr.c); every cell's prompts are prefilled. */
+static vstatus mrcr_estimate(const void *st, const vsuite_est_ctx *x, vest *X) {
+  const mrcr_state *s = st;
+  const long B = s->e.batch, samples = s->e.samples, chunk = s->chunk, maxbin = vest_list_max(s->bins, s->n_bins);
+  vest_name_paths(X, x->paths, x->n_paths, false);
+  X->rows = vest_rows((B < samples ? B : samples) * (chunk < maxbin ? chunk : maxbin));
+  for (int p = 0; p < x->n_paths; p++) {
+    vest_open_set(X, &x->paths[p], 1, (int)B, (int)maxbin, true);
+    X->out->seconds += vest_open_s(X, x->paths[p], X->wbytes[0]);
+    for (int b = 0; b < s->n_bins; b++)
+      X->out->seconds += (double)s->n_needles * samples * vest_prefill_s(X, x->paths[p], s->bins[b], s->bins[b]);
+  }
+  return V_OK;
+}
+
 static vstatus mrcr_check(void *st, const vsuite_ctx *x) {
   const mrcr_state *s = st;
   for (int i = 0; i < s->n_needles; i++)
@@ -298,4 +314,5 @@ const vsuite vsuite_mrcr = {
     .plan = mrcr_plan,
     .print = mrcr_print,
     .free = mrcr_free,
+    .estimate = mrcr_estimate,
 };

@@ -1,9 +1,9 @@
-/* The constants of the dry run's time model (runner/plan/dryrun.c), in one place. docs/dry-run.md says
- * how each was calibrated; the sources are the H200 timings of main 3f9df21
- * (/work/shared/evidence/h200-main-3f9df21.txt, shared/device/README.md) and the smoke plan timed
- * on the 2-core development machine. They predict to within a factor of ~2, not better. */
-#ifndef VOUCH_RUNNER_PLAN_DRYRUN_COST_H
-#define VOUCH_RUNNER_PLAN_DRYRUN_COST_H
+/* The constants of the dry run's time model (suites/engine/estimate.c and the suites' estimate
+ * functions), in one place. docs/dry-run.md says how each was calibrated; the sources are the H200
+ * timings of main 3f9df21 (/work/shared/evidence/h200-main-3f9df21.txt, shared/device/README.md)
+ * and the smoke plan timed on the 2-core development machine. They predict to within a factor of ~2, not better. */
+#ifndef VOUCH_SUITES_ENGINE_ESTIMATE_COST_H
+#define VOUCH_SUITES_ENGINE_ESTIMATE_COST_H
 
 /* GPU decode step = bytes the step reads / (bandwidth x efficiency) + per-layer overhead. */
 #define COST_GPU_BW 4.27e12          /* B/s: H200 bytes/roof_ms of bench_latency (5.348 GB in 1.252 ms) */
