@@ -76,7 +76,11 @@ static vstatus check_shape(const cJSON *plan, const char *pname, const vplan_ste
     if (!steps->known(suite->valuestring)) return VERR("plan %s: steps[%d].suite '%s' is not a suite of this build", pname, i, suite->valuestring);
     if (args && !cJSON_IsArray(args)) return VERR("plan %s: steps[%d].args must be a list of strings", pname, i);
     const cJSON *a;
-    cJSON_ArrayForEach(a, args) if (!cJSON_IsString(a)) return VERR("plan %s: steps[%d].args must be strings", pname, i);
+    int k = 0;
+    cJSON_ArrayForEach(a, args) {
+      if (!cJSON_IsString(a)) return VERR("plan %s: steps[%d].args[%d] must be a string", pname, i, k);
+      k++;
+    }
     const cJSON *when = cJSON_GetObjectItem(s, "when");
     if (when && (!cJSON_IsString(when) || (strcmp(when->valuestring, "gpu") && strcmp(when->valuestring, "cpu"))))
       return VERR("plan %s: steps[%d].when must be \"gpu\" or \"cpu\"", pname, i);

@@ -35,7 +35,7 @@ static void shapes(void) {
   refuses("{\"steps\": [{\"suite\": \"gen\"}, {}]}", "plan t: steps[1].suite must be a string");
   refuses("{\"steps\": [{\"suite\": \"nosuch\"}]}", "plan t: steps[0].suite 'nosuch' is not a suite of this build");
   refuses("{\"steps\": [{\"suite\": \"gen\", \"args\": \"-x\"}]}", "plan t: steps[0].args must be a list of strings");
-  refuses("{\"steps\": [{\"suite\": \"gen\", \"args\": [1]}]}", "plan t: steps[0].args must be strings");
+  refuses("{\"steps\": [{\"suite\": \"gen\", \"args\": [\"-x\", 1]}]}", "plan t: steps[0].args[1] must be a string");
   refuses("{\"steps\": [{\"suite\": \"gen\", \"when\": \"tpu\"}]}", "plan t: steps[0].when must be \"gpu\" or \"cpu\"");
   /* expansion errors name the plan by its own name */
   refuses("{\"name\": \"own\", \"steps\": [{\"suite\": \"gen\", \"args\": [\"${nosuch}\"]}]}",
