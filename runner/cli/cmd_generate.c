@@ -61,7 +61,8 @@ static void stats_add(logit_stats *s, const float *l, int vocab) {
 
 /* generate's options, parsed and checked (gen_parse). */
 typedef struct {
-  const char *model_spec, *path_name; /* --model, --path (a registered path) */
+  const char *model_spec, *path_name; /* --model, --path as given */
+  vpath_spec path;                    /* --path parsed (a registered path) */
   long n_new, batch, layers, threads, top_k, tp; /* -n, --batch, --layers, --threads, --top-k, --tp (0: no TP) */
   double temperature, top_p;
   uint64_t seed, sample_seed;
@@ -111,11 +112,14 @@ static vstatus gen_parse(int argc, char **argv, gen_opts *o, bool *help) {
   }
   if (o->temperature < 0 || o->top_p <= 0 || o->top_p > 1)
     return VERR("--temperature must be >= 0 and --top-p in (0, 1]");
-  if (o->dcp && o->tp == 0 && !strstr(o->path_name, ":tp"))
+  /* the path's errors come after these, as they did (no option prefix: the message predates the spec) */
+  const vstatus ps = vpath_spec_parse(o->path_name, NULL, &o->path);
+  const bool named_tp = ps == V_OK && o->path.tp > 0;
+  if (o->dcp && o->tp == 0 && !named_tp)
     return VERR("--dcp splits the KV cache over the tensor-parallel ranks: give --tp N too");
-  if (o->ep && o->tp == 0 && !strstr(o->path_name, ":tp"))
+  if (o->ep && o->tp == 0 && !named_tp)
     return VERR("--ep splits the routed experts over the tensor-parallel ranks: give --tp N too");
-  if (!vpaths_find(o->path_name)) return VERR("unknown path '%s' (known: %s)", o->path_name, vpaths_names());
+  VTRY(ps);
   VTRY(cli_size_list("--tokens", tokens_s, &o->prompt, &o->n_prompt));
   if (stop_s && (err = cli_size_list("--stop", stop_s, &o->stops, &o->n_stops))) { gen_free(o); return err; }
   return V_OK;
@@ -143,7 +147,8 @@ int cmd_generate(int argc, char **argv) {
   long *prompt = g.prompt, *stops = g.stops;
   const int n_prompt = g.n_prompt, n_stops = g.n_stops;
   ds_model m;
-  const bool host = vpaths_host_weights(path_name);
+  const vpath_spec *path = &g.path;
+  const bool host = path->caps.host_weights;
   /* under TP each rank synthesizes only its shard: no full host copy */
   if (ds_model_open(&m, model_spec, seed, (int)layers, host && tp == 0)) { cli_print_error("generate"); gen_free(&g); return EXIT_CHECK_FAILED; }
   if (tp > 0 && ds_shard_check_ep(&m.cfg, (int)tp, ep) != V_OK) {
@@ -177,7 +182,7 @@ int cmd_generate(int argc, char **argv) {
     return EXIT_USAGE;
   }
   vpath p;
-  if (vpath_open(&p, path_name, &m, &po)) { cli_print_error("generate"); ds_model_close(&m); gen_free(&g); return EXIT_CHECK_FAILED; }
+  if (vpath_open(&p, path, &m, &po)) { cli_print_error("generate"); ds_model_close(&m); gen_free(&g); return EXIT_CHECK_FAILED; }
 
   int *seq = calloc((size_t)B, sizeof *seq), *ntok = calloc((size_t)B, sizeof *ntok), *pos = calloc((size_t)B, sizeof *pos);
   int32_t *tok = calloc((size_t)B * (size_t)max_prompt, sizeof *tok);
@@ -248,7 +253,7 @@ int cmd_generate(int argc, char **argv) {
     cJSON_AddStringToObject(o, "path", path_name);
     cJSON_AddNumberToObject(o, "tp", (double)tp);
     cJSON_AddBoolToObject(o, "dcp", dcp);
-    cJSON_AddBoolToObject(o, "ep", ep || vpaths_name_ep(path_name));
+    cJSON_AddBoolToObject(o, "ep", ep || path->ep);
     cJSON *seqs = cJSON_AddArrayToObject(o, "sequences");
     for (int b = 0; b < B; b++) {
       cJSON *so = cJSON_CreateObject();
@@ -302,7 +307,7 @@ int cmd_generate(int argc, char **argv) {
     rec_param_int(r, "batch", B);
     rec_param_int(r, "tp", tp);
     if (dcp) rec_param_int(r, "dcp", 1);
-    if (ep || vpaths_name_ep(path_name)) rec_param_int(r, "ep", 1);
+    if (ep || path->ep) rec_param_int(r, "ep", 1);
     rec_param_int(r, "new_tokens", n_new);
     rec_param_num(r, "temperature", temperature);
     rec_metric_value(r, "decode_tokens_per_s", "tok/s", RB_HIGHER, t_decode > 0 ? decoded / t_decode : 0);

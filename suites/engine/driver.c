@@ -29,17 +29,10 @@ static vstatus split_names(const char *opt, const char *s, char **buf, const cha
   return V_OK;
 }
 
-/* Error (naming --paths and the known paths) unless every name is a registered path. */
-static vstatus check_paths(const char *const *names, int n) {
-  for (int i = 0; i < n; i++)
-    if (!vpaths_find(names[i])) return VERR("option --paths: unknown path '%s' (known: %s)", names[i], vpaths_names());
-  return V_OK;
-}
-
 /* True when one of the paths reads host weights (vpath_caps.host_weights). */
-static bool any_host(const char *const *paths, int n) {
+static bool any_host(const vpath_spec *paths, int n) {
   for (int i = 0; i < n; i++)
-    if (vpaths_host_weights(paths[i])) return true;
+    if (paths[i].caps.host_weights) return true;
   return false;
 }
 
@@ -166,18 +159,31 @@ static vstatus parse_options(const vsuite *s, int argc, char **argv, shared_opts
   return V_OK;
 }
 
-/* After parse_options: the paths into x (--paths split into *pbuf / *paths, or the suite's own),
- * checked against the registry, then the suite's options_done and paths_done. *missing: a required
- * path is not given (x->n_paths 0; no error set). Error: a usage error naming the option. */
-static vstatus settle_options(const vsuite *s, const shared_opts *o, void *st, vsuite_ctx *x, char **pbuf,
-                              const char ***paths, bool *missing) {
+/* After parse_options: the paths into x (--paths split, or the suite's own), parsed once into *specs
+ * (malloc'ed; x->paths points at them: vpath_spec_parse checks each against the registry), then the
+ * suite's options_done and paths_done. *missing: a required path is not given (x->n_paths 0; no error
+ * set). Error: a usage error naming the option. */
+static vstatus settle_options(const vsuite *s, const shared_opts *o, void *st, vsuite_ctx *x, vpath_spec **specs,
+                              bool *missing) {
   *missing = false;
   if (s->no_model) return s->options_done(st); /* no paths, no model */
-  VTRY(s->paths ? s->paths(st, &x->paths, &x->n_paths)
-                : o->paths ? split_names("--paths", o->paths, pbuf, paths, &x->n_paths) : V_OK);
-  if (!s->paths) x->paths = *paths;
-  if (x->n_paths == 0) { *missing = true; return V_OK; }
-  VTRY(check_paths(x->paths, x->n_paths));
+  char *pbuf = NULL;
+  const char **split = NULL; /* --paths split (malloc'ed; names in pbuf) */
+  const char *const *names = NULL;
+  int n = 0;
+  vstatus err = s->paths ? s->paths(st, &names, &n)
+                         : o->paths ? split_names("--paths", o->paths, &pbuf, &split, &n) : V_OK;
+  if (!s->paths) names = split;
+  if (!err && n > 0) {
+    *specs = calloc((size_t)n, sizeof **specs);
+    err = !*specs ? VERR("out of memory") : vpath_specs_parse(names, n, "option --paths", *specs);
+  }
+  free(pbuf);
+  free(split);
+  if (err) return err;
+  x->paths = *specs;
+  x->n_paths = n;
+  if (n == 0) { *missing = true; return V_OK; }
   VTRY(s->options_done(st));
   return s->paths_done ? s->paths_done(st, x->paths, x->n_paths) : V_OK;
 }
@@ -191,29 +197,26 @@ vstatus vsuite_check_args(const vsuite *s, int argc, char **argv) {
   shared_opts o = shared_defaults(s);
   void *st = calloc(1, s->state_size);
   if (!st) return VERR("%s: out of memory", s->name);
-  char *pbuf = NULL;
-  const char **paths = NULL;
+  vpath_spec *specs = NULL;
   vsuite_ctx x = {0};
   bool help = false, missing = false;
   s->init(st);
   vstatus err = parse_options(s, argc, argv, &o, st, &help);
-  if (!err && !help) err = settle_options(s, &o, st, &x, &pbuf, &paths, &missing);
+  if (!err && !help) err = settle_options(s, &o, st, &x, &specs, &missing);
   if (!err && missing) err = VERR("a path to run is not named (see vouch %s --help)", s->name);
   /* a suite with no model checks its options in `check` without one (kernels: --op, --path, --preset) */
   x.seed = o.seed;
   if (!err && !help && s->no_model && s->check) err = s->check(st, &x);
   s->free(st);
   free(st);
-  free(pbuf);
-  free(paths);
+  free(specs);
   return err;
 }
 
 int vsuite_main(const vsuite *s, int argc, char **argv) {
   shared_opts o = shared_defaults(s);
   void *st = calloc(1, s->state_size);
-  char *pbuf = NULL;
-  const char **paths = NULL; /* --paths split (malloc'ed; names in pbuf) */
+  vpath_spec *specs = NULL; /* the paths, parsed (malloc'ed) */
   ds_model m;
   construct_layout L;
   vsuite_ctx x = {.model = s->no_model ? NULL : &m, .layout = s->constructed ? &L : NULL};
@@ -230,7 +233,7 @@ int vsuite_main(const vsuite *s, int argc, char **argv) {
   x.paths_given = o.paths_given;
   x.seed = o.seed;
   x.n_threads = (int)o.threads;
-  if (settle_options(s, &o, st, &x, &pbuf, &paths, &missing)) { cli_print_error(s->name); rc = EXIT_USAGE; goto out; }
+  if (settle_options(s, &o, st, &x, &specs, &missing)) { cli_print_error(s->name); rc = EXIT_USAGE; goto out; }
   if (missing) { fputs(s->usage, stderr); rc = EXIT_USAGE; goto out; } /* a required path is not named */
   if (!s->no_model) {
     const double t_open = vclock_now();
@@ -300,7 +303,6 @@ out:
   eng_free(&pl.recs);
   free(pl.at);
   if (model_open) ds_model_close(&m);
-  free(pbuf);
-  free(paths);
+  free(specs);
   return rc;
 }
