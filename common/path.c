@@ -47,12 +47,6 @@ vstatus vstep_validate(const vstep *s, const vstep_limits *L) {
   return V_OK;
 }
 
-const char *vpath_name_variant(const char *name) {
-  assert(name);
-  const char *at = strchr(name, '@');
-  return at ? at + 1 : "";
-}
-
 bool vpath_variant_has_word(const char *variant, const char *w) {
   assert(variant && w);
   const size_t n = strlen(w);

@@ -132,9 +132,6 @@ typedef struct vpath_ops {
   vpath_caps caps;
 } vpath_ops;
 
-/* The variant words of a path name ("latency:tp8@tp_nccl,tp_split_in" -> "tp_nccl,tp_split_in"; "" when
- * the name has no '@'). */
-const char *vpath_name_variant(const char *name);
 /* True when the comma-separated `variant` has the word w ("tp_nccl,tp_split_in" has "tp_split_in").
  * For a path's own parser of its variant words (tp_splits_inputs). */
 bool vpath_variant_has_word(const char *variant, const char *w);

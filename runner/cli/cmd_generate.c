@@ -62,7 +62,8 @@ static void stats_add(logit_stats *s, const float *l, int vocab) {
 
 /* generate's options, parsed and checked (gen_parse). */
 typedef struct {
-  const char *model_spec, *path_name; /* --model, --path (a registered path) */
+  const char *model_spec, *path_name; /* --model, --path as given */
+  vpath_spec path;                    /* --path parsed (a registered path) */
   long n_new, batch, layers, threads, top_k, tp; /* -n, --batch, --layers, --threads, --top-k, --tp (0: no TP) */
   double temperature, top_p;
   uint64_t seed, sample_seed;
@@ -112,11 +113,17 @@ static vstatus gen_parse(int argc, char **argv, bool registry, gen_opts *o, bool
   }
   if (o->temperature < 0 || o->top_p <= 0 || o->top_p > 1)
     return VERR("--temperature must be >= 0 and --top-p in (0, 1]");
-  if (o->dcp && o->tp == 0 && !strstr(o->path_name, ":tp"))
+  /* the path's errors come after these, as they did (no option prefix: the message predates the spec);
+   * without `registry` (a dry run prices paths a build may lack) only its syntax */
+  const vstatus ps = registry ? vpath_spec_parse(o->path_name, NULL, &o->path)
+                     : vpath_spec_split(o->path_name, &o->path) ? V_OK
+                                                                : VERR("unknown path '%s'", o->path_name);
+  const bool named_tp = ps == V_OK && o->path.tp > 0;
+  if (o->dcp && o->tp == 0 && !named_tp)
     return VERR("--dcp splits the KV cache over the tensor-parallel ranks: give --tp N too");
-  if (o->ep && o->tp == 0 && !strstr(o->path_name, ":tp"))
+  if (o->ep && o->tp == 0 && !named_tp)
     return VERR("--ep splits the routed experts over the tensor-parallel ranks: give --tp N too");
-  if (registry && !vpaths_find(o->path_name)) return VERR("unknown path '%s' (known: %s)", o->path_name, vpaths_names());
+  VTRY(ps);
   VTRY(cli_size_list("--tokens", tokens_s, &o->prompt, &o->n_prompt));
   if (stop_s && (err = cli_size_list("--stop", stop_s, &o->stops, &o->n_stops))) { gen_free(o); return err; }
   return V_OK;
@@ -161,7 +168,7 @@ vstatus generate_estimate_args(int argc, char **argv, const dry_env *env, dry_st
  * vocabulary). Returns EXIT_OK with m open; else the exit code (EXIT_CHECK_FAILED: the model does not
  * open; EXIT_USAGE: an option does not fit it) with the error printed and m closed. */
 static int gen_open_model(const gen_opts *g, ds_model *m) {
-  const bool host = vpaths_host_weights(g->path_name);
+  const bool host = g->path.caps.host_weights;
   /* under TP each rank synthesizes only its shard: no full host copy */
   if (ds_model_open(m, g->model_spec, g->seed, (int)g->layers, host && g->tp == 0)) {
     cli_print_error("generate");
@@ -195,7 +202,7 @@ static int gen_open_path(const gen_opts *g, const ds_model *m, vtrace *trace, vp
     cli_print_error("generate");
     return EXIT_USAGE;
   }
-  if (vpath_open(p, g->path_name, m, &po)) { cli_print_error("generate"); return EXIT_CHECK_FAILED; }
+  if (vpath_open(p, &g->path, m, &po)) { cli_print_error("generate"); return EXIT_CHECK_FAILED; }
   return EXIT_OK;
 }
 
@@ -330,7 +337,7 @@ static void gen_print_json(const gen_run *r) {
   cJSON_AddStringToObject(o, "path", g->path_name);
   cJSON_AddNumberToObject(o, "tp", (double)g->tp);
   cJSON_AddBoolToObject(o, "dcp", g->dcp);
-  cJSON_AddBoolToObject(o, "ep", g->ep || vpaths_name_ep(g->path_name));
+  cJSON_AddBoolToObject(o, "ep", g->ep || g->path.ep);
   cJSON *seqs = cJSON_AddArrayToObject(o, "sequences");
   for (int b = 0; b < r->B; b++) {
     cJSON *so = cJSON_CreateObject();
@@ -391,7 +398,7 @@ static vstatus gen_store(const gen_run *r, const vrec_sink *sink) {
   rec_param_int(rec, "batch", r->B);
   rec_param_int(rec, "tp", g->tp);
   if (g->dcp) rec_param_int(rec, "dcp", 1);
-  if (g->ep || vpaths_name_ep(g->path_name)) rec_param_int(rec, "ep", 1);
+  if (g->ep || g->path.ep) rec_param_int(rec, "ep", 1);
   rec_param_int(rec, "new_tokens", g->n_new);
   rec_param_num(rec, "temperature", g->temperature);
   rec_metric_value(rec, "decode_tokens_per_s", "tok/s", RB_HIGHER, per_s((double)r->decoded, r->t_decode));

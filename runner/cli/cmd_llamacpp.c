@@ -126,7 +126,9 @@ static vstatus read_peer_meta(const char *file, int vocab, int32_t **tok, int *n
 static vstatus ref_logits(const ds_model *m, const int32_t *tok, int n, int threads, float *out) {
   vpath p;
   vpath_opts po = {.max_seq = 1, .max_ctx = n, .n_threads = threads};
-  VTRY(vpath_open(&p, "cpu-ref", m, &po));
+  vpath_spec ref;
+  VTRY(vpath_spec_parse("cpu-ref", NULL, &ref));
+  VTRY(vpath_open(&p, &ref, m, &po));
   int seq = 0, pos = 0;
   vstep st = {.n_seq = 1, .seq = &seq, .n_tokens = &n, .start_pos = &pos, .tokens = tok, .all_logits = true};
   vstatus s = p.ops->forward(p.state, &st, out);

@@ -66,14 +66,14 @@ int cmd_serve(int argc, char **argv) {
     else err = VERR("unknown option '%s' (see vouch serve --help)", a);
     if (err) { cli_print_error("serve"); return EXIT_USAGE; }
   }
-  if (!vpaths_find(path_name)) {
-    VERR("--path: unknown path '%s' (known: %s)", path_name, vpaths_names());
+  vpath_spec path;
+  if (vpath_spec_parse(path_name, "--path", &path)) {
     cli_print_error("serve");
     return EXIT_USAGE;
   }
   if (!name) name = model_spec;
   ds_model m;
-  const bool host_copy = vpaths_host_weights(path_name) && vpaths_name_tp(path_name) == 0;
+  const bool host_copy = path.caps.host_weights && path.tp == 0;
   if (ds_model_open(&m, model_spec, seed, (int)layers, host_copy)) { cli_print_error("serve"); return EXIT_CHECK_FAILED; }
   const int max_pos = m.cfg.max_position_embeddings;
   if (max_ctx == 0) max_ctx = max_pos < 4096 ? max_pos : 4096;
@@ -85,7 +85,7 @@ int cmd_serve(int argc, char **argv) {
   }
   vpath_opts po = {.max_seq = (int)max_seqs, .max_ctx = (int)max_ctx, .n_threads = (int)threads};
   vpath p = {0};
-  if (vpath_open(&p, path_name, &m, &po)) { cli_print_error("serve"); ds_model_close(&m); return EXIT_CHECK_FAILED; }
+  if (vpath_open(&p, &path, &m, &po)) { cli_print_error("serve"); ds_model_close(&m); return EXIT_CHECK_FAILED; }
   serve_sched s;
   serve_http *h = NULL;
   int bound = 0, rc = EXIT_OK;

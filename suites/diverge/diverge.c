@@ -125,7 +125,7 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
   const bool forced = o->routing && o->routing->kind != ROUTE_NATURAL;
   for (int p = 1; p < P; p++) {
     memset(&res[p - 1], 0, sizeof res[p - 1]);
-    snprintf(res[p - 1].path, sizeof res[p - 1].path, "%s", o->paths[p]);
+    snprintf(res[p - 1].path, sizeof res[p - 1].path, "%s", o->paths[p].name);
     res[p - 1].supported = true;
   }
   const size_t nrows = (size_t)T * R;
@@ -152,7 +152,7 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
   }
   vpath_opts po = {.max_seq = B, .max_ctx = o->context + T * K1, .n_threads = o->n_threads};
   for (int p = 0; p < P; p++) {
-    vstatus s = vpath_open(&paths[p], o->paths[p], m, &po);
+    vstatus s = vpath_open(&paths[p], &o->paths[p], m, &po);
     if (s == V_OK) { live[p] = true; continue; }
     if (p == 0) { st = s; verr_prefix("diverge: reference path"); goto done; }
     unsupported(&res[p - 1], s, verr_msg());
@@ -162,7 +162,7 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
     for (int p = 0; p < P; p++) {
       if (!live[p]) continue;
       if (!paths[p].ops->fill_cache) {
-        if (p == 0) { st = VERR("diverge: reference path %s has no fill_cache (needed for --context)", o->paths[0]); goto done; }
+        if (p == 0) { st = VERR("diverge: reference path %s has no fill_cache (needed for --context)", o->paths[0].name); goto done; }
         unsupported(&res[p - 1], V_UNSUPPORTED, "path has no fill_cache (needed for a synthetic context)");
         live[p] = false;
         continue;
@@ -202,7 +202,7 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
       if (ss == V_OK) ss = paths[p].ops->forward(paths[p].state, &s, logits + (size_t)p * R * V);
       if (p > 0) res[p - 1].wall_s += vclock_now() - t0;
       if (ss == V_OK) continue;
-      if (p == 0) { st = ss; verr_prefix("diverge: reference path %s at step %d", o->paths[0], t); goto done; }
+      if (p == 0) { st = ss; verr_prefix("diverge: reference path %s at step %d", o->paths[0].name, t); goto done; }
       unsupported(&res[p - 1], ss, verr_msg());
       live[p] = false;
     }

@@ -28,9 +28,10 @@
 #include "common/vstatus.h"
 #include "model/model.h"
 #include "suites/engine/routing.h"
+#include "suites/paths/spec.h"
 
 typedef struct {
-  const char *const *paths; /* [n_paths] path names; paths[0] is the reference */
+  const vpath_spec *paths;  /* [n_paths] the paths (suites/paths/spec.h); paths[0] is the reference */
   int n_paths;
   int batch;                /* sequences per step */
   int context;              /* cached positions before the first decoded token (fill_cache) */

@@ -141,7 +141,7 @@ static vstatus diverge_options_done(void *st) {
   return served_url_check(s->server);
 }
 
-static vstatus diverge_paths_done(void *st, const char *const *paths, int n) {
+static vstatus diverge_paths_done(void *st, const vpath_spec *paths, int n) {
   const diverge_state *s = st;
   if (n < (s->server ? 1 : 2))
     return VERR("option --paths: give at least two paths (the first is the reference), or the reference and --server");
@@ -150,9 +150,9 @@ static vstatus diverge_paths_done(void *st, const char *const *paths, int n) {
   if (s->baseline) {
     char list[512] = "";
     for (int i = 1; i < n; i++) {
-      if (!strcmp(paths[i], s->baseline)) return V_OK;
+      if (!strcmp(paths[i].name, s->baseline)) return V_OK;
       size_t l = strlen(list);
-      snprintf(list + l, sizeof list - l, "%s%s", i > 1 ? "," : "", paths[i]);
+      snprintf(list + l, sizeof list - l, "%s%s", i > 1 ? "," : "", paths[i].name);
     }
     return VERR("option --baseline: '%s' is not one of the compared paths (--paths after the reference: %s)", s->baseline,
                 n > 1 ? list : "none");
@@ -180,7 +180,7 @@ static vstatus diverge_estimate(const void *st, const vsuite_est_ctx *x, vest *X
 
 /* The compared path of result p: --paths after the reference, then the server. */
 static const char *compared_name(const diverge_state *s, const vsuite_ctx *x, int p) {
-  return p < x->n_paths - 1 ? x->paths[p + 1] : s->srv.path;
+  return p < x->n_paths - 1 ? x->paths[p + 1].name : s->srv.path;
 }
 
 /* Whether result p is the server's. */
@@ -214,7 +214,7 @@ static vstatus diverge_prepare(void *st, const vsuite_ctx *x, bool *done) {
   if (s->server) printf("diverge: server %s, model %s (max_model_len %d): %ld top logprobs asked per row\n",
                         s->srv.conn.shown, s->srv.model, s->srv.max_len, s->server_lp);
   printf("diverge: model %s, reference %s, %ld teacher-forced steps per sequence x %ld token%s%s, routing %s%s\n",
-         x->model->source, x->paths[0], s->tokens, s->spec_k + 1, s->spec_k ? "s (verification steps)" : "",
+         x->model->source, x->paths[0].name, s->tokens, s->spec_k + 1, s->spec_k ? "s (verification steps)" : "",
          s->ragged ? ", ragged contexts" : "", s->routing_s, s->alternate ? " on even steps, natural on odd" : "");
   printf("%-*s %5s %7s %20s %10s %10s %10s %10s %8s %9s %10s %6s %7s\n", s->col_w, "path", "batch", "context", "mean KLD +/- se",
          "p99.9", "p99", "p95", "median", "same%", "RMS dp", "max|dl|", "nan", "status");
@@ -243,7 +243,12 @@ static void point_id(const diverge_state *s, const vsuite_ctx *x, int c, char *i
   if (s->spec_k) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "_k%ld", s->spec_k);
   if (s->routing.kind != ROUTE_NATURAL)
     snprintf(shape + strlen(shape), sizeof shape - strlen(shape), s->alternate ? "_forced_alt" : "_forced");
-  snprintf(id, cap, "b%d_c%d_t%ld%s_vs_%s", o.batch, o.context, s->tokens, shape, x->paths[0]);
+  char full[sizeof x->paths[0].name + sizeof shape + 64];
+  snprintf(full, sizeof full, "b%d_c%d_t%ld%s_vs_%s", o.batch, o.context, s->tokens, shape, x->paths[0].name);
+  size_t len = strlen(full); /* cut at cap as ever (a reference name too long for the id) */
+  if (len >= cap) len = cap - 1;
+  memcpy(id, full, len);
+  id[len] = 0;
 }
 
 /* The record of compared path p at point c with the parameters known before it runs; NULL on out
@@ -260,7 +265,7 @@ static vrecord *point_record(const diverge_state *s, const vsuite_ctx *x, int c,
     rec_param_int(rec, "server_logprobs", s->server_lp);
   }
   rec_param_str(rec, "model", x->model->source);
-  rec_param_str(rec, "reference", x->paths[0]);
+  rec_param_str(rec, "reference", x->paths[0].name);
   rec_param_int(rec, "batch", o.batch);
   rec_param_int(rec, "context", o.context);
   rec_param_int(rec, "tokens", o.tokens);

@@ -30,17 +30,10 @@ static vstatus split_names(const char *opt, const char *s, char **buf, const cha
   return V_OK;
 }
 
-/* Error (naming --paths and the known paths) unless every name is a registered path. */
-static vstatus check_paths(const char *const *names, int n) {
-  for (int i = 0; i < n; i++)
-    if (!vpaths_find(names[i])) return VERR("option --paths: unknown path '%s' (known: %s)", names[i], vpaths_names());
-  return V_OK;
-}
-
 /* True when one of the paths reads host weights (vpath_caps.host_weights). */
-static bool any_host(const char *const *paths, int n) {
+static bool any_host(const vpath_spec *paths, int n) {
   for (int i = 0; i < n; i++)
-    if (vpaths_host_weights(paths[i])) return true;
+    if (paths[i].caps.host_weights) return true;
   return false;
 }
 
@@ -167,19 +160,35 @@ static vstatus parse_options(const vsuite *s, int argc, char **argv, shared_opts
   return V_OK;
 }
 
-/* After parse_options: the paths into x (--paths split into *pbuf / *paths, or the suite's own),
- * checked against the registry when `registry`, then the suite's options_done and (with registry)
- * paths_done. *missing: a required path is not given (x->n_paths 0; no error set). Error: a usage
- * error naming the option. */
-static vstatus settle_options(const vsuite *s, const shared_opts *o, void *st, vsuite_ctx *x, char **pbuf,
-                              const char ***paths, bool registry, bool *missing) {
+/* After parse_options: the paths into x (--paths split, or the suite's own), parsed once into *specs
+ * (malloc'ed; x->paths points at them): with `registry` by vpath_spec_parse, which checks each against
+ * the registry, then the suite's options_done and paths_done; without it (the dry run prices paths a
+ * build may lack) by their syntax alone (vpath_spec_split), then options_done. *missing: a required
+ * path is not given (x->n_paths 0; no error set). Error: a usage error naming the option. */
+static vstatus settle_options(const vsuite *s, const shared_opts *o, void *st, vsuite_ctx *x, vpath_spec **specs,
+                              bool registry, bool *missing) {
   *missing = false;
   if (s->no_model) return s->options_done(st); /* no paths, no model */
-  VTRY(s->paths ? s->paths(st, &x->paths, &x->n_paths)
-                : o->paths ? split_names("--paths", o->paths, pbuf, paths, &x->n_paths) : V_OK);
-  if (!s->paths) x->paths = *paths;
-  if (x->n_paths == 0) { *missing = true; return V_OK; }
-  if (registry) VTRY(check_paths(x->paths, x->n_paths));
+  char *pbuf = NULL;
+  const char **split = NULL; /* --paths split (malloc'ed; names in pbuf) */
+  const char *const *names = NULL;
+  int n = 0;
+  vstatus err = s->paths ? s->paths(st, &names, &n)
+                         : o->paths ? split_names("--paths", o->paths, &pbuf, &split, &n) : V_OK;
+  if (!s->paths) names = split;
+  if (!err && n > 0) {
+    *specs = calloc((size_t)n, sizeof **specs);
+    if (!*specs) err = VERR("out of memory");
+    else if (registry) err = vpath_specs_parse(names, n, "option --paths", *specs);
+    for (int i = 0; !err && !registry && i < n; i++)
+      if (!vpath_spec_split(names[i], &(*specs)[i])) err = VERR("option --paths: unknown path '%s'", names[i]);
+  }
+  free(pbuf);
+  free(split);
+  if (err) return err;
+  x->paths = *specs;
+  x->n_paths = n;
+  if (n == 0) { *missing = true; return V_OK; }
   VTRY(s->options_done(st));
   return registry && s->paths_done ? s->paths_done(st, x->paths, x->n_paths) : V_OK;
 }
@@ -195,8 +204,8 @@ typedef struct {
   shared_opts o;       /* the driver's options */
   void *st;            /* the suite's state (calloc'ed, init; NULL: out of memory) */
   vsuite_ctx x;        /* paths, paths_given, seed, n_threads (the rest is the caller's) */
-  char *pbuf;          /* --paths split: the names (malloc'ed) */
-  const char **paths;  /* [x.n_paths] --paths split (malloc'ed) */
+  vpath_spec *specs;   /* [x.n_paths] the paths, parsed once (malloc'ed; x.paths points at them) */
+  const char **names;  /* [x.n_paths] their names, for an estimate (malloc'ed; into specs) */
   bool help;           /* --help given: nothing after it is read, nor the paths */
   bool missing;        /* a required path is not named (no error set) */
 } suite_args;
@@ -214,14 +223,14 @@ static vstatus build_args(const vsuite *s, int argc, char **argv, bool registry,
   a->x.paths_given = a->o.paths_given;
   a->x.seed = a->o.seed;
   a->x.n_threads = (int)a->o.threads;
-  return settle_options(s, &a->o, a->st, &a->x, &a->pbuf, &a->paths, registry, &a->missing);
+  return settle_options(s, &a->o, a->st, &a->x, &a->specs, registry, &a->missing);
 }
 
 static void free_args(const vsuite *s, suite_args *a) {
   if (a->st) s->free(a->st);
   free(a->st);
-  free(a->pbuf);
-  free(a->paths);
+  free(a->specs);
+  free(a->names);
 }
 
 /* The suite that runs argv: s, or the one its mode names. */
@@ -255,8 +264,10 @@ vstatus vsuite_estimate(const vsuite *s, int argc, char **argv, const dry_env *e
     verr_prefix("%s: --model %s", argv[0], a.o.model);
     err = V_ERR;
   }
+  if (!err && a.x.n_paths && !(a.names = malloc((size_t)a.x.n_paths * sizeof *a.names))) err = VERR("out of memory");
+  for (int i = 0; !err && i < a.x.n_paths; i++) a.names[i] = a.specs[i].name;
   if (!err) {
-    const vsuite_est_ctx ex = {.paths = a.x.paths, .n_paths = a.x.n_paths, .model = s->no_model ? NULL : a.o.model,
+    const vsuite_est_ctx ex = {.paths = a.names, .n_paths = a.x.n_paths, .model = s->no_model ? NULL : a.o.model,
                                .layers = (int)a.o.layers, .seed = a.o.seed};
     vest X = {.cfg = s->no_model ? NULL : &cfg, .env = env, .out = out};
     err = s->estimate(a.st, &ex, &X);

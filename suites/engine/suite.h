@@ -14,7 +14,8 @@
  *
  * vsuite_main(s, argc, argv, sink) (argv[0]: the suite's last command word; sink: the run's, NULL on its own):
  *   init; option for each argument that is not the driver's; the paths (--paths split, or the
- *   suite's own `paths`) checked against the registry; options_done; paths_done; the model opens;
+ *   suite's own `paths`) parsed once into specs (vpath_spec_parse: registered paths, errors naming
+ *   --paths); options_done; paths_done; the model opens;
  *   check; prepare; the planned records of every case (plan: under `vouch run` stored as not_run);
  *   for each case c: kept(c) when a resumed run holds all of its planned records (skip_stored),
  *   else run(c), record(c), flush (its records replace their not_run ones), print_case(c);
@@ -51,10 +52,12 @@
 #include "suites/engine/engine.h"
 #include "suites/engine/sink.h"
 #include "suites/engine/estimate.h"
+#include "suites/paths/spec.h"
 
 /* What the driver hands the suite's functions from check on: the shared options and the model. */
 typedef struct {
-  const char *const *paths;       /* [n_paths] --paths (or the suite's default), each a registered path */
+  const vpath_spec *paths;        /* [n_paths] --paths (or the suite's own paths), parsed once (vpath_spec_parse):
+                                   * each a registered path; .name the text as given, for records */
   int n_paths;
   bool paths_given;               /* --paths was on the command line */
   uint64_t seed;                  /* --seed (default 1, or 0 with vsuite.seed_zero): the suite's prompts and draws */
@@ -128,7 +131,7 @@ struct vsuite {
   vstatus (*paths)(void *st, const char *const **paths, int *n);
   /* After options_done, before the model opens: checks the path list (how many; an error names
    * the option and is a usage error). */
-  vstatus (*paths_done)(void *st, const char *const *paths, int n);
+  vstatus (*paths_done)(void *st, const vpath_spec *paths, int n);
   /* Case c's records as they will be made (suite, case_id, path and the parameters known before
    * the case runs), in recs (eng_new); called for every case after prepare. Under `vouch run` the
    * driver stores them with status not_run, so an interrupted run shows the cases it did not

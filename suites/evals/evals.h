@@ -22,10 +22,11 @@
 #include "common/vstatus.h"
 #include "model/construct.h"
 #include "model/model.h"
+#include "suites/paths/spec.h"
 
 /* ---- mrcr ---- */
 typedef struct {
-  const char *const *paths; /* [n_paths]; paths[0] is the reference of the pairwise comparison */
+  const vpath_spec *paths;  /* [n_paths] (suites/paths/spec.h); paths[0] is the reference of the pairwise comparison */
   int n_paths;
   const long *bins;         /* [n_bins] context lengths (prompt tokens before the queries) */
   int n_bins;
@@ -88,7 +89,7 @@ void mrcr_result_free(mrcr_result *r);
 
 /* ---- chain ---- */
 typedef struct {
-  const char *const *paths;
+  const vpath_spec *paths;  /* [n_paths] (suites/paths/spec.h); paths[0] is the reference */
   int n_paths;
   const long *hops;         /* [n_hops] hop counts scored (ascending); the run goes to the largest */
   int n_hops;

@@ -22,21 +22,24 @@ vstatus eval_paths_open(eval_paths *ep, const eval_opts *e, const vsuite_ctx *x)
   ep->server = -1;
   /* with --server alone the driver's default --paths are not run: the server is scored against the truth */
   const int n_in = e->server && !x->paths_given ? 0 : x->n_paths;
-  ep->names = calloc((size_t)n_in + 1, sizeof *ep->names);
-  if (!ep->names) return VERR("out of memory");
-  for (int i = 0; i < n_in; i++) ep->names[i] = x->paths[i];
+  ep->paths = calloc((size_t)n_in + 1, sizeof *ep->paths);
+  if (!ep->paths) return VERR("out of memory");
+  for (int i = 0; i < n_in; i++) ep->paths[i] = x->paths[i];
   ep->n = n_in;
   if (!e->server) return V_OK;
   eval_server *sv = &ep->sv;
   VTRY(served_target_open(sv, e->server, e->server_model, 600, x->layout->vocab, x->model));
   ep->server = ep->n;
-  ep->names[ep->n++] = sv->path;
+  /* the server's spec is its name only (no ops: not opened), cut where the results' path field cuts it */
+  vpath_spec *sp = &ep->paths[ep->n++];
+  const size_t len = strlen(sv->path) < sizeof sp->name ? strlen(sv->path) : sizeof sp->name - 1;
+  memcpy(sp->name, sv->path, len); /* calloc'ed: NUL-terminated */
   return V_OK;
 }
 
 void eval_paths_free(eval_paths *ep) {
-  free(ep->names);
-  ep->names = NULL;
+  free(ep->paths);
+  ep->paths = NULL;
   ep->n = 0;
 }
 

@@ -46,9 +46,9 @@ typedef served_target eval_server; /* the server, its model and what it declares
 /* The paths of an eval: the in-process ones of --paths (none when --server comes without
  * --paths), then the server. */
 typedef struct {
-  const char **names;     /* [n] path names (the in-process ones point into the driver's list) */
+  vpath_spec *paths;      /* [n] the paths (copies of the driver's), then the server's: its name only (ops NULL) */
   int n;
-  int server;             /* index of the server in names, -1: no --server */
+  int server;             /* index of the server in paths, -1: no --server */
   eval_server sv;         /* the server, when server >= 0 */
 } eval_paths;
 

@@ -40,7 +40,7 @@ typedef struct {
 /* Bounds of one check, derived from the floor's figures on the same rows (or the options). */
 typedef struct {
   double kld, tv, eps;  /* nats, probability, logits */
-  char src[160];
+  char src[224];        /* cut to feat_check.bound_source (160) where it is set */
 } bounds;
 
 static bool has_floor(const pair *P) { return P->flr.ops != NULL; }
@@ -53,7 +53,7 @@ static bounds derive(const pair *P, double floor_kld, double floor_tv, double fl
     b.kld = k1 * k1 * floor_kld + 1e-12;
     b.tv = k1 * floor_tv + 1e-12;
     b.eps = 2 * k1 * floor_d;
-    snprintf(b.src, sizeof b.src, "floor %s on the same rows (k=%g): KLD %.3g, TV %.3g, top-2 error %.3g", P->o->floor,
+    snprintf(b.src, sizeof b.src, "floor %s on the same rows (k=%g): KLD %.3g, TV %.3g, top-2 error %.3g", P->o->floor->name,
              FEAT_ACCURACY_RATIO, floor_kld, floor_tv, floor_d);
   } else {
     b.kld = P->o->kld_tol;
@@ -461,8 +461,8 @@ vstatus features_begin(const ds_model *m, const feat_opts *o, feat_session **out
   if (full > m->cfg.max_position_embeddings || full < 16)
     return VERR("features: option 'full_ctx' %d outside [16, max_position_embeddings %d]", full,
                 m->cfg.max_position_embeddings);
-  if (o->floor && !strcmp(o->floor, o->ref))
-    return VERR("features: option 'floor' must be another computation than the reference '%s'", o->ref);
+  if (o->floor && !strcmp(o->floor->name, o->ref->name))
+    return VERR("features: option 'floor' must be another computation than the reference '%s'", o->ref->name);
   feat_session *f = calloc(1, sizeof *f);
   if (!f) return VERR("features: out of memory");
   f->o = *o;

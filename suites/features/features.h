@@ -41,6 +41,7 @@
 #include "model/model.h"
 #include "suites/engine/bounds.h"
 #include "suites/engine/routing.h"
+#include "suites/paths/spec.h"
 
 /* undecided: the check ran and could decide nothing (stop_tokens: no start token whose reference sequence
  * stays decided): never a pass, never a fail, counted (docs/verdicts.md). */
@@ -59,9 +60,9 @@ typedef struct {
 } feat_check;
 
 typedef struct {
-  const char *path;       /* path under test */
-  const char *ref;        /* reference path */
-  const char *floor;      /* fp32 path computing the same short-context rows (NULL: none) */
+  const vpath_spec *path;  /* path under test (suites/paths/spec.h) */
+  const vpath_spec *ref;   /* reference path */
+  const vpath_spec *floor; /* fp32 path computing the same short-context rows (NULL: none) */
   int full_ctx;           /* context of the full-context check (0: max_position_embeddings) */
   double kld_tol;         /* KLD bound (nats) where no floor applies */
   double margin_eps;      /* margin rule's epsilon (logits) where no floor applies */
@@ -81,7 +82,7 @@ typedef struct feat_session feat_session;
 
 /* Checks o against the model (full_ctx in [16, max_position_embeddings], a floor other than the
  * reference) and makes the session in *out; opens no path yet (when every check is left out, none
- * is opened). o's strings must outlive the session. Error names the option. */
+ * is opened). o's paths must outlive the session. Error names the option. */
 vstatus features_begin(const ds_model *m, const feat_opts *o, feat_session **out);
 /* Runs check i (0 full_context, 1 sampling, 2 structured, 3 speculative, 4 stop_tokens) into *out.
  * The first call opens the paths; the sampling rows are decoded before the first of full_context

@@ -101,7 +101,7 @@ static vstatus reference_sequence(feat_served *f) {
       memcpy(f->seq, seq, sizeof seq);
     }
   }
-  if (st) verr_prefix("features: reference path %s", f->o.ref);
+  if (st) verr_prefix("features: reference path %s", f->o.ref->name);
   free(lg);
   vpath_close(&ref);
   return st;

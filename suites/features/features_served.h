@@ -20,7 +20,7 @@ const char *features_served_check_name(int i);
 typedef struct {
   const served_target *t;
   const ds_model *m;
-  const char *ref;        /* reference path (in process) */
+  const vpath_spec *ref;  /* reference path (in process; suites/paths/spec.h) */
   double margin_eps;      /* logits: the reference's greedy sequence is compared only while its top-2
                              margin exceeds this */
   uint64_t seed;

@@ -60,81 +60,18 @@ static const char *intern_variant(const char *v) {
   return out;
 }
 
-/* The options a path name fixes: NAME[:tpN][:ep][:dcp][@VARIANT] (":ep" and ":dcp" after ":tpN", in
- * either order, each at most once). */
-typedef struct {
-  int tp;   /* N of ":tpN", 0 when absent */
-  bool dcp; /* ":dcp": decode context parallelism over the TP ranks */
-  bool ep;  /* ":ep": expert parallelism over the TP ranks */
-} name_opts;
-
-/* NAME[:tpN][:ep][:dcp][@VARIANT] -> base NAME, options, variant ("" when none; vsize bytes); false
- * on a bad suffix. */
-static bool parse_name(const char *name, char *base, size_t n, name_opts *no, char *variant, size_t vsize) {
-  memset(no, 0, sizeof *no);
-  snprintf(base, n, "%s", name);
-  char *at = strchr(base, '@');
-  if (variant && vsize) variant[0] = 0;
-  if (at) {
-    if (!at[1] || strlen(at + 1) >= 64) return false;
-    if (variant) snprintf(variant, vsize, "%s", at + 1);
-    *at = 0;
-  }
-  char *c = strrchr(base, ':');
-  for (;;) { /* trailing ":dcp" / ":ep", each once */
-    if (c && strcmp(c, ":dcp") == 0 && !no->dcp) no->dcp = true;
-    else if (c && strcmp(c, ":ep") == 0 && !no->ep) no->ep = true;
-    else break;
-    *c = 0;
-    c = strrchr(base, ':');
-  }
-  if (!c) return true;
-  if (strncmp(c, ":tp", 3) != 0) return false;
-  char *end;
-  long v = strtol(c + 3, &end, 10);
-  if (end == c + 3 || *end || v < 1 || v > 4096) return false;
-  no->tp = (int)v;
-  *c = 0;
-  return true;
-}
-
-int vpaths_name_tp(const char *name) {
-  char base[128];
-  name_opts no;
-  return parse_name(name, base, sizeof base, &no, NULL, 0) ? no.tp : 0;
-}
-
-bool vpaths_name_dcp(const char *name) {
-  char base[128];
-  name_opts no;
-  return parse_name(name, base, sizeof base, &no, NULL, 0) && no.dcp;
-}
-
-bool vpaths_name_ep(const char *name) {
-  char base[128];
-  name_opts no;
-  return parse_name(name, base, sizeof base, &no, NULL, 0) && no.ep;
-}
-
 const vpath_ops *vpaths_find(const char *name) {
-  char base[128];
-  name_opts no;
-  if (!parse_name(name, base, sizeof base, &no, NULL, 0)) return NULL;
   for (size_t i = 0; i < sizeof g_builtin / sizeof g_builtin[0]; i++)
-    if (strcmp(g_builtin[i]->name, base) == 0) return g_builtin[i];
+    if (strcmp(g_builtin[i]->name, name) == 0) return g_builtin[i];
   for (int i = 0; i < g_n_loaded; i++)
-    if (strcmp(g_loaded[i]->name, base) == 0) return g_loaded[i];
+    if (strcmp(g_loaded[i]->name, name) == 0) return g_loaded[i];
   return NULL;
 }
 
 bool vpaths_host_weights(const char *name) {
-  const vpath_ops *ops = vpaths_find(name);
+  vpath_spec s;
+  const vpath_ops *ops = vpath_spec_split(name, &s) ? vpaths_find(s.base) : NULL;
   return ops && ops->caps.host_weights;
-}
-
-bool vpaths_tp_splits_inputs(const char *name) {
-  const vpath_ops *ops = vpaths_find(name);
-  return ops && ops->caps.tp_splits_inputs && ops->caps.tp_splits_inputs(vpath_name_variant(name));
 }
 
 /* True when the byte behind a declared bool is 0 or 1 (a library's struct may hold anything). */
@@ -312,24 +249,21 @@ static vstatus open_tp(vpath *p, const vpath_ops *ops, const ds_model *m, const 
   return s;
 }
 
-vstatus vpath_open(vpath *p, const char *name, const ds_model *m, const vpath_opts *o) {
+vstatus vpath_open(vpath *p, const vpath_spec *spec, const ds_model *m, const vpath_opts *o) {
+  assert(spec);
   memset(p, 0, sizeof *p);
-  const vpath_ops *ops = vpaths_find(name);
-  if (!ops)
-    return VERR("unknown path '%s' (known: %s; NAME:tpN opens TP N, NAME:tpN:dcp adds decode context parallelism, "
-                "NAME:tpN:ep expert parallelism)", name, vpaths_names());
-  char base[128];
-  name_opts no;
-  char variant[64];
-  parse_name(name, base, sizeof base, &no, variant, sizeof variant);
+  const vpath_ops *ops = spec->ops;
+  const char *name = spec->name;
+  if (!ops) /* not from vpath_spec_parse: a name only (an eval's server) */
+    return VERR("unknown path '%s' (known: %s)", name, vpaths_names());
   p->opts = *o;
-  if (variant[0]) { /* NAME@VARIANT overrides --variant */
-    p->opts.variant = intern_variant(variant);
+  if (spec->variant[0]) { /* NAME@VARIANT overrides --variant */
+    p->opts.variant = intern_variant(spec->variant);
     if (!p->opts.variant) return VERR("path %s: too many distinct @variants in one process (%d)", name, MAX_VARIANTS);
   }
-  if (no.tp > 0) p->opts.tp = no.tp;
-  if (no.dcp) p->opts.dcp = true;
-  if (no.ep) p->opts.ep = true;
+  if (spec->tp > 0) p->opts.tp = spec->tp;
+  if (spec->dcp) p->opts.dcp = true;
+  if (spec->ep) p->opts.ep = true;
   vstatus s;
   char names[256];
   if (p->opts.ep && !ops->caps.ep) { /* before any rank opens */
@@ -361,32 +295,52 @@ void vpath_close(vpath *p) {
   memset(p, 0, sizeof *p);
 }
 
-vstatus vpath_estimate(const char *name, const ds_config *full, const vpath_opts *o, int sms, int rows,
-                       int logit_rows, ds_mem_estimate *out) {
+/* The memory models of the built-in paths (model/mem_estimate.h), by registered name: the registry's
+ * declaration, listed also where this build lacks the path (the dry run prices GPUs the build may not
+ * have). */
+typedef vstatus (*mem_model_fn)(const ds_config *c, const ds_mem_opts *o, ds_mem_estimate *out);
+static const struct {
+  const char *name;
+  mem_model_fn fn;
+} g_mem_models[] = {{"cpu-ref", ds_mem_cpu_ref}, {"cuda-ref", ds_mem_cuda_ref}, {"latency", ds_mem_latency}};
+
+vstatus(vpath_estimate)(const vpath_spec *spec, const ds_config *full, const vpath_opts *o, int sms, int rows,
+                        int logit_rows, ds_mem_estimate *out) {
+  assert(spec);
   memset(out, 0, sizeof *out);
-  char base[128];
-  name_opts no;
-  if (!parse_name(name, base, sizeof base, &no, NULL, 0)) return VERR("path '%s': malformed name", name);
-  const int tp = no.tp > 0 ? no.tp : o->tp;
-  const bool ep = no.ep || o->ep;
+  mem_model_fn fn = NULL;
+  const int slot = spec->ops ? slot_of(spec->ops) : -1;
+  if (!spec->ops || (slot >= 0 && slot < (int)N_BUILTIN)) /* a loaded path of a built-in's name has none */
+    for (size_t i = 0; i < sizeof g_mem_models / sizeof *g_mem_models && !fn; i++)
+      if (!strcmp(g_mem_models[i].name, spec->base)) fn = g_mem_models[i].fn;
+  const int tp = spec->tp > 0 ? spec->tp : o->tp;
+  const bool ep = spec->ep || o->ep;
   ds_config local = *full;
-  ds_mem_opts mo = {.max_seq = o->max_seq, .max_ctx = o->max_ctx, .tp = tp, .dcp = no.dcp || o->dcp, .sms = sms,
+  ds_mem_opts mo = {.max_seq = o->max_seq, .max_ctx = o->max_ctx, .tp = tp, .dcp = spec->dcp || o->dcp, .sms = sms,
                     .rows = rows, .logit_rows = logit_rows};
   if (tp > 1) {
     VTRY(ds_shard_config_ep(full, tp, ep, &local));
     mo.lm_rows = ds_shard_vocab_block(full->vocab_size, tp);
   }
-  if (!strcmp(base, "cpu-ref")) {
-    VTRY(ds_mem_cpu_ref(&local, &mo, out));
-    if (tp > 1) { /* simulated ranks in this process: the host holds every shard */
+  if (!fn) return VUNSUPPORTED("path '%s': no memory model (built-in paths: cpu-ref, cuda-ref, latency)", spec->name);
+  VTRY(fn(&local, &mo, out));
+  if (spec->caps.tp == VPATH_TP_THREADS) { /* simulated ranks in this process: the host holds every shard */
+    if (tp > 1) {
       out->weight_bytes *= tp, out->kv_bytes *= tp, out->work_bytes *= tp;
       out->host_bytes = ds_mem_total(out);
     }
     return V_OK;
   }
-  if (!strcmp(base, "cuda-ref")) VTRY(ds_mem_cuda_ref(&local, &mo, out));
-  else if (!strcmp(base, "latency")) VTRY(ds_mem_latency(&local, &mo, out));
-  else return VUNSUPPORTED("path '%s': no memory model (built-in paths: cpu-ref, cuda-ref, latency)", name);
   out->ranks = tp > 1 ? tp : 1;
   return V_OK;
+}
+
+vstatus vpath_estimate_name(const char *name, const ds_config *full, const vpath_opts *o, int sms, int rows,
+                            int logit_rows, ds_mem_estimate *out) {
+  vpath_spec s;
+  memset(out, 0, sizeof *out);
+  if (!vpath_spec_split(name, &s)) return VERR("path '%s': malformed name", name);
+  s.ops = vpaths_find(s.base);
+  if (s.ops) s.caps = s.ops->caps;
+  return (vpath_estimate)(&s, full, o, sms, rows, logit_rows, out);
 }

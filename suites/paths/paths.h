@@ -6,24 +6,18 @@
 #include "common/path.h"
 #include "model/mem_estimate.h"
 #include "model/model.h"
+#include "suites/paths/spec.h"
 
-/* NULL when unknown ("NAME:tpN", "NAME:tpN:dcp", "NAME:tpN:ep", "NAME@VARIANT" find NAME). */
+/* The registered path NAME (built-in or loaded; no suffixes: a user's text goes through vpath_spec_parse,
+ * suites/paths/spec.h), NULL when there is none. */
 const vpath_ops *vpaths_find(const char *name);
 /* Space-separated names of the built-in paths. */
 const char *vpaths_names(void);
-/* The TP degree a name fixes ("latency:tp4@x" -> 4), 0 when it fixes none or is malformed. */
-int vpaths_name_tp(const char *name);
-/* True when the name asks for decode context parallelism ("NAME:tpN:dcp[@VARIANT]"). */
-bool vpaths_name_dcp(const char *name);
-/* True when the name asks for expert parallelism ("NAME:tpN:ep[:dcp][@VARIANT]"). */
-bool vpaths_name_ep(const char *name);
-/* True when the path `name` declares host weights (vpath_caps.host_weights): its model must be opened
- * with a host copy. False for an unknown name. */
+/* Compatibility for runner/plan/dryrun.c, whose cost model is moving (issue 35; remove with its last
+ * name call): true when `name` (any NAME[:tpN][:ep][:dcp][@VARIANT]) is a registered path that declares
+ * host weights (vpath_caps.host_weights); false for a malformed or unknown name. Others read
+ * vpath_spec.caps.host_weights. */
 bool vpaths_host_weights(const char *name);
-/* True when, under TP, the path `name` with the variant words after its '@' reads only its share of the
- * input projections and the router (vpath_caps.tp_splits_inputs; the sweep's byte model). False for an
- * unknown name or a path that does not declare it. */
-bool vpaths_tp_splits_inputs(const char *name);
 /* Adds a path to the registry; it is then found by ops->name. The declaration is checked as untrusted
  * input: V_ERR naming `origin` (a file, for messages) and the field when the name is empty, too long
  * or holds ':', '@', ',' or blanks, is already a path, open/forward/close is NULL, a bool is not 0/1,
@@ -40,24 +34,36 @@ int vpaths_n_loaded(void);
 /* Loaded path i (0 <= i < vpaths_n_loaded()); *file (when file is not NULL) is its --path-lib file as
  * given, NULL for a path registered in code. */
 const vpath_ops *vpaths_loaded(int i, const char **file);
-/* Finds and opens a path; unknown names are an error listing the known ones.
- * Tensor parallelism (docs/tensor-parallel.md): o->tp >= 1, or a name "NAME:tpN", opens the
- * TP wrapper (reference/cpu/cpu_tp.h) of NAME at degree N on m's shards: cpu-ref with thread
- * communicators, cuda-ref and latency with NCCL. tp 1 runs the wrapper and its communication
- * calls with one rank (the cost of the TP code path); tp 0 opens the plain path. ":dcp" adds
- * decode context parallelism (cpu-ref, latency). ":ep" (or o->ep) makes the routed experts
- * expert-parallel over the TP ranks (cpu-ref only: other paths are V_UNSUPPORTED with the reason,
- * before any rank opens); ":ep:dcp" combines both. "@VARIANT" sets o->variant for this path only, so one
- * sweep can compare variants of a path ("latency:tp4@tp_rsag", "latency@v5_cublas"). */
-vstatus vpath_open(vpath *p, const char *name, const ds_model *m, const vpath_opts *o);
+/* Opens the path `spec` (vpath_spec_parse) with options o on model m.
+ * Tensor parallelism (docs/tensor-parallel.md): o->tp >= 1, or spec->tp (a name's ":tpN", which wins),
+ * opens the TP wrapper (reference/cpu/cpu_tp.h) of the path at degree N on m's shards, with the
+ * communicators its caps.tp declares (cpu-ref: threads; cuda-ref and latency: NCCL). tp 1 runs the
+ * wrapper and its communication calls with one rank (the cost of the TP code path); tp 0 opens the plain
+ * path. spec->dcp (or o->dcp) adds decode context parallelism, spec->ep (or o->ep) makes the routed
+ * experts expert-parallel over the TP ranks; a path that does not declare them (caps.dcp, caps.ep) is
+ * V_UNSUPPORTED with the reason before any rank opens, and either without a TP degree is V_ERR.
+ * spec->variant (when not "") sets o->variant for this path only, so one sweep can compare variants of a
+ * path ("latency:tp4@tp_rsag", "latency@v5_cublas"). Errors are prefixed "path NAME" (spec->name); a spec
+ * without ops (not parsed: a name only) is V_ERR "unknown path". */
+vstatus vpath_open(vpath *p, const vpath_spec *spec, const ds_model *m, const vpath_opts *o);
 void vpath_close(vpath *p);
-/* The memory path `name` (with its :tpN/:dcp/:ep/@VARIANT suffixes) needs when opened with o on a
- * model of config `full` (the unsharded config): the same arithmetic the path refuses an open with
- * (model/mem_estimate.h), per GPU and on each rank's shard under TP. sms: the GPU's SMs (0: an
- * H200's); rows, logit_rows: token rows and logit rows of the largest forward that will run
- * (ds_mem_opts; 0: none beyond what open allocates). V_UNSUPPORTED for a path with no memory model
- * (one loaded with --path-lib). */
-vstatus vpath_estimate(const char *name, const ds_config *full, const vpath_opts *o, int sms, int rows,
-                       int logit_rows, ds_mem_estimate *out);
+/* The memory the path `spec` needs when opened with o (spec's tp, dcp, ep win over o's, as in vpath_open)
+ * on a model of config `full` (the unsharded config): the same arithmetic the path refuses an open with
+ * (model/mem_estimate.h), per GPU and on each rank's shard under TP; a path with simulated ranks
+ * (caps.tp threads) holds every rank's shard in host memory. sms: the GPU's SMs (0: an H200's); rows,
+ * logit_rows: token rows and logit rows of the largest forward that will run (ds_mem_opts; 0: none beyond
+ * what open allocates). The memory models are the registry's, one per built-in path, known also for the
+ * built-in paths this build lacks (spec->ops NULL: a vpath_spec_split spec). V_UNSUPPORTED for a path
+ * with no memory model (one loaded with --path-lib); V_ERR when the model cannot be split tp ways. */
+vstatus(vpath_estimate)(const vpath_spec *spec, const ds_config *full, const vpath_opts *o, int sms, int rows,
+                        int logit_rows, ds_mem_estimate *out);
+/* Compatibility for runner/plan/dryrun.c (issue 35; remove with its last name call, with the macro
+ * below): vpath_estimate of the name's syntax (vpath_spec_split; the path need not be in this build).
+ * V_ERR for a malformed name. */
+vstatus vpath_estimate_name(const char *name, const ds_config *full, const vpath_opts *o, int sms, int rows,
+                            int logit_rows, ds_mem_estimate *out);
+#define vpath_estimate(path, ...)                                                                              \
+  _Generic((path), char *: vpath_estimate_name, const char *: vpath_estimate_name, default: (vpath_estimate))( \
+      path, __VA_ARGS__)
 
 #endif

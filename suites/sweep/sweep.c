@@ -134,10 +134,10 @@ static vstatus membw_for(runner *R, const vpath_ops *ops, double *gbs, const cha
   return V_OK;
 }
 
-double sweep_rank_bytes(const ds_config *c, int tp, const char *path, int b, int ctx, double experts, bool latent_kv) {
+double sweep_rank_bytes(const ds_config *c, int tp, const vpath_spec *path, int b, int ctx, double experts, bool latent_kv) {
   ds_config lc;
   if (tp <= 1 || ds_shard_config(c, tp, &lc) != V_OK) return ds_decode_bytes(c, b, ctx, experts, latent_kv);
-  const bool dcp = path && vpaths_name_dcp(path), split_in = path && vpaths_tp_splits_inputs(path);
+  const bool dcp = path && path->dcp, split_in = path && path->splits_inputs;
   const int blk = ds_shard_vocab_block(c->vocab_size, tp);
   const int kv_ctx = dcp && latent_kv ? (ctx + tp - 1) / tp : ctx; /* ctx only scales the KV term */
   double bytes = ds_decode_bytes(&lc, b, kv_ctx, experts, latent_kv) - (double)(c->vocab_size - blk) * c->hidden_size * 2.0;
@@ -156,8 +156,8 @@ static sweep_point *add_point(runner *R, int pi, int tp, int b, int ctx) {
   sweep_result *res = R->res;
   sweep_point *p = &res->p[res->n++]; /* capacity reserved for the whole grid up front */
   memset(p, 0, sizeof *p);
-  snprintf(p->path, sizeof p->path, "%s", R->o->paths[pi]);
-  const int named = vpaths_name_tp(R->o->paths[pi]); /* a name's ":tpN" wins over the grid's --tp */
+  snprintf(p->path, sizeof p->path, "%s", R->o->paths[pi].name);
+  const int named = R->o->paths[pi].tp; /* a name's ":tpN" wins over the grid's --tp */
   p->tp = named ? named : tp;
   p->batch = b;
   p->ctx = ctx;
@@ -356,7 +356,7 @@ static vstatus run_point(runner *R, const int *act_in, int n_in, sweep_point **p
     p->latent_kv = ops->latent_kv;
     /* T tokens run but the weights are read once; KV read per sequence at its mean length */
     p->bytes_per_step =
-        sweep_rank_bytes(c, p->tp, p->path, b, (int)llround(p->mean_ctx), p->experts_touched, p->latent_kv);
+        sweep_rank_bytes(c, p->tp, &o->paths[act[a]], b, (int)llround(p->mean_ctx), p->experts_touched, p->latent_kv);
     const char *how = "";
     VTRY(membw_for(R, ops, &p->membw_gbs, &how));
     snprintf(p->membw_how, sizeof p->membw_how, "%s", how);
@@ -373,7 +373,7 @@ static bool open_paths(runner *R, const int *act, int n, int max_seq, int max_ct
   vpath_opts po = {.max_seq = max_seq, .max_ctx = max_ctx, .n_threads = R->o->n_threads, .device = R->o->device};
   if (R->cur_tp > 1) po.tp = R->cur_tp; /* --tp N: N ranks (a name's ":tpN" still wins) */
   for (int i = 0; i < n; i++) {
-    if (vpath_open(&R->open[act[i]], R->o->paths[act[i]], R->m, &po) != V_OK) {
+    if (vpath_open(&R->open[act[i]], &R->o->paths[act[i]], R->m, &po) != V_OK) {
       snprintf(why, why_n, "%s%s", n > 1 ? "with all paths open together: " : "", verr_msg());
       close_all(R);
       return false;
@@ -475,9 +475,8 @@ vstatus sweep_check(const sweep_opts *o) {
   if (o->spec_k < 0 || o->spec_al < 1 || o->spec_al > o->spec_k + 1)
     return VERR("--spec: need K >= 0 and 1 <= AL <= K+1 (got K=%d AL=%d)", o->spec_k, o->spec_al);
   for (int i = 0; i < o->n_paths; i++) {
-    if (!vpaths_find(o->paths[i])) return VERR("--paths: unknown path '%s' (known: %s)", o->paths[i], vpaths_names());
     for (int j = 0; j < i; j++)
-      if (!strcmp(o->paths[i], o->paths[j])) return VERR("--paths: '%s' listed twice", o->paths[i]);
+      if (!strcmp(o->paths[i].name, o->paths[j].name)) return VERR("--paths: '%s' listed twice", o->paths[i].name);
   }
   for (int i = 0; i < o->n_batches; i++)
     if (o->batches[i] < 1) return VERR("--batch: %d must be >= 1", o->batches[i]);

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "common/path.h"
+#include "suites/paths/spec.h"
 #include "model/model.h"
 #include "suites/engine/routing.h"
 #include "suites/engine/stats.h"
@@ -48,7 +49,7 @@ const char *sweep_workload_name(sweep_workload w); /* "decode", "prefill+decode"
 double sweep_distinct_experts(const int32_t *ids, int n_moe, int T, int K, int E);
 
 typedef struct {
-  const char *const *paths; /* [n_paths] path names; the first is the baseline */
+  const vpath_spec *paths;  /* [n_paths] the paths (suites/paths/spec.h); the first is the baseline */
   int n_paths;
   const int *batches;       /* [n_batches] sequences per step */
   int n_batches;
@@ -114,12 +115,11 @@ typedef struct sweep_result {
 /* Bytes one rank of TP `tp` must read per decode step of path `path` (NULL: a plain path): the
  * shard's weights (heads and MLP widths divided, latent projections, router and norms replicated,
  * its vocabulary block of lm_head) and its KV cache (the MLA latent is replicated on every rank;
- * under ":dcp" a rank holds and reads ceil(ctx / tp) positions of it; an expanded per-head cache
- * is already split by head). "@tp_split_in" (latency): a rank reads ceil(rows / tp) of q_a|kv_a
- * and of the router. tp <= 1: the whole model. A config that does not shard counts whole. */
-double sweep_rank_bytes(const ds_config *c, int tp, const char *path, int b, int ctx, double experts, bool latent_kv);
-/* V_ERR naming the option when o cannot be swept: no path or more than 64, a path unknown or listed
- * twice, no batch or context, more than 64 batches, a batch < 1, a context < 0, steps < 1, warmup < 0,
+ * under path->dcp a rank holds and reads ceil(ctx / tp) positions of it; an expanded per-head cache
+ * is already split by head). path->splits_inputs (latency's "@tp_split_in"): a rank reads ceil(rows / tp)
+ * of q_a|kv_a and of the router. tp <= 1: the whole model. A config that does not shard counts whole. */
+double sweep_rank_bytes(const ds_config *c, int tp, const vpath_spec *path, int b, int ctx, double experts, bool latent_kv);
+/* V_ERR naming the option when o cannot be swept: no path or more than 64, a path listed twice, no batch or context, more than 64 batches, a batch < 1, a context < 0, steps < 1, warmup < 0,
  * or spec K/AL out of range. */
 vstatus sweep_check(const sweep_opts *o);
 /* The batches of a point's grid: o's, ascending and distinct, into bs[o->n_batches]; returns how many. */

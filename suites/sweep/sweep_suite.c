@@ -576,7 +576,7 @@ static vstatus write_json(const char *file, vrecord **recs, int n, const sweep_o
   cJSON_AddNumberToObject(op, "seed", (double)o->seed);
   cJSON_AddNumberToObject(op, "repeat", repeat);
   cJSON *ps = cJSON_AddArrayToObject(op, "paths");
-  for (int i = 0; i < o->n_paths; i++) cJSON_AddItemToArray(ps, cJSON_CreateString(o->paths[i]));
+  for (int i = 0; i < o->n_paths; i++) cJSON_AddItemToArray(ps, cJSON_CreateString(o->paths[i].name));
   if (!isnan(res[0].membw_gpu_gbs)) cJSON_AddNumberToObject(root, "membw_gpu_gbs", res[0].membw_gpu_gbs);
   if (!isnan(res[0].membw_host_gbs)) cJSON_AddNumberToObject(root, "membw_host_gbs", res[0].membw_host_gbs);
   cJSON_AddNumberToObject(root, "wall_s", wall_s);
@@ -691,13 +691,13 @@ static vstatus sweep_options_done(void *st) {
 }
 
 /* At most 64 paths; a path that fixes its TP degree only with one --tp value. */
-static vstatus sweep_paths_done(void *st, const char *const *paths, int n) {
+static vstatus sweep_paths_done(void *st, const vpath_spec *paths, int n) {
   const sweep_state *s = st;
   if (n > 64) return VERR("--paths: at most 64 paths");
   for (int i = 0; i < n && s->nt > 1; i++)
-    if (vpaths_name_tp(paths[i]))
+    if (paths[i].tp)
       return VERR("--paths: '%s' fixes its TP degree, so it would run once per --tp value: give one --tp value or "
-                  "drop :tpN", paths[i]);
+                  "drop :tpN", paths[i].name);
   /* sweep_begin's own rules (paths listed twice, --spec bounds), here so that they hold before any
    * model opens (vsuite_check_args) */
   const sweep_opts o = {.paths = paths, .n_paths = n, .batches = s->batches, .n_batches = s->nb, .contexts = s->ctxs,
@@ -816,8 +816,8 @@ static vstatus sweep_plan(void *st, const vsuite_ctx *x, int c, veng *recs) {
   vstatus e = V_OK;
   for (int bi = 0; bi < s->n_bs && !e; bi++)
     for (int pi = 0; pi < x->n_paths && !e; pi++) {
-      const int named = vpaths_name_tp(x->paths[pi]); /* a name's ":tpN" wins over the grid's --tp */
-      point_head(recs, x->paths[pi], named ? named : tp, s->bs[bi], ctx, &s->o, x->model->source, c / np + 1,
+      const int named = x->paths[pi].tp; /* a name's ":tpN" wins over the grid's --tp */
+      point_head(recs, x->paths[pi].name, named ? named : tp, s->bs[bi], ctx, &s->o, x->model->source, c / np + 1,
                  (int)s->repeat, &e);
     }
   return e;
@@ -843,7 +843,7 @@ static vstatus sweep_record(void *st, const vsuite_ctx *x, int c, veng *recs) {
   const sweep_result *res = &s->res[k];
   for (int i = s->first; i < res->n; i++)
     VTRY(point_record(recs, &res->p[i], &s->o, x->model->source, k + 1, (int)s->repeat));
-  return add_speedups(recs->v, recs->n, x->paths[0]);
+  return add_speedups(recs->v, recs->n, x->paths[0].name);
 }
 
 /* The peers' records, their speedups, the rounds' agreement. */
@@ -859,7 +859,7 @@ static vstatus sweep_finish(void *st, const vsuite_ctx *x, veng *recs) {
     free(pr);
     VTRY(e);
   }
-  VTRY(add_speedups(recs->v, recs->n, x->paths[0]));
+  VTRY(add_speedups(recs->v, recs->n, x->paths[0].name));
   if (s->repeat > 1) VTRY(agreement_compute(recs->v, recs->n, (int)s->repeat, s->agree_pct, s->max_cv, &s->ag));
   return V_OK;
 }

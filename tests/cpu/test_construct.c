@@ -10,6 +10,7 @@
 #include "common/philox.h"
 #include "reference/cpu/cpu_ref.h"
 #include "suites/paths/paths.h"
+#include "tests/cpu/path_specs.h"
 #include "tests/harness.h"
 
 /* Prefill n filler tokens with `needles` pairs of family 0 at spread depths, then query each
@@ -17,7 +18,7 @@
 static int probe(const ds_model *m, const construct_layout *L, int n, int needles, uint64_t seed, double *min_margin) {
   vpath p;
   vpath_opts po = {.max_seq = 1, .max_ctx = n + needles + 1, .n_threads = 2};
-  if (vpath_open(&p, "cpu-ref", m, &po) != V_OK) { fprintf(stderr, "%s\n", verr_msg()); return -1; }
+  if (test_open(&p, "cpu-ref", m, &po) != V_OK) { fprintf(stderr, "%s\n", verr_msg()); return -1; }
   const int V = L->vocab;
   int32_t *tok = malloc((size_t)n * sizeof *tok);
   float *lg = malloc((size_t)V * sizeof *lg);

@@ -17,6 +17,7 @@
 #include "reference/cpu/cpu_dcp.h"
 #include "suites/paths/paths.h"
 #include "tests/cpu/sharded_checks.h"
+#include "tests/cpu/path_specs.h"
 #include "tests/harness.h"
 
 /* ---------------- the combine ---------------- */
@@ -142,14 +143,14 @@ static void test_model(void) {
     vpath_opts o = {.max_seq = B, .max_ctx = max_ctx, .n_threads = 1};
     for (int k = 0; k < 4; k++) {
       vpath ref, p;
-      CHECK_OK(vpath_open(&ref, "cpu-ref", &m, &o));
+      CHECK_OK(test_open(&ref, "cpu-ref", &m, &o));
       char name[32];
       snprintf(name, sizeof name, "cpu-ref:tp%d:dcp", Ns[k]);
       vtrace tr;
       vtrace_init(&tr, true);
       vpath_opts od = o;
       od.trace = &tr;
-      s = vpath_open(&p, name, &m, &od);
+      s = test_open(&p, name, &m, &od);
       CHECK(s == V_OK, "open %s: %s", name, verr_msg());
       if (s == V_OK) {
         cmp c = {0};
@@ -168,11 +169,11 @@ static void test_model(void) {
   vpath_opts o = {.max_seq = 2, .max_ctx = 320, .n_threads = 1};
   for (int k = 1; k < 4; k++) {
     vpath ref, p;
-    CHECK_OK(vpath_open(&ref, "cpu-ref", &m, &o));
+    CHECK_OK(test_open(&ref, "cpu-ref", &m, &o));
     vpath_opts od = o;
     od.tp = Ns[k];
     od.dcp = true; /* through the options, as vouch generate --tp N --dcp does */
-    s = vpath_open(&p, "cpu-ref", &m, &od);
+    s = test_open(&p, "cpu-ref", &m, &od);
     CHECK(s == V_OK, "open cpu-ref --tp %d --dcp: %s", Ns[k], verr_msg());
     if (s == V_OK) {
       cmp c = {0};
@@ -186,15 +187,21 @@ static void test_model(void) {
   /* names and errors */
   vpath p;
   vpath_opts oe = {.max_seq = 1, .max_ctx = 16, .n_threads = 1};
-  CHECK(vpaths_find("cpu-ref:tp2:dcp") != NULL, "cpu-ref:tp2:dcp is a known name");
-  CHECK(vpaths_find("cpu-ref:tp2:dcpx") == NULL && vpaths_find("cpu-ref:dcp:tp2") == NULL, "bad suffixes are unknown");
-  CHECK(vpath_open(&p, "cpu-ref:dcp", &m, &oe) == V_ERR && strstr(verr_msg(), "--tp"), "dcp without tp: %s",
+  vpath_spec sp;
+  CHECK(vpath_spec_parse("cpu-ref:tp2:dcp", "--paths", &sp) == V_OK && sp.tp == 2 && sp.dcp && !sp.ep &&
+            !strcmp(sp.base, "cpu-ref") && !strcmp(sp.name, "cpu-ref:tp2:dcp"),
+        "cpu-ref:tp2:dcp parses: %s", verr_msg());
+  CHECK(vpath_spec_parse("cpu-ref:tp2:dcpx", "--paths", &sp) == V_ERR &&
+            strstr(verr_msg(), "--paths: unknown path 'cpu-ref:tp2:dcpx'") && !sp.ops,
+        "a bad suffix is refused, naming the option and the text: %s", verr_msg());
+  CHECK(vpath_spec_parse("cpu-ref:dcp:tp2", "--paths", &sp) == V_ERR, "dcp before tp is refused");
+  CHECK(test_open(&p, "cpu-ref:dcp", &m, &oe) == V_ERR && strstr(verr_msg(), "--tp"), "dcp without tp: %s",
         verr_msg());
   oe.tp = 3;
-  CHECK(vpath_open(&p, "cpu-ref:dcp", &m, &oe) == V_ERR && strstr(verr_msg(), "divisible by 3"), "dcp tp 3: %s",
+  CHECK(test_open(&p, "cpu-ref:dcp", &m, &oe) == V_ERR && strstr(verr_msg(), "divisible by 3"), "dcp tp 3: %s",
         verr_msg());
   oe.tp = 2;
-  CHECK_OK(vpath_open(&p, "cpu-ref:dcp", &m, &oe)); /* tp from the options, dcp from the name */
+  CHECK_OK(test_open(&p, "cpu-ref:dcp", &m, &oe)); /* tp from the options, dcp from the name */
   /* a step past max_ctx is not supported (not an error) under DCP too */
   int seq = 0, nt = 17, pos = 0;
   int32_t toks[17] = {0};
@@ -202,13 +209,15 @@ static void test_model(void) {
   CHECK(p.ops->supports(p.state, &st) == V_UNSUPPORTED, "17 positions with max_ctx 16: unsupported");
   vpath_close(&p);
   /* NAME[:tpN][:dcp]@VARIANT: the variant reaches the path's options, the rest parses as before */
-  CHECK(vpaths_find("cpu-ref:tp2:dcp@x") != NULL && vpaths_find("cpu-ref@") == NULL, "@VARIANT names");
+  CHECK(vpath_spec_parse("cpu-ref:tp2:dcp@x", NULL, &sp) == V_OK && !strcmp(sp.variant, "x") &&
+            vpath_spec_parse("cpu-ref@", NULL, &sp) == V_ERR && !strncmp(verr_msg(), "unknown path 'cpu-ref@'", 23),
+        "@VARIANT names: %s", verr_msg());
   vpath_opts ov = {.max_seq = 1, .max_ctx = 16, .n_threads = 1};
-  CHECK_OK(vpath_open(&p, "cpu-ref@some_variant", &m, &ov));
+  CHECK_OK(test_open(&p, "cpu-ref@some_variant", &m, &ov));
   CHECK(p.opts.variant && !strcmp(p.opts.variant, "some_variant"), "variant from the name: %s",
         p.opts.variant ? p.opts.variant : "(null)");
   vpath_close(&p);
-  CHECK_OK(vpath_open(&p, "cpu-ref:tp2:dcp@v2", &m, &ov));
+  CHECK_OK(test_open(&p, "cpu-ref:tp2:dcp@v2", &m, &ov));
   CHECK(p.opts.tp == 2 && p.opts.dcp && p.opts.variant && !strcmp(p.opts.variant, "v2"), "tp, dcp and variant");
   vpath_close(&p);
   ds_model_close(&m);

@@ -12,6 +12,7 @@
 #include "suites/diverge/diverge.h"
 #include "suites/paths/paths.h"
 #include "suites/engine/stats_tests.h"
+#include "tests/cpu/path_specs.h"
 #include "tests/harness.h"
 
 /* "stale-routing": cpu-ref that keeps the routing mode (forced or the router's) of its first step for
@@ -43,7 +44,9 @@ static void test_alternate_natural(const ds_model *m) {
   memset(&uni, 0, sizeof uni);
   CHECK_OK(vrouting_parse("uniform", &uni));
   CHECK_OK(vrouting_prepare(&uni, &m->cfg, 5));
-  const char *paths[] = {"cpu-ref", "cpu-ref", "stale-routing"};
+  const char *paths_s[] = {"cpu-ref", "cpu-ref", "stale-routing"};
+  vpath_spec paths[sizeof paths_s / sizeof *paths_s];
+  test_specs(paths_s, (int)(sizeof paths_s / sizeof *paths_s), paths);
   diverge_result res[2];
   diverge_opts o = {.paths = paths, .n_paths = 3, .batch = 4, .context = 16, .tokens = 6, .seed = 5, .n_threads = 2,
                     .routing = &uni};
@@ -205,7 +208,9 @@ int main(void) {
 
   ds_model m;
   CHECK_OK(ds_model_open(&m, "synth:tiny", 3, 2, true));
-  const char *paths[] = {"cpu-ref", "cpu-ref", "no-such-path"};
+  const char *paths_s[] = {"cpu-ref", "cpu-ref", "no-such-path"};
+  vpath_spec paths[sizeof paths_s / sizeof *paths_s];
+  test_specs(paths_s, (int)(sizeof paths_s / sizeof *paths_s), paths);
   diverge_result res[2];
   diverge_opts o = {.paths = paths, .n_paths = 3, .batch = 2, .context = 64, .tokens = 4, .seed = 9, .n_threads = 2};
   CHECK_OK(diverge_run(&m, &o, res));
@@ -221,7 +226,9 @@ int main(void) {
   memset(&zipf, 0, sizeof zipf);
   CHECK_OK(vrouting_parse("zipf:1.5", &zipf));
   CHECK_OK(vrouting_prepare(&zipf, &m.cfg, 9));
-  const char *tp[] = {"cpu-ref", "cpu-ref:tp2"};
+  const char *tp_s[] = {"cpu-ref", "cpu-ref:tp2"};
+  vpath_spec tp[sizeof tp_s / sizeof *tp_s];
+  test_specs(tp_s, (int)(sizeof tp_s / sizeof *tp_s), tp);
   diverge_opts os = {.paths = tp, .n_paths = 2, .batch = 3, .context = 40, .tokens = 3, .seed = 9, .n_threads = 2,
                      .ragged = true, .spec_k = 2, .routing = &zipf};
   CHECK_OK(diverge_run(&m, &os, res));
@@ -239,7 +246,7 @@ int main(void) {
   o.n_paths = 2;
   o.context = 1 << 30;
   CHECK(diverge_run(&m, &o, res) == V_ERR && strstr(verr_msg(), "max_position_embeddings"), "context past the model");
-  paths[0] = "no-such-path";
+  test_specs(&paths_s[2], 1, &paths[0]); /* "no-such-path": a name only */
   o.context = 0;
   CHECK(diverge_run(&m, &o, res) == V_ERR, "unknown reference is an error");
   diverge_result_free(&res[0]); /* a failed run may leave the rows it allocated (the suite frees them) */

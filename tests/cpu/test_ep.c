@@ -25,6 +25,7 @@
 #include "suites/diverge/diverge.h"
 #include "suites/paths/paths.h"
 #include "tests/cpu/sharded_checks.h"
+#include "tests/cpu/path_specs.h"
 #include "tests/harness.h"
 
 
@@ -70,15 +71,15 @@ static void test_degrees(const ds_model *m, const char *spec, const int *Ns, int
       char name[48], tname[32];
       snprintf(name, sizeof name, "cpu-ref:tp%d:ep%s", N, suffix);
       snprintf(tname, sizeof tname, "cpu-ref:tp%d", N);
-      CHECK_OK(vpath_open(&ref, "cpu-ref:tp1", m, &o));
+      CHECK_OK(test_open(&ref, "cpu-ref:tp1", m, &o));
       vtrace tr;
       vtrace_init(&tr, true);
       vpath_opts oe = o;
       oe.trace = &tr;
-      vstatus s = vpath_open(&ep, name, m, &oe);
+      vstatus s = test_open(&ep, name, m, &oe);
       CHECK(s == V_OK, "%s: open %s: %s", spec, name, verr_msg());
       const bool with_tp = N > 1 && !suffix[0];
-      vstatus st = with_tp ? vpath_open(&tp, tname, m, &o) : V_OK;
+      vstatus st = with_tp ? test_open(&tp, tname, m, &o) : V_OK;
       CHECK(st == V_OK, "%s: open %s: %s", spec, tname, verr_msg());
       if (s == V_OK && st == V_OK) {
         cmp c_ref = {0}, c_tp = {0};
@@ -198,9 +199,9 @@ static void test_errors(const ds_model *m) {
   vstatus s = ds_model_synth(&m12, &c12, "tiny-e12", 5, true);
   CHECK(s == V_OK, "synth tiny with 12 experts: %s", verr_msg());
   if (s == V_OK) {
-    CHECK_OK(vpath_open(&p, "cpu-ref:tp8", &m12, &o));
+    CHECK_OK(test_open(&p, "cpu-ref:tp8", &m12, &o));
     vpath_close(&p);
-    CHECK(vpath_open(&p, "cpu-ref:tp8:ep", &m12, &o) == V_ERR &&
+    CHECK(test_open(&p, "cpu-ref:tp8:ep", &m12, &o) == V_ERR &&
               strstr(verr_msg(), "EP 8 needs n_routed_experts (12) divisible by 8"),
           "EP 8 of 12 experts: %s", verr_msg());
     CHECK(ds_shard_check_ep(&c12, 8, true) == V_ERR && strstr(verr_msg(), "n_routed_experts"), "check: %s",
@@ -211,37 +212,41 @@ static void test_errors(const ds_model *m) {
     test_degrees(&m12, "tiny-e12", n4, 1, "");
     ds_model_close(&m12);
   }
-  CHECK(vpath_open(&p, "cpu-ref:ep", m, &o) == V_ERR && strstr(verr_msg(), "--tp"), "ep without tp: %s", verr_msg());
+  CHECK(test_open(&p, "cpu-ref:ep", m, &o) == V_ERR && strstr(verr_msg(), "--tp"), "ep without tp: %s", verr_msg());
   o.tp = 2;
-  CHECK_OK(vpath_open(&p, "cpu-ref:ep", m, &o)); /* tp from the options, ep from the name */
+  CHECK_OK(test_open(&p, "cpu-ref:ep", m, &o)); /* tp from the options, ep from the name */
   CHECK(p.opts.tp == 2 && p.opts.ep, "tp and ep reach the options");
   vpath_close(&p);
   o.ep = true;
   o.tp = 3;
-  CHECK(vpath_open(&p, "cpu-ref", m, &o) == V_ERR && strstr(verr_msg(), "divisible by 3"), "EP 3: %s", verr_msg());
+  CHECK(test_open(&p, "cpu-ref", m, &o) == V_ERR && strstr(verr_msg(), "divisible by 3"), "EP 3: %s", verr_msg());
   o.ep = false;
   o.tp = 0;
   /* names */
-  CHECK(vpaths_find("cpu-ref:tp2:ep") && vpaths_find("cpu-ref:tp2:ep:dcp") && vpaths_find("cpu-ref:tp2:dcp:ep") &&
-            vpaths_find("cpu-ref:tp2:ep@v"),
-        "NAME:tpN:ep[:dcp][@V] are known names");
-  CHECK(!vpaths_find("cpu-ref:tp2:ep:ep") && !vpaths_find("cpu-ref:ep:tp2") && !vpaths_find("cpu-ref:tp2:epx"),
-        "bad ep suffixes are unknown");
-  CHECK(vpaths_name_ep("cpu-ref:tp4:ep") && vpaths_name_ep("cpu-ref:tp4:dcp:ep") && !vpaths_name_ep("cpu-ref:tp4") &&
-            vpaths_name_dcp("cpu-ref:tp4:ep:dcp") && vpaths_name_tp("cpu-ref:tp4:ep:dcp") == 4,
-        "vpaths_name_ep / _dcp / _tp");
+  vpath_spec sp;
+  CHECK(vpath_spec_parse("cpu-ref:tp2:ep", NULL, &sp) == V_OK && vpath_spec_parse("cpu-ref:tp2:ep:dcp", NULL, &sp) == V_OK &&
+            vpath_spec_parse("cpu-ref:tp2:dcp:ep", NULL, &sp) == V_OK && vpath_spec_parse("cpu-ref:tp2:ep@v", NULL, &sp) == V_OK,
+        "NAME:tpN:ep[:dcp][@V] parse: %s", verr_msg());
+  CHECK(vpath_spec_parse("cpu-ref:tp2:ep:ep", NULL, &sp) == V_ERR && vpath_spec_parse("cpu-ref:ep:tp2", NULL, &sp) == V_ERR &&
+            vpath_spec_parse("cpu-ref:tp2:epx", NULL, &sp) == V_ERR,
+        "bad ep suffixes are refused");
+  vpath_spec a, b, c;
+  CHECK(vpath_spec_parse("cpu-ref:tp4:ep", NULL, &a) == V_OK && a.ep && vpath_spec_parse("cpu-ref:tp4:dcp:ep", NULL, &b) == V_OK &&
+            b.ep && b.dcp && vpath_spec_parse("cpu-ref:tp4", NULL, &c) == V_OK && !c.ep && !c.dcp && c.tp == 4 &&
+            a.tp == 4 && b.tp == 4,
+        "the spec's ep / dcp / tp");
   /* GPU paths: not supported, with the reason, before any rank opens */
 #ifdef VOUCH_HAVE_CUDA
   const char *gpu[] = {"cuda-ref:tp2:ep", "latency:tp2:ep"};
   for (int i = 0; i < 2; i++) {
-    s = vpath_open(&p, gpu[i], m, &o);
+    s = test_open(&p, gpu[i], m, &o);
     CHECK(s == V_UNSUPPORTED && strstr(verr_msg(), "expert parallelism is implemented on cpu-ref only"), "%s: %s",
           gpu[i], verr_msg());
     if (s == V_OK) vpath_close(&p);
   }
 #else
   printf("SKIP :ep on cuda-ref / latency: this build has no CUDA paths (the check runs in CUDA builds)\n");
-  CHECK(vpath_open(&p, "cuda-ref:tp2:ep", m, &o) == V_ERR && strstr(verr_msg(), "unknown path"),
+  CHECK(test_open(&p, "cuda-ref:tp2:ep", m, &o) == V_ERR && strstr(verr_msg(), "unknown path"),
         "cuda-ref is unknown in a CPU build: %s", verr_msg());
 #endif
 }
@@ -250,7 +255,9 @@ static void test_errors(const ds_model *m) {
 static void test_diverge(void) {
   ds_model m;
   CHECK_OK(ds_model_open(&m, "synth:tiny", 9, 0, true));
-  const char *paths[] = {"cpu-ref", "cpu-ref:tp4:ep", "cpu-ref:tp16:ep"};
+  const char *paths_s[] = {"cpu-ref", "cpu-ref:tp4:ep", "cpu-ref:tp16:ep"};
+  vpath_spec paths[sizeof paths_s / sizeof *paths_s];
+  test_specs(paths_s, (int)(sizeof paths_s / sizeof *paths_s), paths);
   diverge_opts o = {.paths = paths, .n_paths = 3, .batch = 2, .context = 24, .tokens = 8, .seed = 4, .n_threads = 1};
   diverge_result res[2];
   vstatus s = diverge_run(&m, &o, res);

@@ -11,10 +11,13 @@
 #include "model/construct.h"
 #include "suites/evals/evals.h"
 #include "suites/engine/stats_tests.h"
+#include "tests/cpu/path_specs.h"
 #include "tests/harness.h"
 
 static double mrcr_score(const ds_model *m, const construct_layout *L, double *min_margin) {
-  const char *paths[] = {"cpu-ref"};
+  const char *paths_s[] = {"cpu-ref"};
+  vpath_spec paths[sizeof paths_s / sizeof *paths_s];
+  test_specs(paths_s, (int)(sizeof paths_s / sizeof *paths_s), paths);
   const long bins[] = {256, 1024}, needles[] = {2, 8};
   mrcr_opts o = {.paths = paths, .n_paths = 1, .bins = bins, .n_bins = 2, .needles = needles, .n_needles = 2,
                  .samples = 2, .batch = 2, .chunk = 512, .seed = 11, .n_threads = 2};
@@ -31,7 +34,9 @@ static double mrcr_score(const ds_model *m, const construct_layout *L, double *m
 }
 
 static double chain_score(const ds_model *m, const construct_layout *L, float temp, int *first_wrong0) {
-  const char *paths[] = {"cpu-ref"};
+  const char *paths_s[] = {"cpu-ref"};
+  vpath_spec paths[sizeof paths_s / sizeof *paths_s];
+  test_specs(paths_s, (int)(sizeof paths_s / sizeof *paths_s), paths);
   const long hops[] = {40, 96};
   chain_opts o = {.paths = paths, .n_paths = 1, .hops = hops, .n_hops = 2, .samples = 3, .batch = 3,
                   .sampling = {.temperature = temp, .top_p = 1.0f, .seed = 5}, .seed = 2, .n_threads = 2};

@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "reference/cpu/cpu_ref.h"
 #include "suites/paths/paths.h"
+#include "tests/cpu/path_specs.h"
 #include "tests/harness.h"
 
 static void test_builtin(void) {
@@ -36,8 +37,13 @@ static void test_builtin(void) {
 }
 
 static void test_variant_words(void) {
-  CHECK(!strcmp(vpath_name_variant("latency:tp8@tp_nccl,tp_split_in"), "tp_nccl,tp_split_in"), "variant after '@'");
-  CHECK(!strcmp(vpath_name_variant("cpu-ref"), ""), "no '@': empty variant");
+  vpath_spec s;
+  CHECK(vpath_spec_split("latency:tp8@tp_nccl,tp_split_in", &s) && !strcmp(s.variant, "tp_nccl,tp_split_in") &&
+            !strcmp(s.base, "latency") && s.tp == 8 && !s.ops,
+        "variant after '@' (the syntax alone: no registry)");
+  CHECK(vpath_spec_parse("cpu-ref", NULL, &s) == V_OK && !strcmp(s.variant, "") && s.ops == &cpu_ref_ops &&
+            s.caps.host_weights && s.caps.tp == VPATH_TP_THREADS,
+        "no '@': empty variant; the caps are the declaration's");
   CHECK(vpath_variant_has_word("tp_nccl,tp_split_in", "tp_split_in"), "last word found");
   CHECK(vpath_variant_has_word("tp_split_in,x", "tp_split_in"), "first word found");
   CHECK(!vpath_variant_has_word("tp_split_inx", "tp_split_in"), "only whole words count");
@@ -49,7 +55,7 @@ static void test_variant_words(void) {
 static vstatus prefill_logits(const char *name, const ds_model *m, float *out) {
   vpath p;
   vpath_opts o = {.max_seq = 1, .max_ctx = 8, .n_threads = 1};
-  VTRY(vpath_open(&p, name, m, &o));
+  VTRY(test_open(&p, name, m, &o));
   const int seq = 0, n = 3, start = 0;
   const int32_t tok[3] = {1, 2, 3};
   const vstep s = {.n_seq = 1, .seq = &seq, .n_tokens = &n, .start_pos = &start, .tokens = tok};

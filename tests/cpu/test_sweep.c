@@ -13,6 +13,7 @@
 #include "suites/paths/paths.h"
 #include "suites/engine/stats.h"
 #include "suites/sweep/sweep.h"
+#include "tests/cpu/path_specs.h"
 #include "tests/harness.h"
 
 static ds_model M;
@@ -252,7 +253,9 @@ static void test_stats(void) {
 }
 
 static void test_sweep_end_to_end(void) {
-  const char *paths[] = {"cpu-ref"};
+  const char *paths_s[] = {"cpu-ref"};
+  vpath_spec paths[sizeof paths_s / sizeof *paths_s];
+  test_specs(paths_s, (int)(sizeof paths_s / sizeof *paths_s), paths);
   int batches[] = {2, 1}, ctxs[] = {16}, tps[] = {1, 2, 3};
   vrouting r;
   CHECK_OK(vrouting_parse("uniform", &r));
@@ -307,6 +310,15 @@ static void test_sweep_end_to_end(void) {
  * the differences are computed here from the config, independently of the sweep's code. */
 static bool word_split_in(const char *variant) { return vpath_variant_has_word(variant, "tp_split_in"); }
 
+/* `name` parsed (vpath_spec_parse; a zero spec when it does not parse), in one of 8 rotating buffers. */
+static const vpath_spec *spec_of(const char *name) {
+  static vpath_spec buf[8];
+  static int k;
+  vpath_spec *s = &buf[k++ % 8];
+  CHECK_OK(vpath_spec_parse(name, "test", s));
+  return s;
+}
+
 static void test_rank_bytes(void) {
   /* the split is the path's declaration (vpath_caps.tp_splits_inputs), so a path registered here
    * declares it as latency does, and the model is checked in builds without latency too */
@@ -316,8 +328,8 @@ static void test_rank_bytes(void) {
   split_ops.caps.tp_splits_inputs = word_split_in;
   CHECK_OK(vpaths_register(&split_ops, "test_sweep.c"));
 #ifdef VOUCH_HAVE_CUDA
-  CHECK(vpaths_tp_splits_inputs("latency:tp2@tp_nccl,tp_split_in") && !vpaths_tp_splits_inputs("latency:tp2@tp_nccl") &&
-            !vpaths_tp_splits_inputs("cuda-ref:tp2@tp_split_in"),
+  CHECK(spec_of("latency:tp2@tp_nccl,tp_split_in")->splits_inputs && !spec_of("latency:tp2@tp_nccl")->splits_inputs &&
+            !spec_of("cuda-ref:tp2@tp_split_in")->splits_inputs,
         "latency declares tp_split_in's byte model, cuda-ref none");
 #endif
   const ds_config *c = &M.cfg;
@@ -325,10 +337,10 @@ static void test_rank_bytes(void) {
   const double D = c->hidden_size, kvrow = (c->kv_lora_rank + c->qk_rope_head_dim) * 2.0;
   int n_moe = 0;
   for (int l = 0; l < L; l++) n_moe += ds_layer_is_moe(c, l);
-  const double plain = sweep_rank_bytes(c, N, "split-test:tp2", b, ctx, 4, true);
-  const double dcp = sweep_rank_bytes(c, N, "split-test:tp2:dcp", b, ctx, 4, true);
-  const double split = sweep_rank_bytes(c, N, "split-test:tp2@tp_nccl,tp_split_in", b, ctx, 4, true);
-  const double expanded_dcp = sweep_rank_bytes(c, N, "cpu-ref:tp2:dcp", b, ctx, 4, false);
+  const double plain = sweep_rank_bytes(c, N, spec_of("split-test:tp2"), b, ctx, 4, true);
+  const double dcp = sweep_rank_bytes(c, N, spec_of("split-test:tp2:dcp"), b, ctx, 4, true);
+  const double split = sweep_rank_bytes(c, N, spec_of("split-test:tp2@tp_nccl,tp_split_in"), b, ctx, 4, true);
+  const double expanded_dcp = sweep_rank_bytes(c, N, spec_of("cpu-ref:tp2:dcp"), b, ctx, 4, false);
   const int na = c->q_lora_rank + c->kv_lora_rank + c->qk_rope_head_dim;
   const double want_dcp = (double)L * b * (ctx - (ctx + N - 1) / N) * kvrow;
   const double want_split = (c->q_lora_rank > 0 ? (double)L * (na - (na + N - 1) / N) * D * 2.0 : 0.0) +
@@ -336,12 +348,12 @@ static void test_rank_bytes(void) {
   CHECK(fabs((plain - dcp) - want_dcp) < 0.5, "dcp saves %g bytes per rank, want %g", plain - dcp, want_dcp);
   CHECK(fabs((plain - split) - want_split) < 0.5 && want_split > 0, "tp_split_in saves %g bytes per rank, want %g",
         plain - split, want_split);
-  CHECK(fabs(expanded_dcp - sweep_rank_bytes(c, N, "cpu-ref:tp2", b, ctx, 4, false)) < 0.5,
+  CHECK(fabs(expanded_dcp - sweep_rank_bytes(c, N, spec_of("cpu-ref:tp2"), b, ctx, 4, false)) < 0.5,
         "an expanded per-head cache is already split by head: dcp changes nothing");
-  CHECK(sweep_rank_bytes(c, 1, "split-test:tp1@tp_split_in", b, ctx, 4, true) ==
+  CHECK(sweep_rank_bytes(c, 1, spec_of("split-test:tp1@tp_split_in"), b, ctx, 4, true) ==
             sweep_rank_bytes(c, 1, NULL, b, ctx, 4, true),
         "TP 1 reads the whole model whatever the name");
-  CHECK(sweep_rank_bytes(c, N, "split-test:tp2@tp_split_inx", b, ctx, 4, true) == plain,
+  CHECK(sweep_rank_bytes(c, N, spec_of("split-test:tp2@tp_split_inx"), b, ctx, 4, true) == plain,
         "only the whole word tp_split_in counts");
 }
 

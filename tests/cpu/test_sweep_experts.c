@@ -8,6 +8,7 @@
 #include "model/model.h"
 #include "suites/paths/paths.h"
 #include "suites/sweep/sweep.h"
+#include "tests/cpu/path_specs.h"
 #include "tests/harness.h"
 
 static ds_model M;
@@ -35,7 +36,7 @@ static void test_cpu_ref_counts(void) {
   const int K = M.cfg.num_experts_per_tok, E = M.cfg.n_routed_experts, nm = n_moe(), T = 8;
   vpath p;
   vpath_opts o = {.max_seq = T, .max_ctx = 16, .n_threads = 1};
-  CHECK_OK(vpath_open(&p, "cpu-ref", &M, &o));
+  CHECK_OK(test_open(&p, "cpu-ref", &M, &o));
   CHECK(p.ops->last_experts != NULL, "cpu-ref reports the experts it selected");
   if (!p.ops->last_experts) return;
   CHECK(p.ops->last_experts(p.state) < 0, "unknown before the first step (%g)", p.ops->last_experts(p.state));
@@ -62,7 +63,7 @@ static void test_cpu_ref_counts(void) {
   CHECK(nat >= K && nat <= (T * K < E ? T * K : E), "T=%d tokens select %g distinct experts per layer", T, nat);
   /* the TP wrapper forwards rank 0's count, which is the unsharded path's (the router is replicated) */
   vpath q;
-  CHECK_OK(vpath_open(&q, "cpu-ref:tp2", &M, &o));
+  CHECK_OK(test_open(&q, "cpu-ref:tp2", &M, &o));
   CHECK(q.ops->last_experts != NULL, "cpu-ref:tp2 forwards last_experts");
   if (q.ops->last_experts) {
     CHECK_OK(decode(&q, T, 0, forced, lg));
@@ -80,7 +81,9 @@ static void test_cpu_ref_counts(void) {
 
 /* The sweep takes the path's count under natural routing and says so. */
 static void test_sweep_natural(void) {
-  const char *paths[] = {"cpu-ref"};
+  const char *paths_s[] = {"cpu-ref"};
+  vpath_spec paths[sizeof paths_s / sizeof *paths_s];
+  test_specs(paths_s, (int)(sizeof paths_s / sizeof *paths_s), paths);
   int batches[] = {1, 4}, ctxs[] = {16};
   vrouting r;
   CHECK_OK(vrouting_parse("natural", &r));

@@ -20,6 +20,7 @@
 #include "suites/kernels/kernels.h"
 #include "suites/paths/paths.h"
 #include "tests/cpu/sharded_checks.h"
+#include "tests/cpu/path_specs.h"
 #include "tests/harness.h"
 
 
@@ -315,13 +316,13 @@ static void test_model(const char *spec, const int *tps, int n_tps) {
     vpath_opts o = {.max_seq = B, .max_ctx = 32, .n_threads = 1};
     for (int k = 0; k < n_tps; k++) {
       vpath ref, p;
-      CHECK_OK(vpath_open(&ref, "cpu-ref", &m, &o));
+      CHECK_OK(test_open(&ref, "cpu-ref", &m, &o));
       vpath_opts ot = o;
       ot.tp = tps[k];
       vtrace tr;
       vtrace_init(&tr, true);
       ot.trace = &tr;
-      s = vpath_open(&p, "cpu-ref", &m, &ot);
+      s = test_open(&p, "cpu-ref", &m, &ot);
       CHECK(s == V_OK, "%s: open TP %d: %s", spec, tps[k], verr_msg());
       if (s == V_OK) {
         cmp c = {0};
@@ -349,15 +350,15 @@ static void test_model(const char *spec, const int *tps, int n_tps) {
   /* name suffix and errors */
   vpath p;
   vpath_opts o = {.max_seq = 1, .max_ctx = 16, .n_threads = 1};
-  CHECK_OK(vpath_open(&p, "cpu-ref:tp2", &m, &o));
+  CHECK_OK(test_open(&p, "cpu-ref:tp2", &m, &o));
   vpath_close(&p);
   o.tp = 3;
-  CHECK(vpath_open(&p, "cpu-ref", &m, &o) == V_ERR && strstr(verr_msg(), "divisible by 3"), "TP 3: %s", verr_msg());
+  CHECK(test_open(&p, "cpu-ref", &m, &o) == V_ERR && strstr(verr_msg(), "divisible by 3"), "TP 3: %s", verr_msg());
   o.tp = 0;
-  CHECK(vpath_open(&p, "cpu-ref:tpx", &m, &o) == V_ERR, "bad suffix is an error");
+  CHECK(test_open(&p, "cpu-ref:tpx", &m, &o) == V_ERR, "bad suffix is an error");
   /* an invalid step is an error on every rank, and the path stays usable */
   o.tp = 4;
-  CHECK_OK(vpath_open(&p, "cpu-ref", &m, &o));
+  CHECK_OK(test_open(&p, "cpu-ref", &m, &o));
   int seq = 0, nt = 1, pos = 0;
   int32_t bad_tok = V + 5, good = 3;
   float *l = malloc(sizeof(float) * (size_t)V);
@@ -375,7 +376,9 @@ static void test_model(const char *spec, const int *tps, int n_tps) {
 static void test_diverge(void) {
   ds_model m;
   CHECK_OK(ds_model_open(&m, "synth:tiny", 9, 0, true));
-  const char *paths[] = {"cpu-ref", "cpu-ref:tp2", "cpu-ref:tp8", "cpu-ref:tp16"};
+  const char *paths_s[] = {"cpu-ref", "cpu-ref:tp2", "cpu-ref:tp8", "cpu-ref:tp16"};
+  vpath_spec paths[sizeof paths_s / sizeof *paths_s];
+  test_specs(paths_s, (int)(sizeof paths_s / sizeof *paths_s), paths);
   diverge_opts o = {.paths = paths, .n_paths = 4, .batch = 2, .context = 24, .tokens = 8, .seed = 4, .n_threads = 1};
   diverge_result res[3];
   vstatus s = diverge_run(&m, &o, res);

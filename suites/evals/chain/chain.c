@@ -141,7 +141,7 @@ vstatus chain_begin(const ds_model *m, const construct_layout *L, const chain_op
   if (!r->pr || !r->first_wrong) { chain_result_free(r); return VERR("chain: out of memory"); }
   for (int p = 0; p < o->n_paths; p++) {
     eval_path_result *pr = &r->pr[p];
-    snprintf(pr->path, sizeof pr->path, "%s", o->paths[p]);
+    snprintf(pr->path, sizeof pr->path, "%s", o->paths[p].name);
     pr->supported = true;
     pr->correct = calloc((size_t)o->samples * o->n_hops, 1);
     pr->margin = calloc((size_t)o->samples * o->n_hops, sizeof(float));
@@ -155,7 +155,7 @@ vstatus chain_run_path(const ds_model *m, const construct_layout *L, const chain
   eval_path_result *pr = &r->pr[p];
   vpath path;
   vpath_opts po = {.max_seq = o->batch, .max_ctx = L->o.n_keys + 2 + (int)o->hops[o->n_hops - 1], .n_threads = o->n_threads};
-  vstatus s = vpath_open(&path, o->paths[p], m, &po);
+  vstatus s = vpath_open(&path, &o->paths[p], m, &po);
   if (s == V_OK) {
     s = run_path(&path, L, o, r, p);
     vpath_close(&path);
@@ -166,7 +166,7 @@ vstatus chain_run_path(const ds_model *m, const construct_layout *L, const chain
     snprintf(pr->reason, sizeof pr->reason, "%s", verr_msg());
     return V_OK;
   }
-  if (s != V_OK) verr_prefix("chain: path %s", o->paths[p]);
+  if (s != V_OK) verr_prefix("chain: path %s", o->paths[p].name);
   return s;
 }
 

@@ -132,7 +132,7 @@ static vstatus chain_prepare(void *st, const vsuite_ctx *x, bool *done) {
   VTRY(eval_paths_open(&s->ep, &s->e, x));
   s->ok = calloc((size_t)s->ep.n * s->n_hops, 1);
   if (!s->ok) return VERR("eval chain: out of memory");
-  s->o = (chain_opts){.paths = s->ep.names, .n_paths = s->ep.n, .hops = s->hops, .n_hops = s->n_hops,
+  s->o = (chain_opts){.paths = s->ep.paths, .n_paths = s->ep.n, .hops = s->hops, .n_hops = s->n_hops,
                       .samples = (int)s->e.samples, .batch = (int)s->e.batch,
                       .sampling = {.temperature = (float)s->temperature, .top_k = (int)s->top_k,
                                    .top_p = (float)s->top_p, .seed = s->sample_seed},

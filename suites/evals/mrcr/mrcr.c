@@ -175,7 +175,7 @@ vstatus mrcr_begin(const ds_model *m, const construct_layout *L, const mrcr_opts
   if (!r->q || !r->pr) { mrcr_result_free(r); return VERR("mrcr: out of memory"); }
   for (int p = 0; p < o->n_paths; p++) {
     eval_path_result *pr = &r->pr[p];
-    snprintf(pr->path, sizeof pr->path, "%s", o->paths[p]);
+    snprintf(pr->path, sizeof pr->path, "%s", o->paths[p].name);
     pr->supported = true;
     pr->correct = calloc((size_t)r->n_queries, 1);
     pr->margin = calloc((size_t)r->n_queries, sizeof(float));
@@ -190,7 +190,7 @@ vstatus mrcr_run_path(const ds_model *m, const construct_layout *L, const mrcr_o
   eval_path_result *pr = &r->pr[p];
   vpath path;
   vpath_opts po = {.max_seq = o->batch, .max_ctx = (int)maxbin, .n_threads = o->n_threads};
-  vstatus s = vpath_open(&path, o->paths[p], m, &po);
+  vstatus s = vpath_open(&path, &o->paths[p], m, &po);
   if (s == V_OK) {
     s = run_path(&path, L, o, r, pr);
     vpath_close(&path);
@@ -200,7 +200,7 @@ vstatus mrcr_run_path(const ds_model *m, const construct_layout *L, const mrcr_o
     pr->errored = s != V_UNSUPPORTED;
     return V_OK;
   }
-  if (s != V_OK) verr_prefix("mrcr: path %s", o->paths[p]);
+  if (s != V_OK) verr_prefix("mrcr: path %s", o->paths[p].name);
   return s;
 }
 

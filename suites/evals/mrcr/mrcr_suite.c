@@ -135,7 +135,7 @@ static vstatus mrcr_prepare(void *st, const vsuite_ctx *x, bool *done) {
   VTRY(eval_paths_open(&s->ep, &s->e, x));
   s->ok = calloc((size_t)s->ep.n * s->n_bins * s->n_needles, 1);
   if (!s->ok) return VERR("eval mrcr: out of memory");
-  s->o = (mrcr_opts){.paths = s->ep.names, .n_paths = s->ep.n, .bins = s->bins, .n_bins = s->n_bins,
+  s->o = (mrcr_opts){.paths = s->ep.paths, .n_paths = s->ep.n, .bins = s->bins, .n_bins = s->n_bins,
                      .needles = s->needles, .n_needles = s->n_needles, .samples = (int)s->e.samples,
                      .batch = (int)s->e.batch, .chunk = (int)s->chunk, .seed = x->seed, .n_threads = x->n_threads};
   return mrcr_begin(x->model, x->layout, &s->o, &s->r);
