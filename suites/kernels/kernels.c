@@ -780,7 +780,7 @@ typedef struct {
 typedef struct {
   const vop_case *first;  /* the first case it does not support (NULL: none yet) */
   int n;                  /* cases it does not support */
-  int n_other;            /* of those, cases whose reason differs from the first's */
+  int n_other;            /* of those, cases whose reason differs from the first's (not just in numbers) */
   char why[320];          /* the first case's reason */
   char other[160];        /* the first differing reason */
 } kunsup;
@@ -827,6 +827,21 @@ static vstatus add_item(kernels_plan *p, const kitem *k) {
   return V_OK;
 }
 
+/* Whether reasons a and b say the same but for their numbers ("batch 8 > 4" and "batch 64 > 4"). */
+static bool same_but_numbers(const char *a, const char *b) {
+  for (;;) {
+    const bool da = *a >= '0' && *a <= '9', db = *b >= '0' && *b <= '9';
+    if (da && db) {
+      while (*a >= '0' && *a <= '9') a++;
+      while (*b >= '0' && *b <= '9') b++;
+      continue;
+    }
+    if (*a != *b) return false;
+    if (!*a) return true;
+    a++, b++;
+  }
+}
+
 /* The planned cases of list cl: per case the variants whose supports() failed, then those that support
  * it; the cases a variant does not support are counted into un[variant] (planned by plan_unsupported). */
 static vstatus plan_list(kernels_plan *p, const vop_case_list *cl, const vop_variant *const *vars, int nv,
@@ -841,7 +856,8 @@ static vstatus plan_list(kernels_plan *p, const vop_case_list *cl, const vop_var
       if (s == V_UNSUPPORTED) {
         kunsup *u = &un[vi];
         if (!u->first) u->first = c, snprintf(u->why, sizeof u->why, "%s", verr_msg());
-        else if (strcmp(u->why, verr_msg()) != 0 && u->n_other++ == 0) snprintf(u->other, sizeof u->other, "%s", verr_msg());
+        else if (!same_but_numbers(u->why, verr_msg()) && u->n_other++ == 0)
+          snprintf(u->other, sizeof u->other, "%s", verr_msg());
         u->n++;
         continue;
       }

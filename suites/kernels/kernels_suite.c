@@ -143,15 +143,17 @@ static vstatus make_record(const kernels_record *k, bool result, veng *recs) {
   if (!r) return V_ERR;
   rec_param_str(r, "op", k->op);
   rec_param_str(r, "variant", k->variant);
-  rec_param_str(r, "preset", k->preset);
-  rec_param_str(r, "shape", k->shape);
-  rec_param_int(r, "batch", k->batch);
-  rec_param_str(r, "dims", k->dims);
-  rec_param_str(r, "dtype", k->dtype);
-  rec_param_int(r, "seed", (int64_t)k->seed);
-  if (k->n_cases) { /* a variant's unsupported cases, one record: the key fields are the first case's */
+  if (k->n_cases) { /* a variant's unsupported cases, one record: how many, and the first one */
+    rec_param_str(r, "dtype", k->dtype);
     rec_param_int(r, "cases", k->n_cases);
     rec_param_str(r, "first_case", k->first);
+  } else {
+    rec_param_str(r, "preset", k->preset);
+    rec_param_str(r, "shape", k->shape);
+    rec_param_int(r, "batch", k->batch);
+    rec_param_str(r, "dims", k->dims);
+    rec_param_str(r, "dtype", k->dtype);
+    rec_param_int(r, "seed", (int64_t)k->seed);
   }
   if (!result) return V_OK;
   rec_param_str(r, "output", k->output);
