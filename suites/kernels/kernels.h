@@ -1,8 +1,10 @@
 /* The kernel numerics suite (`vouch kernels`): every registered op x every variant that
  * supports each case x cases (preset shapes, edge sizes, batches, seeds, distributions),
  * checked against the float64 oracle. Per case: poisoned outputs, guard regions, NaN/Inf
- * first, the op's metric vs its stated bound, two runs compared bitwise, and the trace
- * must show the intended variant ran. Status: pass, FAIL, or not supported. */
+ * first, the op's metric vs its stated bound (per output: fp32 outputs at the fp32 bound),
+ * two runs compared bitwise (a FAIL unless the variant declares itself non-deterministic),
+ * and the trace must show the intended variant ran. Status: pass, FAIL, or not supported
+ * (one record per op, path and variant). The rule: docs/verdicts.md. */
 #ifndef VOUCH_SUITES_KERNELS_KERNELS_H
 #define VOUCH_SUITES_KERNELS_KERNELS_H
 

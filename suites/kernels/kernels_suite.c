@@ -214,9 +214,11 @@ static void kernels_print(const void *st, const vsuite_ctx *x, const veng *recs)
   if (s->failures_only)
     for (int i = 0; i < res->n; i++)
       if (res->r[i].status == KS_FAIL) printf("FAIL %s: %s\n", res->r[i].id, res->r[i].reason);
-  printf("\nkernels: %d cases run, %d passed, %d FAILED, %d not supported (%d records); %d left out by --quick; %.1f s\n",
-         res->run, res->passed, res->failed, res->unsupported_cases, res->unsupported, kernels_plan_skipped(s->plan),
-         x->wall_s);
+  char nrec[48] = ""; /* the not-supported cases are one record per variant */
+  if (res->unsupported != res->unsupported_cases)
+    snprintf(nrec, sizeof nrec, " (%d record%s)", res->unsupported, res->unsupported == 1 ? "" : "s");
+  printf("\nkernels: %d cases run, %d passed, %d FAILED, %d not supported%s; %d left out by --quick; %.1f s\n", res->run,
+         res->passed, res->failed, res->unsupported_cases, nrec, kernels_plan_skipped(s->plan), x->wall_s);
   if (s->kept) printf("kernels: %d cases kept from the interrupted run (not run again)\n", s->kept);
 }
 
