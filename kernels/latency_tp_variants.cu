@@ -253,6 +253,8 @@ extern "C" void latency_tp_register_variants(void) {
     v[i].desc = e[i].desc;
     v[i].backend = vop_backend_cpu();
     v[i].act_dtype = i == 3 ? DT_F32 : DT_BF16;
+    /* nondeterministic stays NULL (bitwise reruns, checked): the partials are integers, so every sum
+     * is exact in any order, p2p_oneshot sums in rank order, and the norm runs on that exact x */
     v[i].supports = e[i].supports;
     v[i].run = e[i].run;
     if (vopreg_add_variant(&v[i]) != V_OK) fprintf(stderr, "vouch: %s\n", verr_msg());

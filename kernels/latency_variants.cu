@@ -555,18 +555,25 @@ VARIANT(lse_combine_body, "v1")
 
 /* ---------------- registration ---------------- */
 
+/* Declared per entry after supports/run: f32_act, bf16_inputs, f32_outputs, nondeterministic. Every
+ * latency kernel promises bitwise reruns (NULL): split-K partials are summed in split order by a
+ * second kernel, the router's and buckets' atomics count integers (order-free), attention splits are
+ * merged in split order; none uses float atomics. f32_outputs: linear's y (buffer 2, the fp32
+ * epilogue LAT_EP_F32) and add_rmsnorm's h (buffer 3, the fp32 residual stream) are never rounded to
+ * bf16, so they are judged at the fp32 bound on their bf16-grid inputs. */
+#define LINEAR_Y_F32 (1u << 2)
 #define LINEAR_ENTRY(num, vname, what)                                                                       \
   {"linear", vname, "lat_gemm " vname ": " what ", bf16(x), fp32 epilogue", linear_v##num##_supports, \
-   linear_v##num##_body_run}
+   linear_v##num##_body_run, false, 0, LINEAR_Y_F32}
 
 static const entry k_entries[] = {
 #define LINEAR_ROW(num, id, name, family, max_tokens, what) LINEAR_ENTRY(num, #name, what),
     LAT_GEMM_VARIANTS(LINEAR_ROW)
 #undef LINEAR_ROW
     {"linear", "table", "lat_gemm with the variant the path's per-bucket table picks for this batch and shape",
-     linear_shape_ok, linear_table_body_run},
+     linear_shape_ok, linear_table_body_run, false, 0, LINEAR_Y_F32},
     {"add_rmsnorm", "v1", "lat_add_rmsnorm: fp32 residual (= res) += bf16(x), bf16 norm", add_rmsnorm_supports,
-     add_rmsnorm_body_run},
+     add_rmsnorm_body_run, false, 0, 1u << 3 /* h */},
     {"rmsnorm", "v1_add_rmsnorm", "lat_add_rmsnorm with a zero addend: norm of the fp32 stream, bf16 out",
      rmsnorm_supports, rmsnorm_body_run},
     {"embed", "v1_embed_norm", "lat_embed_norm: fp32 embedding rows (its fused norm to a temporary)", embed_supports,

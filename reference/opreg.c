@@ -45,7 +45,7 @@ const vop_backend *vop_backend_cpu(void) { return &g_cpu_backend; }
 
 /* ---- names ---- */
 
-static const char *const k_dist_names[VD_COUNT] = {"normal", "heavy", "large", "neartie", "smallint"};
+static const char *const k_dist_names[VD_COUNT] = {"normal", "heavy", "large", "neartie", "smallint", "small"};
 
 const char *vop_dist_name(int d) { return d >= 0 && d < VD_COUNT ? k_dist_names[d] : "?"; }
 

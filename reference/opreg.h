@@ -16,6 +16,7 @@
  *   oracle_register_ops()        reference/cpu/oracle.c   every op descriptor
  *   cpu_variants_register()      reference/cpu/cpu_variants.c   the "cpu" variants (+ "test" ones)
  *   comm_variants_register()     reference/cpu/comm_variants.c  simulated-rank all-reduce
+ *   test_variants_register()     reference/cpu/test_variants.c  "test" variants of the declarations
  *   cuda_ref_register_variants() reference/cuda/cuda_variants.cu, in CUDA builds (CMake defines
  *                                VOUCH_HAVE_CUDA_VARIANTS with VOUCH_HAVE_CUDA): it sets the CUDA
  *                                backend (reference/cuda/cuda_backend.cu) and adds the cuda-ref
@@ -64,6 +65,9 @@ typedef enum {
   VD_LARGE = 2,     /* magnitudes near the top of the range the op can hold (bf16 limits where it makes sense) */
   VD_NEARTIE = 3,   /* values on a coarse grid plus 1-ulp neighbours: ties for top-k / argmax */
   VD_SMALLINT = 4,  /* small integers stored as float (sums are exact) */
+  VD_SMALL = 5,     /* N(0,1) x 1e-2: mean square 1e-4, the scale of real checkpoints' early-layer activations
+                       (1e-4..1e-2; synthetic rows are ~1), where constants such as a norm's eps or the bf16
+                       rounding of a small intermediate show (ops whose math is not scale-free) */
   VD_COUNT
 } vop_dist;
 const char *vop_dist_name(int d);
@@ -171,6 +175,15 @@ typedef struct vop_variant {
    * as the path holds those tensors in bf16 (moe_combine's expert outputs). The suite hands them
    * on the bf16 grid and the rest unrounded, so the fp32 bound tests the fp32 arithmetic. 0: none. */
   uint32_t bf16_inputs;
+  /* DT_BF16 variants only: outputs (bit i = layout buffer i) the variant computes in fp32 from its
+   * bf16-grid inputs and stores without rounding to bf16 (a GEMM's fp32 epilogue, the fp32 residual
+   * stream): judged at the op's fp32 bound, so a bf16 rounding of them fails. 0: every output is
+   * judged at the bf16 bound. */
+  uint32_t f32_outputs;
+  /* NULL: the variant promises bitwise identical outputs from run to run on the same inputs, and a
+   * case whose two runs differ FAILS. Else one line saying why it does not (float atomics, split-K
+   * without a fixed order): each run is still checked against the bound, the difference only noted. */
+  const char *nondeterministic;
   /* V_OK, or V_UNSUPPORTED (VUNSUPPORTED("reason")) when this variant cannot run case c. */
   vstatus (*supports)(const vop_case *c);
   /* Runs case c on buffers buf[] (backend memory, layout order; inputs must not be written).

@@ -53,7 +53,7 @@ void oracle_fill_f32(float *x, int64_t n, int dist, uint64_t key, double scale, 
         break;
       }
       case VD_SMALLINT: v = floor(unit01(key, (uint64_t)i) * 129.0) - 64.0; break;
-      default: v = g * scale; break; /* VD_NORMAL, VD_LARGE (scale chosen by the op) */
+      default: v = g * scale; break; /* VD_NORMAL, VD_LARGE, VD_SMALL (scale chosen by the op) */
     }
     if (v > 3.0e38) v = 3.0e38;
     if (v < -3.0e38) v = -3.0e38;
@@ -77,8 +77,12 @@ static uint64_t key_of(const vop_case *c, const char *buf) {
 }
 
 /* Activation scale for VD_LARGE per op family, chosen so the op's float32 math stays finite
- * (HF computes in float32 too): norms square their input, linear layers sum products. */
-static double act_scale(const vop_case *c, double large) { return c->dist == VD_LARGE ? large : 1.0; }
+ * (HF computes in float32 too): norms square their input, linear layers sum products. VD_SMALL is
+ * the same for every op: rms 1e-2 (mean square 1e-4, the low end of real early-layer activations). */
+#define SMALL_SCALE 1e-2
+static double act_scale(const vop_case *c, double large) {
+  return c->dist == VD_LARGE ? large : c->dist == VD_SMALL ? SMALL_SCALE : 1.0;
+}
 
 static void fill_act(const vop_case *c, float *x, int64_t n, const char *name, double large, int channels) {
   oracle_fill_f32(x, n, c->dist, key_of(c, name), act_scale(c, large), channels);

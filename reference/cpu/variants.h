@@ -9,5 +9,8 @@
 void cpu_variants_register(void);
 /* Registers the "threads" variants of allreduce and allreduce_add_rmsnorm (R ranks as R threads). */
 void comm_variants_register(void);
+/* Registers the "test" variants of the declarations (fp32 outputs of bf16 variants, determinism) and
+ * of small-scale activations (reference/cpu/test_variants.c). */
+void test_variants_register(void);
 
 #endif

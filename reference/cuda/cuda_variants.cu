@@ -354,6 +354,9 @@ VARIANT(moe_combine_body, "ref_scatter")
 
 /* ---------------- registration ---------------- */
 
+/* Every cuda-ref kernel promises bitwise reruns (nondeterministic NULL): plain per-element or
+ * per-row kernels without atomics (scatter_add runs one slot per launch, its rows distinct), and
+ * cuBLAS, which is run-to-run reproducible on one GPU and stream. */
 static const entry k_entries[] = {
     {"embed", "ref", "curef_embed (bf16 table -> f32 stream)", any_case, embed_body_run},
     {"rmsnorm", "ref", "curef_rmsnorm_f32: f32 residual in, bf16 out", any_case, rmsnorm_body_run},
@@ -363,14 +366,20 @@ static const entry k_entries[] = {
      add_rmsnorm_body_run},
     {"linear", "ref_cublas", "curef_linear: cublasGemmEx bf16, fp32 compute, bf16 out (projections)", any_case,
      linear_body_run},
+    /* y (buffer 2) is cuBLAS's fp32 output, never rounded: the fp32 bound (cuBLAS: bitwise reruns on
+     * one GPU and stream) */
     {"linear", "ref_cublas_f32", "curef_linear: cublasGemmEx bf16, fp32 compute, f32 out (lm_head)", any_case,
-     linear_f32_body_run},
+     linear_f32_body_run, false, 0, 1u << 2},
     {"rope", "ref", "curef_rope in place on bf16", rope_supports, rope_body_run},
     {"mla_decode", "ref", "curef_attention over an expanded bf16 cache", mla_decode_supports, mla_decode_body_run},
-    {"router", "ref", "curef_router (logits fed exactly through a 0/1 gate)", router_supports, router_body_run},
+    /* wt (buffer 3): curef_router's fp32 sigmoid, sum, division and scaling, never rounded: the fp32
+     * bound, as the latency router's */
+    {"router", "ref", "curef_router (logits fed exactly through a 0/1 gate)", router_supports, router_body_run, false,
+     0, 1u << 3},
     {"swiglu", "ref_cublas", "curef_linear x3 + curef_silu_mul (bf16 intermediates)", any_case, swiglu_body_run},
+    /* out (buffer 4): the fp32 residual plus fp32 products and adds, never rounded: the fp32 bound */
     {"moe_combine", "ref_scatter", "curef_scatter_add per slot + curef_add_bf16 (shared)", any_case,
-     moe_combine_body_run},
+     moe_combine_body_run, false, 0, 1u << 4},
 };
 
 #define N_ENTRIES (sizeof k_entries / sizeof k_entries[0])

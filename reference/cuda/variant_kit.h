@@ -156,8 +156,8 @@ static vstatus run_body(const vop_case *c, const vop_layout *l, void *const *b, 
 
 /* ---------------- registration ---------------- */
 
-/* One variant of the path: op, name, description, supports(), run(); the last two may be left
- * out (a bf16 variant). */
+/* One variant of the path: op, name, description, supports(), run(); the rest may be left out (a bf16
+ * variant, every output rounded to bf16, bitwise identical reruns). */
 typedef struct {
   const char *op, *name, *desc;
   vstatus (*supports)(const vop_case *);
@@ -165,6 +165,9 @@ typedef struct {
   bool f32_act;         /* the path computes this op on fp32 tensors (router logits, the fp32 residual stream):
                            fp32 inputs and the op's fp32 bound, so a rounding to bf16 inside it fails */
   uint32_t bf16_inputs; /* with f32_act: inputs the variant itself converts to bf16 (vop_variant.bf16_inputs) */
+  uint32_t f32_outputs; /* without f32_act: outputs computed and stored in fp32, judged at the fp32 bound
+                           (vop_variant.f32_outputs) */
+  const char *nondeterministic; /* NULL: bitwise identical reruns (checked); else why not (vop_variant) */
 } entry;
 
 
@@ -185,6 +188,8 @@ static void register_entries(const entry *e, size_t n, vop_variant *vars) {
     vars[i].backend = vop_backend_cuda();
     vars[i].act_dtype = e[i].f32_act ? DT_F32 : DT_BF16;
     vars[i].bf16_inputs = e[i].f32_act ? e[i].bf16_inputs : 0;
+    vars[i].f32_outputs = e[i].f32_act ? 0 : e[i].f32_outputs;
+    vars[i].nondeterministic = e[i].nondeterministic;
     vars[i].supports = e[i].supports;
     vars[i].run = e[i].run;
     if (vopreg_add_variant(&vars[i]) != V_OK) fprintf(stderr, "vouch: %s\n", verr_msg());

@@ -125,6 +125,9 @@ static vstatus gen_preset(gen_ctx *x) {
   const int ctx = !strcmp(x->preset, "tiny") ? 67 : !strcmp(x->preset, "small") ? 300 : 1024;
   const int d_std[] = {VD_NORMAL, VD_HEAVY}, d_big[] = {VD_NORMAL, VD_HEAVY, VD_LARGE};
   const int d_tie[] = {VD_NORMAL, VD_HEAVY, VD_NEARTIE, VD_LARGE};
+  /* ops whose math is not scale-free (a norm's eps, silu) also run at real early-layer activation
+   * scale (VD_SMALL, mean square 1e-4), where such constants show */
+  const int d_norm[] = {VD_NORMAL, VD_HEAVY, VD_LARGE, VD_SMALL}, d_act[] = {VD_NORMAL, VD_HEAVY, VD_SMALL};
 
   if (!strcmp(op, "embed")) {
     if (edge) {
@@ -140,21 +143,21 @@ static vstatus gen_preset(gen_ctx *x) {
       for (int i = 0; i < 4; i++) {
         char nm[16];
         snprintf(nm, sizeof nm, "n%d", ns[i]);
-        VTRY(emit(x, nm, &ns[i], 1, &eps, 1, d_big, 3, false, NULL));
+        VTRY(emit(x, nm, &ns[i], 1, &eps, 1, d_norm, 4, false, NULL));
       }
       return V_OK;
     }
-    VTRY(emit(x, "hidden", &D, 1, &eps, 1, d_big, 3, false, NULL));
-    if (c->q_lora_rank) VTRY(emit(x, "q_a_layernorm", &c->q_lora_rank, 1, &eps, 1, d_big, 3, false, NULL));
-    return emit(x, "kv_a_layernorm", &kvl, 1, &eps, 1, d_big, 3, false, NULL);
+    VTRY(emit(x, "hidden", &D, 1, &eps, 1, d_norm, 4, false, NULL));
+    if (c->q_lora_rank) VTRY(emit(x, "q_a_layernorm", &c->q_lora_rank, 1, &eps, 1, d_norm, 4, false, NULL));
+    return emit(x, "kv_a_layernorm", &kvl, 1, &eps, 1, d_norm, 4, false, NULL);
   }
   if (!strcmp(op, "add_rmsnorm")) {
     double eps = c->rms_norm_eps;
     if (edge) {
-      VTRY(emit(x, "n1", ARR(1), &eps, 1, d_big, 3, false, NULL));
-      return emit(x, "n13", ARR(13), &eps, 1, d_big, 3, false, NULL);
+      VTRY(emit(x, "n1", ARR(1), &eps, 1, d_norm, 4, false, NULL));
+      return emit(x, "n13", ARR(13), &eps, 1, d_norm, 4, false, NULL);
     }
-    return emit(x, "hidden", &D, 1, &eps, 1, d_big, 3, false, NULL);
+    return emit(x, "hidden", &D, 1, &eps, 1, d_norm, 4, false, NULL);
   }
   if (!strcmp(op, "linear")) {
     if (edge) {
@@ -260,13 +263,13 @@ static vstatus gen_preset(gen_ctx *x) {
   }
   if (!strcmp(op, "swiglu")) {
     if (edge) {
-      VTRY(emit(x, "d1_i1", ARR(1, 1), NOF, d_std, 2, false, NULL));
-      return emit(x, "d13_i7", ARR(13, 7), NOF, d_std, 2, false, NULL);
+      VTRY(emit(x, "d1_i1", ARR(1, 1), NOF, d_act, 3, false, NULL));
+      return emit(x, "d13_i7", ARR(13, 7), NOF, d_act, 3, false, NULL);
     }
-    VTRY(emit(x, "expert", ARR(D, c->moe_intermediate_size), NOF, d_std, 2, false, NULL));
+    VTRY(emit(x, "expert", ARR(D, c->moe_intermediate_size), NOF, d_act, 3, false, NULL));
     if (c->n_shared_experts > 1)
-      VTRY(emit(x, "shared", ARR(D, c->moe_intermediate_size * c->n_shared_experts), NOF, d_std, 2, false, NULL));
-    return emit(x, "dense", ARR(D, c->intermediate_size), NOF, d_std, 2, false, NULL);
+      VTRY(emit(x, "shared", ARR(D, c->moe_intermediate_size * c->n_shared_experts), NOF, d_act, 3, false, NULL));
+    return emit(x, "dense", ARR(D, c->intermediate_size), NOF, d_act, 3, false, NULL);
   }
   if (!strcmp(op, "moe_combine")) {
     if (edge) {
@@ -380,13 +383,21 @@ static void add_reason(kernels_record *r, const char *fmt, ...) {
   snprintf(r->reason + len, sizeof r->reason - len, "%s%s", len ? "; " : "", msg);
 }
 
+/* The precision output o of variant v is computed in, which picks its bound: the variant's
+ * activation dtype, except for the outputs a bf16 variant declares it computes and stores in fp32
+ * (vop_variant.f32_outputs), which are held to the fp32 bound. */
+static vdtype output_dtype(const vop_variant *v, int o) {
+  if (v->act_dtype == DT_BF16 && o < 32 && (v->f32_outputs >> o & 1u)) return DT_F32;
+  return v->act_dtype;
+}
+
 /* Checks one output (host copy `got`); returns error/bound ratio and fills err_out, tol_out. */
 static double check_output(const vop_case *c, const vop_layout *l, void **host, double **ref, int o,
                            const vop_variant *v, kernels_record *r, double *err_out, vop_tol *tol_out, bool *bad) {
   const vop_buf *b = &l->b[o];
   const void *got = host[o];
   const size_t es = vdtype_size(b->dtype);
-  vop_tol t = c->op->tolerance(c, o, v->act_dtype);
+  vop_tol t = c->op->tolerance(c, o, output_dtype(v, o));
   *tol_out = t;
   /* 1. poison: elements never written still hold 0xFF bytes */
   long long unwritten = 0, first = -1;
@@ -623,10 +634,17 @@ static vstatus run_variant(const vop_case *c, const vop_layout *l, void **host, 
   /* check both runs; the record shows the worst output of the worst run */
   r->deterministic = true;
   double worst = -1;
+  const char *nd_out = NULL; /* the first output whose runs differ */
+  size_t nd_byte = 0;
   for (int i = 0; i < l->n; i++) {
     if (!l->b[i].is_output) continue;
-    if (memcmp((char *)got[0][i] + GUARD_BYTES, (char *)got[1][i] + GUARD_BYTES, db[i].bytes) != 0)
+    const unsigned char *a = (unsigned char *)got[0][i] + GUARD_BYTES, *b = (unsigned char *)got[1][i] + GUARD_BYTES;
+    if (r->deterministic && memcmp(a, b, db[i].bytes) != 0) {
       r->deterministic = false;
+      nd_out = l->b[i].name;
+      while (a[nd_byte] == b[nd_byte]) nd_byte++;
+      nd_byte /= vdtype_size(l->b[i].dtype);
+    }
   }
   for (int run = 0; run < 2; run++) {
     if (run == 1 && r->deterministic) break; /* identical bytes: identical verdict */
@@ -647,7 +665,16 @@ static vstatus run_variant(const vop_case *c, const vop_layout *l, void **host, 
       }
     }
   }
-  if (!r->deterministic) add_reason(r, "non-deterministic: two runs differ bitwise");
+  /* The determinism gate: a variant that promises bitwise reruns (every one that does not declare
+   * vop_variant.nondeterministic) fails when its two runs differ, even if both are within the bound:
+   * a scheduling-dependent result is a race or an unordered reduction the path did not own up to. */
+  if (!r->deterministic && !v->nondeterministic) {
+    bad = true;
+    add_reason(r, "non-deterministic: two runs differ bitwise (%s, first at element %zu) and the variant declares "
+               "bitwise reruns", nd_out, nd_byte);
+  } else if (!r->deterministic) {
+    add_reason(r, "two runs differ bitwise (declared non-deterministic: %s)", v->nondeterministic);
+  }
   r->status = bad ? KS_FAIL : KS_PASS;
 
 done:
@@ -678,7 +705,7 @@ vstatus kernels_result_add(kernels_result *res, kernels_record *r) {
   res->r[res->n++] = *r;
   if (r->status == KS_PASS) res->passed++, res->run++;
   else if (r->status == KS_FAIL) res->failed++, res->run++;
-  else res->unsupported++;
+  else res->unsupported++, res->unsupported_cases += r->n_cases ? r->n_cases : 1;
   return V_OK;
 }
 
@@ -700,7 +727,8 @@ void kernels_print_row(FILE *f, const kernels_record *r) {
   snprintf(bound, sizeof bound, "%.3g", r->bound);
   if (r->status == KS_UNSUPPORTED) snprintf(err, sizeof err, "-"), snprintf(bound, sizeof bound, "-");
   char shape[64];
-  snprintf(shape, sizeof shape, "%s/%s", r->preset, r->shape);
+  if (r->n_cases) snprintf(shape, sizeof shape, "%d cases", r->n_cases);
+  else snprintf(shape, sizeof shape, "%s/%s", r->preset, r->shape);
   fprintf(f, "%-12s %-8s %-9s %-30s %3d %-12s %-8s %-13s %9s %9s  %s", r->op, r->path, r->variant, shape, r->batch,
           r->dtype, vop_dist_name(r->dist), r->metric, err, bound, kernels_status_name(r->status));
   if (r->status != KS_PASS && r->reason[0]) fprintf(f, "  (%s)", r->reason);
@@ -744,7 +772,18 @@ typedef struct {
   bool supported;         /* v->supports(c) said yes */
   kernels_status no;      /* !supported: KS_UNSUPPORTED, or KS_FAIL when supports() failed */
   char *why;              /* !supported: the reason (owned) */
+  int n_cases;            /* KS_UNSUPPORTED: the cases of this variant it stands for (c the first), else 0 */
 } kitem;
+
+/* The cases one variant does not support, over all presets of its op: one record, not one per case
+ * (a pr run made ~772 such records, each saying the same thing). */
+typedef struct {
+  const vop_case *first;  /* the first case it does not support (NULL: none yet) */
+  int n;                  /* cases it does not support */
+  int n_other;            /* of those, cases whose reason differs from the first's (not just in numbers) */
+  char why[320];          /* the first case's reason */
+  char other[160];        /* the first differing reason */
+} kunsup;
 
 struct kernels_plan {
   vop_case_list *lists;   /* [n_lists] the generated cases, one list per op and preset (owned) */
@@ -788,8 +827,25 @@ static vstatus add_item(kernels_plan *p, const kitem *k) {
   return V_OK;
 }
 
-/* The planned cases of list cl: per case the variants that do not support it, then those that do. */
-static vstatus plan_list(kernels_plan *p, const vop_case_list *cl, const vop_variant *const *vars, int nv) {
+/* Whether reasons a and b say the same but for their numbers ("batch 8 > 4" and "batch 64 > 4"). */
+static bool same_but_numbers(const char *a, const char *b) {
+  for (;;) {
+    const bool da = *a >= '0' && *a <= '9', db = *b >= '0' && *b <= '9';
+    if (da && db) {
+      while (*a >= '0' && *a <= '9') a++;
+      while (*b >= '0' && *b <= '9') b++;
+      continue;
+    }
+    if (*a != *b) return false;
+    if (!*a) return true;
+    a++, b++;
+  }
+}
+
+/* The planned cases of list cl: per case the variants whose supports() failed, then those that support
+ * it; the cases a variant does not support are counted into un[variant] (planned by plan_unsupported). */
+static vstatus plan_list(kernels_plan *p, const vop_case_list *cl, const vop_variant *const *vars, int nv,
+                         kunsup *un) {
   for (int ci = 0; ci < cl->n; ci++) {
     const vop_case *c = &cl->c[ci];
     int sup[64], n_sup = 0;
@@ -797,13 +853,38 @@ static vstatus plan_list(kernels_plan *p, const vop_case_list *cl, const vop_var
       verr_clear();
       vstatus s = vars[vi]->supports ? vars[vi]->supports(c) : V_OK;
       if (s == V_OK) { sup[n_sup++] = vi; continue; }
-      kitem k = {.c = c, .v = vars[vi], .no = s == V_UNSUPPORTED ? KS_UNSUPPORTED : KS_FAIL};
+      if (s == V_UNSUPPORTED) {
+        kunsup *u = &un[vi];
+        if (!u->first) u->first = c, snprintf(u->why, sizeof u->why, "%s", verr_msg());
+        else if (!same_but_numbers(u->why, verr_msg()) && u->n_other++ == 0)
+          snprintf(u->other, sizeof u->other, "%s", verr_msg());
+        u->n++;
+        continue;
+      }
+      kitem k = {.c = c, .v = vars[vi], .no = KS_FAIL};
       char why[320];
-      snprintf(why, sizeof why, "%s%s", s == V_UNSUPPORTED ? "" : "supports() failed: ", verr_msg());
+      snprintf(why, sizeof why, "supports() failed: %s", verr_msg());
       if (!(k.why = strdup(why))) return VERR("kernels: out of memory");
       VTRY(add_item(p, &k));
     }
     for (int k = 0; k < n_sup; k++) VTRY(add_item(p, &(kitem){.c = c, .v = vars[sup[k]], .supported = true}));
+  }
+  return V_OK;
+}
+
+/* One planned "not supported" record per variant of vars[nv] that left cases out (un[nv]). */
+static vstatus plan_unsupported(kernels_plan *p, const vop_variant *const *vars, int nv, const kunsup *un) {
+  for (int vi = 0; vi < nv; vi++) {
+    const kunsup *u = &un[vi];
+    if (!u->n) continue;
+    char why[sizeof u->why + sizeof u->other + 64];
+    if (u->n_other)
+      snprintf(why, sizeof why, "%s (and %d case%s for other reasons, e.g. %s)", u->why, u->n_other,
+               u->n_other > 1 ? "s" : "", u->other);
+    else snprintf(why, sizeof why, "%s", u->why);
+    kitem k = {.c = u->first, .v = vars[vi], .no = KS_UNSUPPORTED, .n_cases = u->n};
+    if (!(k.why = strdup(why))) return VERR("kernels: out of memory");
+    VTRY(add_item(p, &k));
   }
   return V_OK;
 }
@@ -832,13 +913,16 @@ vstatus kernels_plan_make(const kernels_opts *o, kernels_plan **out) {
       const vop_variant *v = vopreg_variant(i);
       if (v->op == op && variant_selected(v, o)) vars[nv++] = v;
     }
+    kunsup un[64];
+    memset(un, 0, sizeof un);
     for (int pi = 0; nv && pi < n_presets && s == V_OK; pi++) {
       vop_case_list *cl = &p->lists[p->n_lists++];
       g_last_skipped = 0;
       s = kernels_gen_cases(op, presets[pi], &g, cl);
       p->skipped_budget += g_last_skipped;
-      if (s == V_OK) s = plan_list(p, cl, vars, nv);
+      if (s == V_OK) s = plan_list(p, cl, vars, nv, un);
     }
+    if (s == V_OK) s = plan_unsupported(p, vars, nv, un);
   }
   if (s != V_OK) { kernels_plan_free(p); return s; }
   *out = p;
@@ -862,9 +946,15 @@ void kernels_plan_key(const kernels_plan *p, int i, kernels_record *r) {
   r->path = v->path;
   r->variant = v->name;
   snprintf(r->dtype, sizeof r->dtype, "w:bf16 a:%s",
-           v->act_dtype == DT_BF16 ? "bf16" : v->bf16_inputs ? "f32+bf16 in" : "f32");
+           v->act_dtype == DT_BF16 ? (v->f32_outputs ? "bf16+f32 out" : "bf16")
+                                   : v->bf16_inputs ? "f32+bf16 in" : "f32");
   snprintf(r->id, sizeof r->id, "%s/%s/%s/%s/%s/B%d/%s/s%llu", c->op->name, r->path, r->variant, c->preset, c->shape,
            c->batch, vop_dist_name(c->dist), (unsigned long long)c->seed);
+  if (p->it[i].n_cases) { /* the variant's unsupported cases: the first one's key, and the record's own id */
+    r->n_cases = p->it[i].n_cases;
+    snprintf(r->first, sizeof r->first, "%s", r->id);
+    snprintf(r->id, sizeof r->id, "%s/%s/%s/not-supported", c->op->name, r->path, r->variant);
+  }
 }
 
 /* Makes the inputs and oracle outputs of item i's case, unless they are made (p->cur). bf16 variants
@@ -988,6 +1078,10 @@ vstatus kernels_write_json(const kernels_result *res, const char *path) {
     cJSON_AddStringToObject(p, "dtype", r->dtype);
     cJSON_AddStringToObject(p, "dist", vop_dist_name(r->dist));
     cJSON_AddNumberToObject(p, "seed", (double)r->seed);
+    if (r->n_cases) {
+      cJSON_AddNumberToObject(p, "cases", r->n_cases);
+      cJSON_AddStringToObject(p, "first_case", r->first);
+    }
     cJSON *m = cJSON_AddObjectToObject(o, "metric");
     cJSON_AddStringToObject(m, "name", r->metric);
     cJSON_AddStringToObject(m, "output", r->output);

@@ -1,8 +1,10 @@
 /* The kernel numerics suite (`vouch kernels`): every registered op x every variant that
  * supports each case x cases (preset shapes, edge sizes, batches, seeds, distributions),
  * checked against the float64 oracle. Per case: poisoned outputs, guard regions, NaN/Inf
- * first, the op's metric vs its stated bound, two runs compared bitwise, and the trace
- * must show the intended variant ran. Status: pass, FAIL, or not supported. */
+ * first, the op's metric vs its stated bound (per output: fp32 outputs at the fp32 bound),
+ * two runs compared bitwise (a FAIL unless the variant declares itself non-deterministic),
+ * and the trace must show the intended variant ran. Status: pass, FAIL, or not supported
+ * (one record per op, path and variant). The rule: docs/verdicts.md. */
 #ifndef VOUCH_SUITES_KERNELS_KERNELS_H
 #define VOUCH_SUITES_KERNELS_KERNELS_H
 
@@ -48,6 +50,9 @@ typedef struct kernels_record {
   int status;            /* kernels_status */
   bool deterministic;    /* two runs were bitwise identical */
   char reason[320];      /* why it failed / is unsupported, plus notes */
+  int n_cases;           /* a variant's "not supported" record: the cases it stands for (one record per
+                            op, path and variant; id "op/path/variant/not-supported"); 0 for every other */
+  char first[200];       /* with n_cases: the first unsupported case's id (its key fields are that case's) */
   char *trace_json;      /* the case's trace events (JSON array, owned) */
   double seconds;        /* wall time of the two runs */
 } kernels_record;
@@ -56,14 +61,16 @@ typedef struct {
   kernels_record *r;     /* [n] records */
   int n, cap;
   int run, passed, failed, unsupported; /* counts of records by status (run = passed + failed) */
+  int unsupported_cases; /* the cases the unsupported records stand for */
   int skipped_budget;    /* cases left out by the --quick size budget */
   double wall_s;
 } kernels_result;
 
 /* The suite's cases, made up front so a driver can run, store and print them one at a time
  * (suites/kernels/kernels_suite.c): a planned case is one variant on one generated case, and makes one
- * record; a generated case's variants are consecutive (those that do not support it first), and
- * share its inputs and oracle outputs. */
+ * record; a generated case's variants are consecutive (those whose supports() failed first), and
+ * share its inputs and oracle outputs. The cases a variant does not support are one planned record
+ * per op, path and variant (its count and the first reason), after that op's cases. */
 typedef struct kernels_plan kernels_plan;
 /* Checks the filters and generates the cases into *p (free with kernels_plan_free). V_ERR for
  * usage errors (unknown op, path, variant or preset) and a case generator's failure. */

@@ -15,6 +15,7 @@ static void register_all(void) {
   oracle_register_ops();
   cpu_variants_register();
   comm_variants_register();
+  test_variants_register();
 #if defined(VOUCH_HAVE_CUDA) && defined(VOUCH_HAVE_CUDA_VARIANTS)
   cuda_ref_register_variants();
   latency_register_variants();

@@ -1,7 +1,8 @@
 /* vouch kernels: the kernel numerics suite (suites/kernels/kernels.h) as a suite on the driver
  * (suites/engine/suite.h). A case is one variant on one generated case (kernels_plan) and makes one
  * record, "op/path/variant/preset/shape/B<batch>/dist/s<seed>" on the variant's path; its path trace
- * goes with it. No model opens: the driver takes --seed (default 0: case seeds start at
+ * goes with it. The cases a variant does not support are one record, "op/path/variant/not-supported"
+ * (params cases and first_case). No model opens: the driver takes --seed (default 0: case seeds start at
  * 1000 + 100 x S) and --json (the suite's own format, kernels_write_json). */
 #include "suites/kernels/kernels_suite.h"
 
@@ -23,8 +24,10 @@ static const char KERNELS_USAGE[] =
     "  sizes, batches, seeds, input distributions) against a float64 CPU oracle, and prints a\n"
     "  table: op, path, variant, shape, batch, dtype, distribution, metric, error, bound, status.\n"
     "  Per case: outputs poisoned (0xFF) before each run, 4 KiB guard regions around every\n"
-    "  output, NaN/Inf first, then the op's metric vs its stated bound, two runs compared\n"
-    "  bitwise, and the trace must show the intended variant ran.\n"
+    "  output, NaN/Inf first, then the op's metric vs its stated bound (fp32 outputs at the fp32\n"
+    "  bound), two runs compared bitwise (a FAIL unless the variant declares itself\n"
+    "  non-deterministic), and the trace must show the intended variant ran. The cases a variant\n"
+    "  does not support are one record per op, path and variant (their count, the first reason).\n"
     "  --path      cpu-ref, cuda-ref, latency, or test (planted-bug variants, never run by default)\n"
     "  --quick     a CPU-sized subset (default): big shapes once at batch 1, size budget per case\n"
     "  --full      every shape x batch x seed x distribution (slow on a CPU)\n"
@@ -160,12 +163,18 @@ static vstatus make_record(const kernels_record *k, bool result, veng *recs) {
   if (!r) return V_ERR;
   rec_param_str(r, "op", k->op);
   rec_param_str(r, "variant", k->variant);
-  rec_param_str(r, "preset", k->preset);
-  rec_param_str(r, "shape", k->shape);
-  rec_param_int(r, "batch", k->batch);
-  rec_param_str(r, "dims", k->dims);
-  rec_param_str(r, "dtype", k->dtype);
-  rec_param_int(r, "seed", (int64_t)k->seed);
+  if (k->n_cases) { /* a variant's unsupported cases, one record: how many, and the first one */
+    rec_param_str(r, "dtype", k->dtype);
+    rec_param_int(r, "cases", k->n_cases);
+    rec_param_str(r, "first_case", k->first);
+  } else {
+    rec_param_str(r, "preset", k->preset);
+    rec_param_str(r, "shape", k->shape);
+    rec_param_int(r, "batch", k->batch);
+    rec_param_str(r, "dims", k->dims);
+    rec_param_str(r, "dtype", k->dtype);
+    rec_param_int(r, "seed", (int64_t)k->seed);
+  }
   if (!result) return V_OK;
   rec_param_str(r, "output", k->output);
   rec_param_str(r, "deterministic", k->deterministic ? "yes" : "no");
@@ -225,8 +234,11 @@ static void kernels_print(const void *st, const vsuite_ctx *x, const veng *recs)
   if (s->failures_only)
     for (int i = 0; i < res->n; i++)
       if (res->r[i].status == KS_FAIL) printf("FAIL %s: %s\n", res->r[i].id, res->r[i].reason);
-  printf("\nkernels: %d cases run, %d passed, %d FAILED, %d not supported; %d left out by --quick; %.1f s\n", res->run,
-         res->passed, res->failed, res->unsupported, kernels_plan_skipped(s->plan), x->wall_s);
+  char nrec[48] = ""; /* the not-supported cases are one record per variant */
+  if (res->unsupported != res->unsupported_cases)
+    snprintf(nrec, sizeof nrec, " (%d record%s)", res->unsupported, res->unsupported == 1 ? "" : "s");
+  printf("\nkernels: %d cases run, %d passed, %d FAILED, %d not supported%s; %d left out by --quick; %.1f s\n", res->run,
+         res->passed, res->failed, res->unsupported_cases, nrec, kernels_plan_skipped(s->plan), x->wall_s);
   if (s->kept) printf("kernels: %d cases kept from the interrupted run (not run again)\n", s->kept);
 }
 
