@@ -83,7 +83,9 @@ VOUCH_PUBLISH_MAX_WAIT=2 pub; rc=$?
 t1=$(date +%s)
 [ $rc = 1 ] && ok "gives up rc 1" || bad "rc $rc"
 grep -q 'HTTP 429 (rate limited); gave up' "$T/err$n" && ok "rate-limit error" || bad "stderr: $(cat "$T/err$n")"
-[ $((t1 - t0)) -le 6 ] && ok "capped wait" || bad "waited $((t1 - t0)) s"
+# the server asks for 1000 s; the cap is 2 s: 30 s still proves the cap held, with room for a loaded
+# machine (a CI run beside other work took 13 s here, where 6 s was the bound)
+[ $((t1 - t0)) -le 30 ] && ok "capped wait" || bad "waited $((t1 - t0)) s"
 stop
 
 # 5. 401: one clear line naming the URL
