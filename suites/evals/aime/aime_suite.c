@@ -56,10 +56,9 @@ typedef struct {
 
 typedef struct {
   /* options */
-  const char *dataset, *server, *ref_server, *server_model;
-  long repeats, max_tokens, concurrency, limit;
-  double temperature, top_p, alpha, timeout_s; /* top_p NaN: not sent */
-  bool stream;
+  seval_opts o;            /* --dataset, --server, --ref-server, ... (suites/evals/served_eval.h) */
+  long repeats;            /* --repeats */
+  double temperature, top_p; /* --temperature, --top-p (NaN: not sent) */
   /* state */
   aime_rows rows;          /* the dataset (check) */
   uint64_t seed;           /* the driver's --seed (prepare) */
@@ -69,55 +68,33 @@ typedef struct {
   int n_failed[2];         /* requests that failed, per server */
   char first_error[2][480]; /* the first failure's message, per server */
   double wall_s[2];        /* the server's requests' wall time */
-  bool worse, more_truncated, lost_context; /* the candidate's paired findings (record) */
-  double mean_diff, p_worse, p_trunc; /* candidate - reference mean pass@1 over paired items, the tests' p */
-  int n_paired, n_differ, trunc_c, trunc_r;
+  seval_paired pr;         /* the candidate's paired findings (record) */
 } ai_state;
 
 static void ai_init(void *st) {
   ai_state *s = st;
+  seval_opts_init(&s->o, 32768); /* lm-eval's max_gen_toks for aime */
   s->repeats = 1;
-  s->max_tokens = 32768; /* lm-eval's max_gen_toks for aime */
-  s->concurrency = 8;
-  s->alpha = 0.05;
-  s->timeout_s = 1800;
   s->top_p = NAN;
 }
 
 static bool ai_option(void *st, int argc, char **argv, int *i, vstatus *err) {
   ai_state *s = st;
   const char *v;
-  if (cli_opt(argc, argv, i, "--dataset", &v, err)) { if (v) s->dataset = v; }
-  else if (cli_opt(argc, argv, i, "--server", &v, err)) { if (v) s->server = v; }
-  else if (cli_opt(argc, argv, i, "--ref-server", &v, err)) { if (v) s->ref_server = v; }
-  else if (cli_opt(argc, argv, i, "--server-model", &v, err)) { if (v) s->server_model = v; }
-  else if (cli_opt(argc, argv, i, "--repeats", &v, err)) { if (v) *err = cli_int("--repeats", v, 1, 1024, &s->repeats); }
+  if (seval_option(&s->o, argc, argv, i, err)) return true;
+  if (cli_opt(argc, argv, i, "--repeats", &v, err)) { if (v) *err = cli_int("--repeats", v, 1, 1024, &s->repeats); }
   else if (cli_opt(argc, argv, i, "--temperature", &v, err)) { if (v) *err = cli_double("--temperature", v, &s->temperature); }
   else if (cli_opt(argc, argv, i, "--top-p", &v, err)) { if (v) *err = cli_double("--top-p", v, &s->top_p); }
-  else if (cli_opt(argc, argv, i, "--max-tokens", &v, err)) { if (v) *err = cli_int("--max-tokens", v, 1, 1 << 24, &s->max_tokens); }
-  else if (cli_opt(argc, argv, i, "--concurrency", &v, err)) { if (v) *err = cli_int("--concurrency", v, 1, 4096, &s->concurrency); }
-  else if (cli_opt(argc, argv, i, "--limit", &v, err)) { if (v) *err = cli_int("--limit", v, 1, 1L << 30, &s->limit); }
-  else if (cli_opt(argc, argv, i, "--alpha", &v, err)) { if (v) *err = cli_double("--alpha", v, &s->alpha); }
-  else if (cli_opt(argc, argv, i, "--timeout", &v, err)) { if (v) *err = cli_double("--timeout", v, &s->timeout_s); }
-  else if (!strcmp(argv[*i], "--stream")) s->stream = true;
   else return false;
   return true;
 }
 
 static vstatus ai_options_done(void *st) {
   ai_state *s = st;
-  if (!s->dataset) return VERR("option --dataset FILE is required (the AIME rows, one JSON object per line)");
-  if (!s->server) return VERR("option --server URL is required (the eval asks a server; there is no model)");
-  VTRY(served_url_check(s->server));
-  if (s->ref_server) {
-    vstatus e = served_url_check(s->ref_server);
-    if (e) { verr_prefix("--ref-server"); return e; }
-  }
+  VTRY(seval_options_done(&s->o));
   if (!(s->temperature >= 0 && s->temperature <= 100)) return VERR("option --temperature: %g is not in [0, 100]", s->temperature);
   if (!isnan(s->top_p) && !(s->top_p > 0 && s->top_p <= 1)) return VERR("option --top-p: %g is not in (0, 1]", s->top_p);
-  if (!(s->alpha > 0 && s->alpha < 1)) return VERR("option --alpha: %g is not in (0, 1)", s->alpha);
-  if (!(s->timeout_s > 0)) return VERR("option --timeout: %g is not a positive number of seconds", s->timeout_s);
-  if ((long long)s->repeats * s->limit > (1LL << 30)) return VERR("option --repeats: too many requests");
+  if ((long long)s->repeats * s->o.limit > (1LL << 30)) return VERR("option --repeats: too many requests");
   return V_OK;
 }
 
@@ -127,8 +104,8 @@ static vstatus ai_check(void *st, const vsuite_ctx *x) {
   (void)x;
   ai_state *s = st;
   if (s->rows.n) return V_OK; /* read already */
-  VTRY(aime_rows_read(s->dataset, s->limit, &s->rows));
-  if ((long long)s->rows.n * s->repeats > (1LL << 30)) return VERR("%s: %d rows x %ld repeats: too many requests", s->dataset, s->rows.n, s->repeats);
+  VTRY(aime_rows_read(s->o.dataset, s->o.limit, &s->rows));
+  if ((long long)s->rows.n * s->repeats > (1LL << 30)) return VERR("%s: %d rows x %ld repeats: too many requests", s->o.dataset, s->rows.n, s->repeats);
   return V_OK;
 }
 
@@ -137,7 +114,7 @@ static vstatus ai_prepare(void *st, const vsuite_ctx *x, bool *done) {
   ai_state *s = st;
   VTRY(ai_check(st, x));
   s->seed = x->seed;
-  VTRY(served_pair_open(s->server, s->ref_server, s->server_model, s->timeout_s, s->sv, &s->n_sv));
+  VTRY(served_pair_open(s->o.server, s->o.ref_server, s->o.server_model, s->o.timeout_s, s->sv, &s->n_sv));
   for (int k = 0; k < s->n_sv; k++) {
     s->ans[k] = calloc((size_t)s->rows.n * (size_t)s->repeats, sizeof *s->ans[k]);
     if (!s->ans[k]) return VERR("eval aime: out of memory for %d rows x %ld repeats", s->rows.n, s->repeats);
@@ -187,11 +164,11 @@ static vstatus make_body(void *vctx, served_call *calls, int q) {
     served_gen g = served_gen_default();
     g.model = s->sv[b->k].id.id;
     g.messages = msgs;
-    g.max_tokens = (int)s->max_tokens;
+    g.max_tokens = (int)s->o.max_tokens;
     g.temperature = s->temperature;
     if (!isnan(s->top_p)) g.top_p = s->top_p;
     if (s->temperature > 0) g.has_seed = true, g.seed = repeat_seed(s->seed, r);
-    g.stream = s->stream;
+    g.stream = s->o.stream;
     st = served_build_chat(&g, &calls[q].body);
   }
   cJSON_Delete(m);
@@ -206,12 +183,12 @@ static vstatus ai_run(void *st, const vsuite_ctx *x, int c) {
   const int k = case_server(s, c), n = s->rows.n, nq = n * (int)s->repeats;
   served_call *calls = calloc((size_t)nq, sizeof *calls);
   if (!calls) return VERR("eval aime: out of memory for %d requests", nq);
-  for (int q = 0; q < nq; q++) calls[q] = (served_call){.path = SERVED_CHAT, .stream = s->stream};
+  for (int q = 0; q < nq; q++) calls[q] = (served_call){.path = SERVED_CHAT, .stream = s->o.stream};
   body_ctx b = {s, k};
   fprintf(stderr, "eval aime: %d rows x %ld repeats to %s (%s), %ld in flight\n", n, s->repeats, s->sv[k].conn.shown,
-          s->sv[k].role, s->concurrency);
+          s->sv[k].role, s->o.concurrency);
   const double t0 = vclock_now();
-  vstatus e = served_calls_run(&s->sv[k].conn, calls, nq, (int)s->concurrency, vinterrupted, make_body, &b);
+  vstatus e = served_calls_run(&s->sv[k].conn, calls, nq, (int)s->o.concurrency, vinterrupted, make_body, &b);
   s->wall_s[k] = vclock_now() - t0;
   for (int q = 0; q < nq && !e; q++) {
     ai_answer *a = &s->ans[k][q];
@@ -313,42 +290,36 @@ static void pair_findings(ai_state *s, uint64_t seed) {
   const int n = s->rows.n, R = (int)s->repeats;
   double *d = malloc((size_t)n * sizeof *d), *t = malloc((size_t)n * sizeof *t);
   int m = 0;
-  double sum = 0;
-  s->trunc_c = s->trunc_r = 0;
-  s->lost_context = false;
+  s->pr.trunc_c = s->pr.trunc_r = 0;
+  s->pr.lost_context = false;
   for (int i = 0; d && t && i < n; i++) {
     for (int r = 0; r < R; r++) {
       const size_t q = (size_t)r * (size_t)n + (size_t)i;
-      if (s->ans[0][q].state == AI_PAST_CONTEXT && s->ans[1][q].state == AI_OK) s->lost_context = true;
-      s->trunc_c += s->ans[0][q].state == AI_OK && s->ans[0][q].truncated;
-      s->trunc_r += s->ans[1][q].state == AI_OK && s->ans[1][q].truncated;
+      if (s->ans[0][q].state == AI_PAST_CONTEXT && s->ans[1][q].state == AI_OK) s->pr.lost_context = true;
+      s->pr.trunc_c += s->ans[0][q].state == AI_OK && s->ans[0][q].truncated;
+      s->pr.trunc_r += s->ans[1][q].state == AI_OK && s->ans[1][q].truncated;
     }
     double sc, tc, sr, tr;
     if (!item_mean(s, 0, i, 0, R, &sc, &tc) || !item_mean(s, 1, i, 0, R, &sr, &tr)) continue;
     d[m] = sr - sc;
     t[m] = tc - tr;
-    sum += sc - sr;
     m++;
   }
-  s->n_paired = m;
-  s->mean_diff = m ? sum / m : NAN;
-  s->p_worse = d && t ? seval_worse_p(d, m, seed, &s->n_differ) : 1;
-  s->p_trunc = d && t ? seval_worse_p(t, m, seed + 1, NULL) : 1;
-  s->worse = s->p_worse < s->alpha;
-  s->more_truncated = s->p_trunc < s->alpha;
+  const double none = 0;
+  seval_paired_decide(&s->pr, d && t ? d : &none, d && t ? t : &none, d && t ? m : 0, seed, s->o.alpha);
   free(d);
   free(t);
 }
 
 /* The params every record of server k carries. */
 static void add_params(const ai_state *s, int k, vrecord *r) {
-  rec_param_str(r, "dataset", s->dataset);
+  rec_param_str(r, "dataset", s->o.dataset);
   rec_param_int(r, "rows", s->rows.n);
   rec_param_int(r, "repeats", s->repeats);
   rec_param_str(r, "server", s->sv[k].conn.shown);
   rec_param_str(r, "server_model", s->sv[k].id.id);
   rec_param_str(r, "role", s->sv[k].role);
-  rec_param_int(r, "max_tokens", s->max_tokens);
+  rec_param_int(r, "max_tokens", s->o.max_tokens);
   rec_param_num(r, "temperature", s->temperature);
   if (!isnan(s->top_p)) rec_param_num(r, "top_p", s->top_p);
   if (s->n_sv == 2) rec_param_str(r, "reference", s->sv[1].path);
@@ -390,16 +361,8 @@ static vstatus add_record(ai_state *s, const vsuite_ctx *x, int k, int r0, int r
   if (cand) {
     const int mr = server_items(s, 1, r0, r1, v, &cnt);
     rec_metric_value(r, "reference_pass_at_1", "", RB_HIGHER, mean_of(v, mr));
-    rec_metric_value(r, "paired_items", "", RB_NONE, s->n_paired);
-    rec_metric_value(r, "paired_differ", "", RB_NONE, s->n_differ);
-    rec_metric_value(r, "paired_diff", "", RB_HIGHER, s->mean_diff);
-    rec_metric_value(r, "worse_p", "", RB_HIGHER, s->p_worse);
-    rec_metric_value(r, "reference_truncated", "", RB_NONE, s->trunc_r);
-    rec_metric_value(r, "truncated_p", "", RB_HIGHER, s->p_trunc);
-    rec_param_num(r, "alpha", s->alpha);
-    rec_check_add(r, "not_worse_than_reference", !s->worse);
-    rec_check_add(r, "not_more_truncated_than_reference", !s->more_truncated);
-    rec_check_add(r, "context_as_reference", !s->lost_context);
+    seval_paired_metrics(&s->pr, r);
+    seval_paired_checks(&s->pr, s->o.alpha, r);
     server_items(s, k, r0, r1, v, &cnt); /* the counts below are the candidate's */
   }
   if (cnt.failed) {
@@ -430,11 +393,11 @@ static vstatus ai_record(void *st, const vsuite_ctx *x, int c, veng *recs) {
 static void ai_print(const void *st, const vsuite_ctx *x, const veng *recs) {
   (void)recs;
   const ai_state *s = st;
-  printf("eval aime --dataset %s: %d rows x %ld repeats; chat completions at temperature %g", s->dataset, s->rows.n,
+  printf("eval aime --dataset %s: %d rows x %ld repeats; chat completions at temperature %g", s->o.dataset, s->rows.n,
          s->repeats, s->temperature);
   if (!isnan(s->top_p)) printf(", top_p %g", s->top_p);
   printf("%s, max_tokens %ld, %ld in flight%s; wall %.1f s\n", s->temperature > 0 ? " (a seed per repeat)" : "",
-         s->max_tokens, s->concurrency, s->stream ? ", streamed" : "", x->wall_s);
+         s->o.max_tokens, s->o.concurrency, s->o.stream ? ", streamed" : "", x->wall_s);
   for (int k = 0; k < s->n_sv; k++) served_side_print(&s->sv[k]);
   double *v = malloc((size_t)s->rows.n * sizeof *v);
   for (int k = 0; v && k < s->n_sv; k++) {
@@ -450,19 +413,8 @@ static void ai_print(const void *st, const vsuite_ctx *x, const veng *recs) {
   }
   free(v);
   if (s->n_sv < 2) return;
-  printf("\npaired, candidate - reference, over the %d items both answered: mean pass@1 difference %+.4f, %d differ, "
-         "one-sided sign-flip p %.3g (alpha %g)%s\n",
-         s->n_paired, s->mean_diff, s->n_differ, s->p_worse, s->alpha, s->worse ? ": significantly worse" : "");
-  printf("truncated at max_tokens: candidate %d, reference %d answers, one-sided p %.3g%s\n", s->trunc_c, s->trunc_r,
-         s->p_trunc, s->more_truncated ? ": significantly more" : "");
-  const char *p = s->sv[0].path;
-  if (s->worse)
-    printf("FAIL %s: significantly worse than its reference (mean pass@1 difference %+.4f, p %.3g < %g)\n", p,
-           s->mean_diff, s->p_worse, s->alpha);
-  if (s->more_truncated)
-    printf("FAIL %s: truncated %d answers at max_tokens where the reference truncated %d (p %.3g < %g)\n", p, s->trunc_c,
-           s->trunc_r, s->p_trunc, s->alpha);
-  if (s->lost_context) printf("FAIL %s: refused prompts as longer than its context that the reference answered\n", p);
+  seval_paired_print(&s->pr, s->o.alpha, "items", "pass@1", " answers");
+  seval_paired_print_fails(&s->pr, s->sv[0].path, s->o.alpha, "pass@1");
 }
 
 static void ai_free(void *st) {
