@@ -1,7 +1,9 @@
 /* What the text evals over servers share (suites/evals/served_eval.h). */
+#define _GNU_SOURCE
 #include "suites/evals/served_eval.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,4 +176,32 @@ void seval_paired_print_fails(const seval_paired *p, const char *path, double al
     printf("FAIL %s: truncated %d answers at max_tokens where the reference truncated %d (p %.3g < %g)\n", path,
            p->trunc_c, p->trunc_r, p->p_trunc, alpha);
   if (p->lost_context) printf("FAIL %s: refused prompts as longer than its context that the reference answered\n", path);
+}
+
+vstatus seval_rows_each(const char *file, long limit, seval_row_fn row, void *ctx, int *n) {
+  *n = 0;
+  FILE *f = fopen(file, "rb");
+  if (!f) return VERR("--dataset %s: cannot read: %s", file, strerror(errno));
+  char *buf = NULL;
+  size_t cap = 0;
+  ssize_t got;
+  long line = 0;
+  vstatus s = V_OK;
+  off_t at = 0;
+  while ((limit <= 0 || *n < limit) && (got = getline(&buf, &cap, f)) >= 0) {
+    line++;
+    const off_t start = at;
+    at += got;
+    size_t len = (size_t)got;
+    if (len && buf[len - 1] == '\n') buf[--len] = 0;
+    if (strspn(buf, " \t\r") >= len) continue;
+    if (memchr(buf, 0, len)) { s = VERR("%s:%ld: a NUL byte in the line", file, line); break; }
+    if ((s = row(ctx, buf, len, line, start))) break;
+    (*n)++;
+  }
+  if (!s && ferror(f)) s = VERR("%s: read error after line %ld", file, line);
+  if (!s && *n == 0) s = VERR("--dataset %s: no rows (one JSON object per line)", file);
+  free(buf);
+  fclose(f);
+  return s;
 }

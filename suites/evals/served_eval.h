@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/vstatus.h"
 #include "suites/engine/record.h"
@@ -32,6 +33,15 @@ double seval_worse_p(const double *d, int n, uint64_t seed, int *m_out);
 bool seval_past_context(const served_call *c);
 
 /* ---- what the text evals' suites share ---- */
+
+/* One row of a JSONL dataset: text[len] (NUL-terminated, without its newline), its 1-based line in
+ * the file and the offset of its first byte. An error stops the reading. */
+typedef vstatus (*seval_row_fn)(void *ctx, const char *text, size_t len, long line, off_t offset);
+/* Calls row() on each of the first `limit` rows of file (limit <= 0: all), a row being a line that is
+ * not blank (spaces, tabs, CR); *n gets how many. Error: the file cannot be read ("--dataset FILE:
+ * cannot read: ..."), a line holds a NUL byte ("FILE:LINE: ..."), a read error, row()'s error, or no
+ * row at all. */
+vstatus seval_rows_each(const char *file, long limit, seval_row_fn row, void *ctx, int *n);
 
 /* The options every text eval takes (eval mrcr --dataset, eval aime). */
 typedef struct {

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "suites/evals/served_eval.h"
+
 static const char *const PROBLEM_KEYS[] = {"Problem", "Question", "problem", "question"};
 static const char *const ANSWER_KEYS[] = {"Answer", "answer"};
 #define AIME_MAX_ANSWER 1e15
@@ -76,37 +78,35 @@ vstatus aime_row_parse(const char *text, const char *file, long line, aime_row *
   return s;
 }
 
+/* The file being read and its rows (seval_rows_each's context). */
+typedef struct {
+  const char *file;
+  aime_rows *out;
+} reading;
+
+/* seval_rows_each's row hook: one more row. */
+static vstatus add_row(void *ctx, const char *text, size_t len, long line, off_t offset) {
+  (void)len, (void)offset;
+  reading *rd = ctx;
+  aime_rows *out = rd->out;
+  if (out->n == 0 || (out->n >= 64 && (out->n & (out->n - 1)) == 0)) { /* room for 64, 128, 256, ... rows */
+    const int cap_rows = out->n ? out->n * 2 : 64;
+    aime_row *nr = realloc(out->rows, (size_t)cap_rows * sizeof *nr);
+    if (!nr) return VERR("%s: out of memory for %d rows", rd->file, cap_rows);
+    out->rows = nr;
+  }
+  aime_row *r = &out->rows[out->n];
+  memset(r, 0, sizeof *r);
+  VTRY(aime_row_parse(text, rd->file, line, r));
+  out->n++;
+  return V_OK;
+}
+
 vstatus aime_rows_read(const char *file, long limit, aime_rows *out) {
   memset(out, 0, sizeof *out);
-  FILE *f = fopen(file, "rb");
-  if (!f) return VERR("--dataset %s: cannot read: %s", file, strerror(errno));
-  char *buf = NULL;
-  size_t cap = 0;
-  ssize_t got;
-  long line = 0;
-  int cap_rows = 0;
-  vstatus s = V_OK;
-  while ((limit <= 0 || out->n < limit) && (got = getline(&buf, &cap, f)) >= 0) {
-    line++;
-    size_t n = (size_t)got;
-    if (n && buf[n - 1] == '\n') buf[--n] = 0;
-    if (strspn(buf, " \t\r") == n) continue;
-    if (memchr(buf, 0, n)) { s = VERR("%s:%ld: a NUL byte in the line", file, line); break; }
-    if (out->n == cap_rows) {
-      cap_rows = cap_rows ? cap_rows * 2 : 64;
-      aime_row *nr = realloc(out->rows, (size_t)cap_rows * sizeof *nr);
-      if (!nr) { s = VERR("%s: out of memory for %d rows", file, cap_rows); break; }
-      out->rows = nr;
-    }
-    aime_row *r = &out->rows[out->n];
-    memset(r, 0, sizeof *r);
-    if ((s = aime_row_parse(buf, file, line, r))) break;
-    out->n++;
-  }
-  if (!s && ferror(f)) s = VERR("%s: read error after line %ld", file, line);
-  if (!s && out->n == 0) s = VERR("--dataset %s: no rows (one JSON object per line)", file);
-  free(buf);
-  fclose(f);
+  reading rd = {file, out};
+  int n;
+  vstatus s = seval_rows_each(file, limit, add_row, &rd, &n);
   if (s) aime_rows_free(out);
   return s;
 }
