@@ -15,12 +15,13 @@ static const vsuite *const evals[] = {
 };
 enum { N_EVALS = sizeof evals / sizeof evals[0] };
 
-/* The evals on real text over servers (no model: --server [--ref-server] --dataset FILE), run by the
- * same word when --dataset is given. Adding one: its folder (a const vsuite named "eval WORD", no_model)
- * and one line here. */
-extern const vsuite vsuite_mrcr_dataset;
+/* The evals on real text over servers (no model: --server [--ref-server] --dataset FILE). One whose
+ * word is also a constructed eval's runs when --dataset is given; one whose word is its own is found
+ * by that word. Adding one: its folder (a const vsuite named "eval WORD", no_model) and one line here. */
+extern const vsuite vsuite_mrcr_dataset, vsuite_aime;
 static const vsuite *const text_evals[] = {
     &vsuite_mrcr_dataset,
+    &vsuite_aime,
 };
 enum { N_TEXT_EVALS = sizeof text_evals / sizeof text_evals[0] };
 
@@ -35,12 +36,27 @@ static const vsuite *dataset_mode(const vsuite *s, int argc, char **argv) {
 
 static const char *eval_word(const vsuite *s) { return s->name + strlen("eval "); }
 
+/* The i-th word of `vouch eval`: the constructed evals' words, then the text evals' that are their own
+ * (no constructed eval of that name); NULL past the last. *s gets its suite. */
+static const char *nth_word(int i, const vsuite **s) {
+  for (int j = 0; j < N_EVALS; j++)
+    if (i-- == 0) return eval_word(*s = evals[j]);
+  for (int j = 0; j < N_TEXT_EVALS; j++) {
+    bool own = true;
+    for (int k = 0; k < N_EVALS; k++) own &= strcmp(text_evals[j]->name, evals[k]->name) != 0;
+    if (own && i-- == 0) return eval_word(*s = text_evals[j]);
+  }
+  return NULL;
+}
+
 /* The eval named `word`, NULL when there is none (with the known words in known[n]). */
 static const vsuite *find_eval(const char *word, char *known, size_t n) {
   known[0] = 0;
-  for (int i = 0; i < N_EVALS; i++) {
-    if (!strcmp(word, eval_word(evals[i]))) return evals[i];
-    snprintf(known + strlen(known), n - strlen(known), "%s%s", i ? ", " : "", eval_word(evals[i]));
+  const vsuite *s;
+  const char *w;
+  for (int i = 0; (w = nth_word(i, &s)); i++) {
+    if (!strcmp(word, w)) return s;
+    snprintf(known + strlen(known), n - strlen(known), "%s%s", i ? ", " : "", w);
   }
   return NULL;
 }
@@ -75,11 +91,15 @@ int cmd_eval(int argc, char **argv, const vrec_sink *sink) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     FILE *f = argc < 2 ? stderr : stdout;
     fputs("usage: vouch eval ", f);
-    for (int i = 0; i < N_EVALS; i++) fprintf(f, "%s%s", i ? "|" : "", eval_word(evals[i]));
+    const vsuite *t;
+    const char *w;
+    for (int i = 0; (w = nth_word(i, &t)); i++) fprintf(f, "%s%s", i ? "|" : "", w);
     fprintf(f, " ...   (vouch eval %s --help)\n"
                "  Ground-truth evals on constructed checkpoints (vouch model synth --preset recall-mrcr|recall-chain).\n"
                "  vouch eval mrcr --dataset FILE --server URL [--ref-server URL]: public MRCR rows asked of a server.\n",
             eval_word(evals[0]));
+    for (int i = N_EVALS; (w = nth_word(i, &t)); i++)
+      fprintf(f, "  vouch eval %s --dataset FILE --server URL [--ref-server URL] ...   (vouch eval %s --help)\n", w, w);
     return argc < 2 ? EXIT_USAGE : EXIT_OK;
   }
   char known[128];

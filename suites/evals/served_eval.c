@@ -1,12 +1,15 @@
 /* What the text evals over servers share (suites/evals/served_eval.h). */
+#define _GNU_SOURCE
 #include "suites/evals/served_eval.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "suites/engine/cli.h"
 #include "suites/engine/record.h"
 
 /* P(X >= k) for X ~ Binomial(m, 1/2). */
@@ -92,4 +95,113 @@ bool seval_past_context(const served_call *c) {
   if (c->ok || c->http != 400 || !c->err_message) return false;
   return has_ci(c->err_message, "context length") || has_ci(c->err_message, "maximum context") ||
          has_ci(c->err_message, "context size") || has_ci(c->err_message, "max_model_len");
+}
+
+void seval_opts_init(seval_opts *o, long max_tokens) {
+  o->max_tokens = max_tokens;
+  o->concurrency = 8;
+  o->alpha = 0.05;
+  o->timeout_s = 1800;
+}
+
+bool seval_option(seval_opts *o, int argc, char **argv, int *i, vstatus *err) {
+  const char *v;
+  if (cli_opt(argc, argv, i, "--dataset", &v, err)) { if (v) o->dataset = v; }
+  else if (cli_opt(argc, argv, i, "--server", &v, err)) { if (v) o->server = v; }
+  else if (cli_opt(argc, argv, i, "--ref-server", &v, err)) { if (v) o->ref_server = v; }
+  else if (cli_opt(argc, argv, i, "--server-model", &v, err)) { if (v) o->server_model = v; }
+  else if (cli_opt(argc, argv, i, "--max-tokens", &v, err)) { if (v) *err = cli_int("--max-tokens", v, 1, 1 << 24, &o->max_tokens); }
+  else if (cli_opt(argc, argv, i, "--concurrency", &v, err)) { if (v) *err = cli_int("--concurrency", v, 1, 4096, &o->concurrency); }
+  else if (cli_opt(argc, argv, i, "--limit", &v, err)) { if (v) *err = cli_int("--limit", v, 1, 1L << 30, &o->limit); }
+  else if (cli_opt(argc, argv, i, "--alpha", &v, err)) { if (v) *err = cli_double("--alpha", v, &o->alpha); }
+  else if (cli_opt(argc, argv, i, "--timeout", &v, err)) { if (v) *err = cli_double("--timeout", v, &o->timeout_s); }
+  else if (!strcmp(argv[*i], "--stream")) o->stream = true;
+  else return false;
+  return true;
+}
+
+vstatus seval_options_done(const seval_opts *o) {
+  if (!o->dataset) return VERR("option --dataset FILE is required here");
+  if (!o->server) return VERR("option --server URL is required with --dataset (the eval asks a server; there is no model)");
+  VTRY(served_url_check(o->server));
+  if (o->ref_server) {
+    vstatus e = served_url_check(o->ref_server);
+    if (e) { verr_prefix("--ref-server"); return e; }
+  }
+  if (!(o->alpha > 0 && o->alpha < 1)) return VERR("option --alpha: %g is not in (0, 1)", o->alpha);
+  if (!(o->timeout_s > 0)) return VERR("option --timeout: %g is not a positive number of seconds", o->timeout_s);
+  return V_OK;
+}
+
+void seval_paired_decide(seval_paired *p, const double *d, const double *t, int m, uint64_t seed, double alpha) {
+  double sum = 0;
+  for (int i = 0; i < m; i++) sum -= d[i];
+  p->n_paired = m;
+  p->mean_diff = m ? sum / m : NAN;
+  p->p_worse = seval_worse_p(d, m, seed, &p->n_differ);
+  p->p_trunc = seval_worse_p(t, m, seed + 1, NULL);
+  p->worse = p->p_worse < alpha;
+  p->more_truncated = p->p_trunc < alpha;
+}
+
+void seval_paired_metrics(const seval_paired *p, vrecord *r) {
+  rec_metric_value(r, "paired_items", "", RB_NONE, p->n_paired);
+  rec_metric_value(r, "paired_differ", "", RB_NONE, p->n_differ);
+  rec_metric_value(r, "paired_diff", "", RB_HIGHER, p->mean_diff);
+  rec_metric_value(r, "worse_p", "", RB_HIGHER, p->p_worse);
+  rec_metric_value(r, "reference_truncated", "", RB_NONE, p->trunc_r);
+  rec_metric_value(r, "truncated_p", "", RB_HIGHER, p->p_trunc);
+}
+
+void seval_paired_checks(const seval_paired *p, double alpha, vrecord *r) {
+  rec_param_num(r, "alpha", alpha);
+  rec_check_add(r, "not_worse_than_reference", !p->worse);
+  rec_check_add(r, "not_more_truncated_than_reference", !p->more_truncated);
+  rec_check_add(r, "context_as_reference", !p->lost_context);
+}
+
+void seval_paired_print(const seval_paired *p, double alpha, const char *items, const char *score, const char *answers) {
+  printf("\npaired, candidate - reference, over the %d %s both answered: mean %s difference %+.4f, %d differ, "
+         "one-sided sign-flip p %.3g (alpha %g)%s\n",
+         p->n_paired, items, score, p->mean_diff, p->n_differ, p->p_worse, alpha, p->worse ? ": significantly worse" : "");
+  printf("truncated at max_tokens: candidate %d, reference %d%s, one-sided p %.3g%s\n", p->trunc_c, p->trunc_r, answers,
+         p->p_trunc, p->more_truncated ? ": significantly more" : "");
+}
+
+void seval_paired_print_fails(const seval_paired *p, const char *path, double alpha, const char *score) {
+  if (p->worse)
+    printf("FAIL %s: significantly worse than its reference (mean %s difference %+.4f, p %.3g < %g)\n", path, score,
+           p->mean_diff, p->p_worse, alpha);
+  if (p->more_truncated)
+    printf("FAIL %s: truncated %d answers at max_tokens where the reference truncated %d (p %.3g < %g)\n", path,
+           p->trunc_c, p->trunc_r, p->p_trunc, alpha);
+  if (p->lost_context) printf("FAIL %s: refused prompts as longer than its context that the reference answered\n", path);
+}
+
+vstatus seval_rows_each(const char *file, long limit, seval_row_fn row, void *ctx, int *n) {
+  *n = 0;
+  FILE *f = fopen(file, "rb");
+  if (!f) return VERR("--dataset %s: cannot read: %s", file, strerror(errno));
+  char *buf = NULL;
+  size_t cap = 0;
+  ssize_t got;
+  long line = 0;
+  vstatus s = V_OK;
+  off_t at = 0;
+  while ((limit <= 0 || *n < limit) && (got = getline(&buf, &cap, f)) >= 0) {
+    line++;
+    const off_t start = at;
+    at += got;
+    size_t len = (size_t)got;
+    if (len && buf[len - 1] == '\n') buf[--len] = 0;
+    if (strspn(buf, " \t\r") >= len) continue;
+    if (memchr(buf, 0, len)) { s = VERR("%s:%ld: a NUL byte in the line", file, line); break; }
+    if ((s = row(ctx, buf, len, line, start))) break;
+    (*n)++;
+  }
+  if (!s && ferror(f)) s = VERR("%s: read error after line %ld", file, line);
+  if (!s && *n == 0) s = VERR("--dataset %s: no rows (one JSON object per line)", file);
+  free(buf);
+  fclose(f);
+  return s;
 }

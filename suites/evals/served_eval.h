@@ -6,8 +6,10 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/vstatus.h"
+#include "suites/engine/record.h"
 #include "suites/served/served.h"
 #include "suites/served/served_pair.h"
 #include "suites/served/served_text.h"
@@ -29,5 +31,57 @@ double seval_worse_p(const double *d, int n, uint64_t seed, int *m_out);
  * message speaks of the context length or size: vLLM "maximum context length", SGLang "context
  * length", llama.cpp "context size"): a limit of the server, not a failure of the build. */
 bool seval_past_context(const served_call *c);
+
+/* ---- what the text evals' suites share ---- */
+
+/* One row of a JSONL dataset: text[len] (NUL-terminated, without its newline), its 1-based line in
+ * the file and the offset of its first byte. An error stops the reading. */
+typedef vstatus (*seval_row_fn)(void *ctx, const char *text, size_t len, long line, off_t offset);
+/* Calls row() on each of the first `limit` rows of file (limit <= 0: all), a row being a line that is
+ * not blank (spaces, tabs, CR); *n gets how many. Error: the file cannot be read ("--dataset FILE:
+ * cannot read: ..."), a line holds a NUL byte ("FILE:LINE: ..."), a read error, row()'s error, or no
+ * row at all. */
+vstatus seval_rows_each(const char *file, long limit, seval_row_fn row, void *ctx, int *n);
+
+/* The options every text eval takes (eval mrcr --dataset, eval aime). */
+typedef struct {
+  const char *dataset, *server, *ref_server, *server_model; /* --dataset, --server, --ref-server, --server-model */
+  long max_tokens, concurrency, limit;  /* --max-tokens, --concurrency, --limit (0: every row) */
+  double alpha, timeout_s;              /* --alpha, --timeout */
+  bool stream;                          /* --stream */
+} seval_opts;
+
+/* The defaults: --max-tokens max_tokens, --concurrency 8, --alpha 0.05, --timeout 1800. */
+void seval_opts_init(seval_opts *o, long max_tokens);
+/* Takes argv[*i] when it is one of the options above (the driver's option hook; *err set on a bad value). */
+bool seval_option(seval_opts *o, int argc, char **argv, int *i, vstatus *err);
+/* Error (naming the option): no --dataset, no --server, a malformed URL, --alpha outside (0, 1), a
+ * --timeout not above 0. */
+vstatus seval_options_done(const seval_opts *o);
+
+/* The candidate's paired findings against its reference over the items both answered. */
+typedef struct {
+  int n_paired, n_differ;  /* items both answered; of those, items whose scores differ */
+  int trunc_c, trunc_r;    /* truncated answers: the candidate's, the reference's */
+  double mean_diff;        /* candidate - reference mean score over the paired items */
+  double p_worse, p_trunc; /* seval_worse_p of the score differences, of the truncation differences */
+  bool worse, more_truncated, lost_context; /* p_worse < alpha, p_trunc < alpha, refused past its context
+                                               a prompt the reference answered (set by the caller) */
+} seval_paired;
+
+/* Fills n_paired, n_differ, mean_diff, the p values and the decisions from d[m] (reference - candidate
+ * scores) and t[m] (candidate - reference truncation); the caller sets trunc_c, trunc_r, lost_context. */
+void seval_paired_decide(seval_paired *p, const double *d, const double *t, int m, uint64_t seed, double alpha);
+/* The paired metrics of the candidate's summary record: paired_items, paired_differ, paired_diff,
+ * worse_p, reference_truncated, truncated_p. */
+void seval_paired_metrics(const seval_paired *p, vrecord *r);
+/* Its param alpha and checks not_worse_than_reference, not_more_truncated_than_reference,
+ * context_as_reference. */
+void seval_paired_checks(const seval_paired *p, double alpha, vrecord *r);
+/* The report's two paired lines: items names what was paired ("rows"), score what was compared
+ * ("score"), answers is appended to the truncation counts ("" or " answers"). */
+void seval_paired_print(const seval_paired *p, double alpha, const char *items, const char *score, const char *answers);
+/* The report's FAIL lines of the candidate `path` (none when it passed). */
+void seval_paired_print_fails(const seval_paired *p, const char *path, double alpha, const char *score);
 
 #endif

@@ -51,10 +51,8 @@ typedef struct {
 
 typedef struct {
   /* options */
-  const char *dataset, *server, *ref_server, *server_model, *bins_s;
-  long max_tokens, concurrency, limit;
-  double alpha, timeout_s;
-  bool stream;
+  seval_opts o;            /* --dataset, --server, --ref-server, ... (suites/evals/served_eval.h) */
+  const char *bins_s;      /* --bins */
   long *edges;             /* [n_edges] bin upper edges, ascending (options_done) */
   int n_edges;
   /* state */
@@ -67,49 +65,28 @@ typedef struct {
   double wall_s[2];        /* the server's requests' wall time */
   int needles[16];         /* the distinct needle counts, ascending (check) */
   int n_needles;
-  bool worse, more_truncated, lost_context; /* the candidate's paired findings (record) */
-  double mean_diff, p_worse, p_trunc;  /* candidate - reference mean score over paired items, the tests' p */
-  int n_paired, n_differ, trunc_c, trunc_r, tok_mismatch;
+  seval_paired pr;          /* the candidate's paired findings (record) */
+  int tok_mismatch;         /* paired rows whose usage.prompt_tokens differ */
 } md_state;
 
 static void md_init(void *st) {
   md_state *s = st;
-  s->max_tokens = 4096;
-  s->concurrency = 8;
-  s->alpha = 0.05;
-  s->timeout_s = 1800;
+  seval_opts_init(&s->o, 4096);
   s->bins_s = "8k,16k,32k,64k,128k,256k,512k,1m";
 }
 
 static bool md_option(void *st, int argc, char **argv, int *i, vstatus *err) {
   md_state *s = st;
   const char *v;
-  if (cli_opt(argc, argv, i, "--dataset", &v, err)) { if (v) s->dataset = v; }
-  else if (cli_opt(argc, argv, i, "--server", &v, err)) { if (v) s->server = v; }
-  else if (cli_opt(argc, argv, i, "--ref-server", &v, err)) { if (v) s->ref_server = v; }
-  else if (cli_opt(argc, argv, i, "--server-model", &v, err)) { if (v) s->server_model = v; }
-  else if (cli_opt(argc, argv, i, "--max-tokens", &v, err)) { if (v) *err = cli_int("--max-tokens", v, 1, 1 << 24, &s->max_tokens); }
-  else if (cli_opt(argc, argv, i, "--concurrency", &v, err)) { if (v) *err = cli_int("--concurrency", v, 1, 4096, &s->concurrency); }
-  else if (cli_opt(argc, argv, i, "--limit", &v, err)) { if (v) *err = cli_int("--limit", v, 1, 1L << 30, &s->limit); }
-  else if (cli_opt(argc, argv, i, "--bins", &v, err)) { if (v) s->bins_s = v; }
-  else if (cli_opt(argc, argv, i, "--alpha", &v, err)) { if (v) *err = cli_double("--alpha", v, &s->alpha); }
-  else if (cli_opt(argc, argv, i, "--timeout", &v, err)) { if (v) *err = cli_double("--timeout", v, &s->timeout_s); }
-  else if (!strcmp(argv[*i], "--stream")) s->stream = true;
+  if (seval_option(&s->o, argc, argv, i, err)) return true;
+  if (cli_opt(argc, argv, i, "--bins", &v, err)) { if (v) s->bins_s = v; }
   else return false;
   return true;
 }
 
 static vstatus md_options_done(void *st) {
   md_state *s = st;
-  if (!s->dataset) return VERR("option --dataset FILE is required here");
-  if (!s->server) return VERR("option --server URL is required with --dataset (the eval asks a server; there is no model)");
-  VTRY(served_url_check(s->server));
-  if (s->ref_server) {
-    vstatus e = served_url_check(s->ref_server);
-    if (e) { verr_prefix("--ref-server"); return e; }
-  }
-  if (!(s->alpha > 0 && s->alpha < 1)) return VERR("option --alpha: %g is not in (0, 1)", s->alpha);
-  if (!(s->timeout_s > 0)) return VERR("option --timeout: %g is not a positive number of seconds", s->timeout_s);
+  VTRY(seval_options_done(&s->o));
   VTRY(cli_size_list("--bins", s->bins_s, &s->edges, &s->n_edges));
   for (int i = 0; i < s->n_edges; i++)
     if (s->edges[i] < 1 || (i && s->edges[i] <= s->edges[i - 1]))
@@ -123,14 +100,14 @@ static vstatus md_check(void *st, const vsuite_ctx *x) {
   (void)x;
   md_state *s = st;
   if (s->rows.n) return V_OK; /* read already */
-  VTRY(mrcr_rows_read(s->dataset, s->limit, &s->rows));
+  VTRY(mrcr_rows_read(s->o.dataset, s->o.limit, &s->rows));
   s->n_needles = 0;
   for (int i = 0; i < s->rows.n; i++) {
     const int nn = s->rows.rows[i].n_needles;
     int k = 0;
     while (k < s->n_needles && s->needles[k] < nn) k++;
     if (k < s->n_needles && s->needles[k] == nn) continue;
-    if (s->n_needles == 16) return VERR("%s: more than 16 distinct n_needles values", s->dataset);
+    if (s->n_needles == 16) return VERR("%s: more than 16 distinct n_needles values", s->o.dataset);
     memmove(s->needles + k + 1, s->needles + k, (size_t)(s->n_needles - k) * sizeof *s->needles);
     s->needles[k] = nn;
     s->n_needles++;
@@ -142,7 +119,7 @@ static vstatus md_prepare(void *st, const vsuite_ctx *x, bool *done) {
   (void)done;
   md_state *s = st;
   VTRY(md_check(st, x));
-  VTRY(served_pair_open(x->sink, s->server, s->ref_server, s->server_model, s->timeout_s, s->sv, &s->n_sv));
+  VTRY(served_pair_open(x->sink, s->o.server, s->o.ref_server, s->o.server_model, s->o.timeout_s, s->sv, &s->n_sv));
   for (int k = 0; k < s->n_sv; k++) {
     s->items[k] = calloc((size_t)s->rows.n, sizeof *s->items[k]);
     if (!s->items[k]) return VERR("eval mrcr: out of memory for %d rows", s->rows.n);
@@ -171,9 +148,9 @@ static vstatus make_body(void *vctx, served_call *calls, int i) {
   served_gen g = served_gen_default();
   g.model = b->s->sv[b->k].id.id;
   g.messages = msgs;
-  g.max_tokens = (int)b->s->max_tokens;
+  g.max_tokens = (int)b->s->o.max_tokens;
   g.temperature = 0;
-  g.stream = b->s->stream;
+  g.stream = b->s->o.stream;
   vstatus st = served_build_chat(&g, &calls[i].body);
   cJSON_Delete(msgs);
   return st;
@@ -185,11 +162,11 @@ static vstatus md_run(void *st, const vsuite_ctx *x, int c) {
   const int k = case_server(s, c), n = s->rows.n;
   served_call *calls = calloc((size_t)n, sizeof *calls);
   if (!calls) return VERR("eval mrcr: out of memory for %d requests", n);
-  for (int i = 0; i < n; i++) calls[i] = (served_call){.path = SERVED_CHAT, .stream = s->stream};
+  for (int i = 0; i < n; i++) calls[i] = (served_call){.path = SERVED_CHAT, .stream = s->o.stream};
   body_ctx b = {s, k};
-  fprintf(stderr, "eval mrcr: %d rows to %s (%s), %ld in flight\n", n, s->sv[k].conn.shown, s->sv[k].role, s->concurrency);
+  fprintf(stderr, "eval mrcr: %d rows to %s (%s), %ld in flight\n", n, s->sv[k].conn.shown, s->sv[k].role, s->o.concurrency);
   const double t0 = vclock_now();
-  vstatus e = served_calls_run(&s->sv[k].conn, calls, n, (int)s->concurrency, vinterrupted, make_body, &b);
+  vstatus e = served_calls_run(&s->sv[k].conn, calls, n, (int)s->o.concurrency, vinterrupted, make_body, &b);
   s->wall_s[k] = vclock_now() - t0;
   for (int i = 0; i < n && !e; i++) {
     md_item *it = &s->items[k][i];
@@ -288,38 +265,32 @@ static void pair_findings(md_state *s, uint64_t seed) {
   const int n = s->rows.n;
   double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof *d), *t = malloc((size_t)(n > 0 ? n : 1) * sizeof *t);
   int m = 0;
-  double sum = 0;
-  s->trunc_c = s->trunc_r = s->tok_mismatch = 0;
-  s->lost_context = false;
+  s->pr.trunc_c = s->pr.trunc_r = s->tok_mismatch = 0;
+  s->pr.lost_context = false;
   for (int i = 0; d && t && i < n; i++) {
     const md_item *c = &s->items[0][i], *r = &s->items[1][i];
-    if (c->state == MD_PAST_CONTEXT && r->state == MD_OK) s->lost_context = true;
+    if (c->state == MD_PAST_CONTEXT && r->state == MD_OK) s->pr.lost_context = true;
     if (c->state != MD_OK || r->state != MD_OK) continue;
     d[m] = r->score - c->score;
     t[m] = (double)c->truncated - (double)r->truncated;
-    sum += c->score - r->score;
-    s->trunc_c += c->truncated, s->trunc_r += r->truncated;
+    s->pr.trunc_c += c->truncated, s->pr.trunc_r += r->truncated;
     s->tok_mismatch += c->prompt_tokens != r->prompt_tokens;
     m++;
   }
-  s->n_paired = m;
-  s->mean_diff = m ? sum / m : NAN;
-  s->p_worse = d ? seval_worse_p(d, m, seed, &s->n_differ) : 1;
-  s->p_trunc = t ? seval_worse_p(t, m, seed + 1, NULL) : 1;
-  s->worse = s->p_worse < s->alpha;
-  s->more_truncated = s->p_trunc < s->alpha;
+  const double none = 0;
+  seval_paired_decide(&s->pr, d && t ? d : &none, d && t ? t : &none, d && t ? m : 0, seed, s->o.alpha);
   free(d);
   free(t);
 }
 
 /* The params every record of server k carries. */
 static void add_params(const md_state *s, int k, vrecord *r) {
-  rec_param_str(r, "dataset", s->dataset);
+  rec_param_str(r, "dataset", s->o.dataset);
   rec_param_int(r, "rows", s->rows.n);
   rec_param_str(r, "server", s->sv[k].conn.shown);
   rec_param_str(r, "server_model", s->sv[k].id.id);
   rec_param_str(r, "role", s->sv[k].role);
-  rec_param_int(r, "max_tokens", s->max_tokens);
+  rec_param_int(r, "max_tokens", s->o.max_tokens);
   rec_param_num(r, "temperature", 0);
   if (s->n_sv == 2) rec_param_str(r, "reference", s->sv[1].path);
 }
@@ -414,17 +385,9 @@ static vstatus md_record(void *st, const vsuite_ctx *x, int c, veng *recs) {
   rec_metric_value(r, "wall_s", "s", RB_LOWER, s->wall_s[k]);
   if (cand) {
     rec_metric_value(r, "reference_score", "", RB_HIGHER, cell_score(s, 1, -1, -1, NULL));
-    rec_metric_value(r, "paired_items", "", RB_NONE, s->n_paired);
-    rec_metric_value(r, "paired_differ", "", RB_NONE, s->n_differ);
-    rec_metric_value(r, "paired_diff", "", RB_HIGHER, s->mean_diff);
-    rec_metric_value(r, "worse_p", "", RB_HIGHER, s->p_worse);
-    rec_metric_value(r, "reference_truncated", "", RB_NONE, s->trunc_r);
-    rec_metric_value(r, "truncated_p", "", RB_HIGHER, s->p_trunc);
+    seval_paired_metrics(&s->pr, r);
     rec_metric_value(r, "prompt_tokens_differ", "", RB_LOWER, s->tok_mismatch);
-    rec_param_num(r, "alpha", s->alpha);
-    rec_check_add(r, "not_worse_than_reference", !s->worse);
-    rec_check_add(r, "not_more_truncated_than_reference", !s->more_truncated);
-    rec_check_add(r, "context_as_reference", !s->lost_context);
+    seval_paired_checks(&s->pr, s->o.alpha, r);
   }
   if (fl) {
     char why[256];
@@ -444,10 +407,10 @@ static void print_cell(double v) {
 static void md_print(const void *st, const vsuite_ctx *x, const veng *recs) {
   (void)recs;
   const md_state *s = st;
-  printf("eval mrcr --dataset %s: %d rows, needles", s->dataset, s->rows.n);
+  printf("eval mrcr --dataset %s: %d rows, needles", s->o.dataset, s->rows.n);
   for (int j = 0; j < s->n_needles; j++) printf("%s%d", j ? "," : " ", s->needles[j]);
-  printf("; chat completions at temperature 0, max_tokens %ld, %ld in flight%s; wall %.1f s\n", s->max_tokens,
-         s->concurrency, s->stream ? ", streamed" : "", x->wall_s);
+  printf("; chat completions at temperature 0, max_tokens %ld, %ld in flight%s; wall %.1f s\n", s->o.max_tokens,
+         s->o.concurrency, s->o.stream ? ", streamed" : "", x->wall_s);
   for (int k = 0; k < s->n_sv; k++) served_side_print(&s->sv[k]);
   bool used[64] = {0}; /* the bins that hold a row */
   for (int i = 0; i < s->rows.n; i++) {
@@ -494,23 +457,11 @@ static void md_print(const void *st, const vsuite_ctx *x, const veng *recs) {
     if (fl) printf("  %d requests failed, the first (%s)\n", fl, s->first_error[k]);
   }
   if (s->n_sv < 2) return;
-  printf("\npaired, candidate - reference, over the %d rows both answered: mean score difference %+.4f, %d differ, "
-         "one-sided sign-flip p %.3g (alpha %g)%s\n",
-         s->n_paired, s->mean_diff, s->n_differ, s->p_worse, s->alpha, s->worse ? ": significantly worse" : "");
-  printf("truncated at max_tokens: candidate %d, reference %d, one-sided p %.3g%s\n", s->trunc_c, s->trunc_r, s->p_trunc,
-         s->more_truncated ? ": significantly more" : "");
+  seval_paired_print(&s->pr, s->o.alpha, "rows", "score", "");
   if (s->tok_mismatch)
     printf("note: usage.prompt_tokens differs on %d rows: the servers tokenize or template the prompts differently\n",
            s->tok_mismatch);
-  const char *p = s->sv[0].path;
-  if (s->worse)
-    printf("FAIL %s: significantly worse than its reference (mean score difference %+.4f, p %.3g < %g)\n", p,
-           s->mean_diff, s->p_worse, s->alpha);
-  if (s->more_truncated)
-    printf("FAIL %s: truncated %d answers at max_tokens where the reference truncated %d (p %.3g < %g)\n", p, s->trunc_c,
-           s->trunc_r, s->p_trunc, s->alpha);
-  if (s->lost_context)
-    printf("FAIL %s: refused prompts as longer than its context that the reference answered\n", p);
+  seval_paired_print_fails(&s->pr, s->sv[0].path, s->o.alpha, "score");
 }
 
 static void md_free(void *st) {

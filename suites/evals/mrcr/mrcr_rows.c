@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "suites/evals/served_eval.h"
+
 /* Byte offset of the first invalid UTF-8 sequence in s[n] (what Python's strict decoder refuses:
  * stray or missing continuation bytes, overlong forms, surrogates, past U+10FFFF), or -1. */
 static long utf8_bad(const unsigned char *s, size_t n) {
@@ -113,49 +115,30 @@ vstatus mrcr_row_parse(const char *text, const char *file, long line, mrcr_row *
   return s;
 }
 
-static bool blank(const char *s, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r') return false;
-  return true;
+/* seval_rows_each's row hook: one more row of the mrcr_rows in ctx. */
+static vstatus add_row(void *ctx, const char *text, size_t len, long line, off_t offset) {
+  mrcr_rows *out = ctx;
+  if (out->n == 0 || (out->n >= 64 && (out->n & (out->n - 1)) == 0)) { /* room for 64, 128, 256, ... rows */
+    const int cap_rows = out->n ? out->n * 2 : 64;
+    mrcr_row *nr = realloc(out->rows, (size_t)cap_rows * sizeof *nr);
+    if (!nr) return VERR("%s: out of memory for %d rows", out->file, cap_rows);
+    out->rows = nr;
+  }
+  mrcr_row *r = &out->rows[out->n];
+  memset(r, 0, sizeof *r);
+  vstatus s = mrcr_row_parse(text, out->file, line, r, NULL);
+  if (s) { free(r->answer); free(r->prefix); return s; }
+  r->offset = offset;
+  r->len = len;
+  out->n++;
+  return V_OK;
 }
 
 vstatus mrcr_rows_read(const char *file, long limit, mrcr_rows *out) {
   memset(out, 0, sizeof *out);
   snprintf(out->file, sizeof out->file, "%s", file);
-  FILE *f = fopen(file, "rb");
-  if (!f) return VERR("--dataset %s: cannot read: %s", file, strerror(errno));
-  char *buf = NULL;
-  size_t cap = 0;
-  ssize_t got;
-  long line = 0;
-  int cap_rows = 0;
-  vstatus s = V_OK;
-  off_t at = 0;
-  while ((limit <= 0 || out->n < limit) && (got = getline(&buf, &cap, f)) >= 0) {
-    line++;
-    const off_t start = at;
-    at += got;
-    size_t n = (size_t)got;
-    if (n && buf[n - 1] == '\n') buf[--n] = 0;
-    if (blank(buf, n)) continue;
-    if (memchr(buf, 0, n)) { s = VERR("%s:%ld: a NUL byte in the line", file, line); break; }
-    if (out->n == cap_rows) {
-      cap_rows = cap_rows ? cap_rows * 2 : 64;
-      mrcr_row *nr = realloc(out->rows, (size_t)cap_rows * sizeof *nr);
-      if (!nr) { s = VERR("%s: out of memory for %d rows", file, cap_rows); break; }
-      out->rows = nr;
-    }
-    mrcr_row *r = &out->rows[out->n];
-    memset(r, 0, sizeof *r);
-    if ((s = mrcr_row_parse(buf, file, line, r, NULL))) { free(r->answer); free(r->prefix); break; }
-    r->offset = start;
-    r->len = n;
-    out->n++;
-  }
-  if (!s && ferror(f)) s = VERR("%s: read error after line %ld", file, line);
-  if (!s && out->n == 0) s = VERR("--dataset %s: no rows (one JSON object per line)", file);
-  free(buf);
-  fclose(f);
+  int n;
+  vstatus s = seval_rows_each(file, limit, add_row, out, &n);
   if (s) mrcr_rows_free(out);
   return s;
 }
