@@ -16,8 +16,8 @@
 #include "suites/features/features_text_checks.h"
 
 static const char USAGE[] =
-    "usage: vouch features --server URL --ref-server URL [--server-model NAME] [--struct-style S] [--timeout S]\n"
-    "                      [--seed S] [--json FILE]\n"
+    "usage: vouch features --server URL --ref-server URL [--server-model NAME] [--checks LIST] [--struct-style S]\n"
+    "                      [--timeout S] [--seed S] [--json FILE]\n"
     "  The features users keep, on text, of the candidate build (--server) against the reference build of\n"
     "  the same model (--ref-server; same id, root and max_model_len in /v1/models, else refused before any\n"
     "  request): stop_strings, stop_token_ids, max_tokens, min_tokens, seeded_sampling, temperature (the\n"
@@ -27,8 +27,9 @@ static const char USAGE[] =
     "  (sane, and the reference's within its own repeat). Each is decided against the reference's answer to\n"
     "  the same request: undecided when the reference cannot decide it (it does not reproduce itself, does\n"
     "  not do the feature), not_supported when it refuses the feature. One request at a time per server;\n"
-    "  --seed picks the prompt and the sampling seed. --struct-style: how structured output is asked\n"
-    "  (auto: structured_outputs, else guided_*, else response_format, the first the reference takes).\n"
+    "  --seed picks the prompt and the sampling seed; --checks NAME,... runs those only. --struct-style:\n"
+    "  how structured output is asked (auto: structured_outputs, else guided_*, else response_format, the\n"
+    "  first the reference takes).\n"
     "  No --model: the servers hold the model. API key: $VOUCH_SERVER_API_KEY, else $OPENAI_API_KEY.\n"
     "  defaults: --struct-style auto --timeout 600\n";
 
@@ -44,13 +45,15 @@ static const char *const PROMPTS[] = {
 #define N_PROMPTS ((int)(sizeof PROMPTS / sizeof *PROMPTS))
 
 typedef struct {
-  const char *server, *ref_server, *server_model, *style_s;
+  const char *server, *ref_server, *server_model, *style_s, *checks_s;
   double timeout_s;
   served_side sv[2];     /* sv[0] the candidate, sv[1] the reference (prepare) */
   int n_sv;
   ft_ctx c;              /* what the checks share (prepare) */
-  ft_result res[FT_N_CHECKS];
-  bool ran[FT_N_CHECKS]; /* res[i] holds check i's result */
+  int sel[FT_N_CHECKS];  /* [n_sel] the checks to run, in order (--checks, default all): case c is check sel[c] */
+  int n_sel;
+  ft_result res[FT_N_CHECKS]; /* [n_sel] case c's result */
+  bool ran[FT_N_CHECKS]; /* res[c] holds case c's result */
   bool broken;           /* a check's client failed (reported): later checks do not run */
 } fts_state;
 
@@ -67,9 +70,34 @@ static bool fts_option(void *st, int argc, char **argv, int *i, vstatus *err) {
   else if (cli_opt(argc, argv, i, "--ref-server", &v, err)) { if (v) s->ref_server = v; }
   else if (cli_opt(argc, argv, i, "--server-model", &v, err)) { if (v) s->server_model = v; }
   else if (cli_opt(argc, argv, i, "--struct-style", &v, err)) { if (v) s->style_s = v; }
+  else if (cli_opt(argc, argv, i, "--checks", &v, err)) { if (v) s->checks_s = v; }
   else if (cli_opt(argc, argv, i, "--timeout", &v, err)) { if (v) *err = cli_double("--timeout", v, &s->timeout_s); }
   else return false;
   return true;
+}
+
+/* --checks NAME,NAME,... into sel (in the suite's order; default every check). Error names the option
+ * and the unknown name. */
+static vstatus parse_checks(fts_state *s) {
+  bool want[FT_N_CHECKS] = {0};
+  if (!s->checks_s) {
+    for (int i = 0; i < FT_N_CHECKS; i++) want[i] = true;
+  } else {
+    for (const char *p = s->checks_s; *p;) {
+      const size_t n = strcspn(p, ",");
+      int k = -1;
+      for (int i = 0; i < FT_N_CHECKS && k < 0; i++)
+        if (strlen(ft_check_name(i)) == n && !strncmp(p, ft_check_name(i), n)) k = i;
+      if (k < 0) return VERR("option --checks: '%.*s' is not a check (stop_strings, ..., logprobs: see --help)", (int)n, p);
+      want[k] = true;
+      p += n + (p[n] == ',');
+    }
+  }
+  s->n_sel = 0;
+  for (int i = 0; i < FT_N_CHECKS; i++)
+    if (want[i]) s->sel[s->n_sel++] = i;
+  if (!s->n_sel) return VERR("option --checks: no check named");
+  return V_OK;
 }
 
 static vstatus fts_options_done(void *st) {
@@ -85,7 +113,7 @@ static vstatus fts_options_done(void *st) {
     if (!strcmp(s->style_s, styles[k])) s->c.style = (served_struct_style)k, known = true;
   if (!known) return VERR("option --struct-style: '%s' is not auto, vllm, guided or openai", s->style_s);
   if (!(s->timeout_s > 0)) return VERR("option --timeout: %g is not a positive number of seconds", s->timeout_s);
-  return V_OK;
+  return parse_checks(s);
 }
 
 static vstatus fts_prepare(void *st, const vsuite_ctx *x, bool *done) {
@@ -99,13 +127,13 @@ static vstatus fts_prepare(void *st, const vsuite_ctx *x, bool *done) {
 }
 
 static int fts_n_cases(const void *st, const vsuite_ctx *x) {
-  (void)st, (void)x;
-  return FT_N_CHECKS;
+  (void)x;
+  return ((const fts_state *)st)->n_sel;
 }
 
 /* Check c's record with what is known before it runs; NULL on out of memory (error set). */
 static vrecord *check_record(const fts_state *s, const vsuite_ctx *x, int c, veng *recs) {
-  vrecord *rec = eng_new(recs, "features", ft_check_name(c), s->sv[0].path);
+  vrecord *rec = eng_new(recs, "features", ft_check_name(s->sel[c]), s->sv[0].path);
   if (!rec) return NULL;
   rec_param_str(rec, "server", s->sv[0].conn.shown);
   rec_param_str(rec, "ref_server", s->sv[1].conn.shown);
@@ -123,7 +151,7 @@ static vstatus fts_run(void *st, const vsuite_ctx *x, int c) {
   (void)x;
   fts_state *s = st;
   if (s->broken) return V_OK;
-  if (ft_check_run(&s->c, c, &s->res[c])) {
+  if (ft_check_run(&s->c, s->sel[c], &s->res[c])) {
     cli_print_error("features");
     s->broken = true;
     return V_OK;
@@ -162,7 +190,7 @@ static void fts_print_case(void *st, const vsuite_ctx *x, int c) {
     printf("features --ref-server: prompt '%s' (seed %llu)\n", s->c.prompt, (unsigned long long)x->seed);
     for (int k = 0; k < s->n_sv; k++) served_side_print(&s->sv[k]);
   }
-  if (s->ran[c]) printf("  %-16s %-13s %s\n", ft_check_name(c), status_name(s->res[c].status), s->res[c].detail);
+  if (s->ran[c]) printf("  %-16s %-13s %s\n", ft_check_name(s->sel[c]), status_name(s->res[c].status), s->res[c].detail);
 }
 
 static void fts_free(void *st) {
