@@ -80,6 +80,7 @@ const char *ft_show(const char *t, char *buf, size_t cap) {
   if (cap < 8) return "";
   buf[n++] = '\'';
   for (; t && t[i] && i < 40 && n + 5 < cap; i++) buf[n++] = (unsigned char)t[i] < 32 ? '.' : t[i];
+  while (t && t[i] && i > 0 && ((unsigned char)t[i] & 0xC0) == 0x80) i--, n--; /* not inside a UTF-8 character */
   if (t && t[i]) buf[n++] = '.', buf[n++] = '.';
   buf[n++] = '\'';
   buf[n] = 0;
