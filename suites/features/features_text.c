@@ -29,7 +29,7 @@ static const char USAGE[] =
     "  not do the feature), not_supported when it refuses the feature. One request at a time per server;\n"
     "  --seed picks the prompt and the sampling seed; --checks NAME,... runs those only. --struct-style:\n"
     "  how structured output is asked (auto: structured_outputs, else guided_*, else response_format, the\n"
-    "  first the reference takes).\n"
+    "  first the reference honours: not refused, and its answer validates).\n"
     "  No --model: the servers hold the model. API key: $VOUCH_SERVER_API_KEY, else $OPENAI_API_KEY.\n"
     "  defaults: --struct-style auto --timeout 600\n";
 

@@ -112,7 +112,8 @@ vstatus ft_check_structured(ft_ctx *c, int kind, ft_result *r) {
   q.max_tokens = STRUCT_TOKENS, q.return_token_ids = false;
   q.structured = (served_struct_kind)kind;
   q.struct_spec = kind == SERVED_STRUCT_JSON ? SCHEMA : kind == SERVED_STRUCT_REGEX ? REGEX : CHOICES;
-  /* auto: the first style the reference takes (vLLM's, the legacy guided_*, OpenAI's for a schema) */
+  /* auto: the first style the reference honours (vLLM's, the legacy guided_*, OpenAI's for a schema): an
+   * engine may refuse a name it does not know (HTTP 4xx) or ignore it (an answer that does not validate) */
   static const served_struct_style order[] = {SERVED_STRUCT_VLLM, SERVED_STRUCT_GUIDED, SERVED_STRUCT_OPENAI};
   served_call rc = {0}, cc = {0};
   bool asked = false;
@@ -122,7 +123,8 @@ vstatus ft_check_structured(ft_ctx *c, int kind, ft_result *r) {
     q.struct_style = order[k];
     if (k && c->style_auto) served_calls_free(&rc, 1);
     VTRY(ft_ask(c, 1, q, &rc));
-    asked = rc.ok || !(rc.http >= 400 && rc.http < 500) || !c->style_auto;
+    char why[200];
+    asked = !c->style_auto || (rc.ok ? validates(&rc, q.structured, why, sizeof why) : !(rc.http >= 400 && rc.http < 500));
   }
   char rwhy[200] = "", cwhy[200] = "", what[160], a[64], b[64];
   snprintf(what, sizeof what, "%s %s", style_name(q.struct_style), q.struct_spec);
