@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "suites/diverge/diverge_text_score.h"
 #include "suites/engine/bounds.h"
 #include "suites/engine/stats_tests.h"
 #include "suites/features/features_text_checks.h"
+#include "suites/served/served_topk.h"
 
 #define TOP_K 20            /* alternatives asked per position (vLLM's default max_logprobs) */
 #define KLD_MIN 1e-3        /* nats: the least KLD bound of the temperature check: a feature check (are
@@ -36,17 +36,6 @@ static const served_pos *first_pos(const served_call *call) {
   return ch && ch->n_lp > 0 && ch->lp[0].n_top >= 2 ? &ch->lp[0] : NULL;
 }
 
-/* The KLD of b's alternatives against a's (dtext_compare on copies whose chosen token is not compared:
- * it is the distribution that is). False with the reason in why. */
-static bool top_kld(const served_pos *a, const served_pos *b, double *kld, char *why, size_t cap) {
-  served_pos x = *a, y = *b;
-  x.token = y.token = NULL, x.id = y.id = 0, x.logprob = y.logprob = 0;
-  dtext_pos d;
-  if (!dtext_compare(&x, &y, &d, why, cap)) return false;
-  *kld = d.kld;
-  return true;
-}
-
 vstatus ft_check_temperature(ft_ctx *c, ft_result *r) {
   const served_gen q = first_token_gen(c);
   served_call a[3]; /* the reference twice, the candidate */
@@ -59,10 +48,10 @@ vstatus ft_check_temperature(ft_ctx *c, ft_result *r) {
   const double k = VOUCH_ACCURACY_RATIO;
   if (!a[0].ok || !a[1].ok) ft_ref_failed(r, a[0].ok ? &a[1] : &a[0], "top logprobs");
   else if (!r0 || !r1) ft_set(r, FT_NOT_SUPPORTED, "the reference lists no top logprobs (logprobs %d)", TOP_K);
-  else if (!top_kld(r0, r1, &fl, why, sizeof why)) ft_set(r, FT_UNDECIDED, "the reference against itself: %s", why);
+  else if (!served_topk_kld(r0, r1, &fl, why, sizeof why)) ft_set(r, FT_UNDECIDED, "the reference against itself: %s", why);
   else if (!cp) ft_set(r, FT_FAIL, "logprobs %d: the reference lists %d alternatives, the candidate %s", TOP_K, r0->n_top,
                        a[2].ok ? "none" : a[2].error);
-  else if (!top_kld(r0, cp, &kc, why, sizeof why)) ft_set(r, FT_FAIL, "the candidate's alternatives: %s", why);
+  else if (!served_topk_kld(r0, cp, &kc, why, sizeof why)) ft_set(r, FT_FAIL, "the candidate's alternatives: %s", why);
   else {
     r->cand = kc, r->ref = fl, r->unit = "nats";
     r->bound = fmax(k * k * fl, KLD_MIN);
@@ -117,7 +106,7 @@ static int top_p_prefix(const served_pos *p, double t, double top_p) {
 /* The index among set[0..n) of a drawn token, -1 outside. */
 static int in_set(const served_pos *set, int n, const served_pos *drawn) {
   for (int i = 0; i < n; i++)
-    if (dtext_same_token(set->top[i].token, set->top[i].id, drawn->token, drawn->id)) return i;
+    if (served_same_token(set->top[i].token, set->top[i].id, drawn->token, drawn->id)) return i;
   return -1;
 }
 
@@ -230,7 +219,7 @@ static bool lp_problem(const served_choice *ch, char *why, size_t cap) {
     if (mass > 1 + 1e-4) { snprintf(why, cap, "token %d: the alternatives hold mass %.6g > 1", i + 1, mass); return true; }
     if (p->n_top && p->logprob >= least + LP_TOL) {
       bool found = false;
-      for (int k = 0; k < p->n_top && !found; k++) found = dtext_same_token(p->token, p->id, p->top[k].token, p->top[k].id);
+      for (int k = 0; k < p->n_top && !found; k++) found = served_same_token(p->token, p->id, p->top[k].token, p->top[k].id);
       if (!found) {
         snprintf(why, cap, "token %d: the chosen token (logprob %g) is missing from its alternatives (least %g)", i + 1,
                  p->logprob, least);
@@ -247,7 +236,7 @@ static double lp_diff(const served_choice *a, const served_choice *b, int *n) {
   double m = 0;
   *n = 0;
   for (int i = 0; i < a->n_lp && i < b->n_lp; i++) {
-    if (!dtext_same_token(a->lp[i].token, a->lp[i].id, b->lp[i].token, b->lp[i].id)) break;
+    if (!served_same_token(a->lp[i].token, a->lp[i].id, b->lp[i].token, b->lp[i].id)) break;
     const double d = fabs(a->lp[i].logprob - b->lp[i].logprob);
     if (!(d <= m)) m = d; /* NaN counts as the largest */
     ++*n;
