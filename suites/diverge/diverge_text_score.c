@@ -5,16 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
-/* A logprob a server may give: finite and not above 0 beyond its rounding. */
-#define LP_MAX 1e-3
-/* Below this mass a cell adds nothing to the KLD (p log(p/q) -> 0 as p -> 0); q of a cell is held at
- * least this much, so a cell the candidate gives no mass costs a large finite KLD, not +inf. */
-#define MASS_EPS 1e-12
+#include "suites/served/served_topk.h"
 
-bool dtext_same_token(const char *rt, int rid, const char *ct, int cid) {
-  if (rid >= 0 && cid >= 0) return rid == cid;
-  return rt && ct && !strcmp(rt, ct);
-}
+/* A logprob a server may give: finite and not above 0 beyond its rounding (as served_topk_kld's). */
+#define LP_MAX 1e-3
+
+bool dtext_same_token(const char *rt, int rid, const char *ct, int cid) { return served_same_token(rt, rid, ct, cid); }
 
 static bool lp_ok(double lp) { return isfinite(lp) && lp <= LP_MAX; }
 
@@ -44,28 +40,8 @@ bool dtext_compare(const served_pos *r, const served_pos *c, dtext_pos *out, cha
     snprintf(why, cap, "the token's logprob is not a logprob (reference %g, candidate %g)", r->logprob, c->logprob);
     return false;
   }
-  for (int i = 0; i < r->n_top; i++)
-    if (!lp_ok(r->top[i].logprob)) { snprintf(why, cap, "reference alternative %d: logprob %g", i, r->top[i].logprob); return false; }
-  for (int i = 0; i < c->n_top; i++)
-    if (!lp_ok(c->top[i].logprob)) { snprintf(why, cap, "candidate alternative %d: logprob %g", i, c->top[i].logprob); return false; }
-  /* the shared cells: r's alternatives that c lists too (each counted once: a server may list the
-   * position's token twice, as the token and as an alternative) */
-  double P = 0, Q = 0, kl = 0;
-  for (int i = 0; i < r->n_top; i++) {
-    bool dup = false;
-    for (int k = 0; k < i && !dup; k++)
-      dup = dtext_same_token(r->top[k].token, r->top[k].id, r->top[i].token, r->top[i].id);
-    const int j = dup ? -1 : find_alt(c, &r->top[i]);
-    if (j < 0) continue;
-    const double p = exp(r->top[i].logprob), q = exp(c->top[j].logprob);
-    P += p, Q += q;
-    if (p > MASS_EPS) kl += p * log(p / (q > MASS_EPS ? q : MASS_EPS));
-    out->shared++;
-  }
-  /* the rest; the servers round their logprobs, so the listed masses may pass 1 by a little */
-  const double pr = P < 1 ? 1 - P : 0, qr = Q < 1 ? 1 - Q : 0;
-  if (pr > MASS_EPS) kl += pr * log(pr / (qr > MASS_EPS ? qr : MASS_EPS));
-  out->kld = kl;
+  /* the KLD on the shared partition (each alternative's logprob checked there) */
+  if (!served_topk_kld(r, c, &out->kld, &out->shared, why, cap)) return false;
   const int rt = top1(r), ct = top1(c);
   out->same_top = rt >= 0 && ct >= 0 &&
                   dtext_same_token(r->top[rt].token, r->top[rt].id, c->top[ct].token, c->top[ct].id);

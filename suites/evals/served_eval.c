@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "suites/evals/served_eval.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -78,23 +77,6 @@ double seval_worse_p(const double *d, int n, uint64_t seed, int *m_out) {
   }
   free(a);
   return p;
-}
-
-/* s contains needle, ignoring case. */
-static bool has_ci(const char *s, const char *needle) {
-  const size_t n = strlen(needle);
-  for (; *s; s++) {
-    size_t k = 0;
-    while (k < n && s[k] && tolower((unsigned char)s[k]) == tolower((unsigned char)needle[k])) k++;
-    if (k == n) return true;
-  }
-  return false;
-}
-
-bool seval_past_context(const served_call *c) {
-  if (c->ok || c->http != 400 || !c->err_message) return false;
-  return has_ci(c->err_message, "context length") || has_ci(c->err_message, "maximum context") ||
-         has_ci(c->err_message, "context size") || has_ci(c->err_message, "max_model_len");
 }
 
 void seval_opts_init(seval_opts *o, long max_tokens) {

@@ -27,10 +27,6 @@
  * *m_out (may be NULL) gets m. */
 double seval_worse_p(const double *d, int n, uint64_t seed, int *m_out);
 
-/* True when a failed call is the server refusing a prompt longer than its context (HTTP 400 whose
- * message speaks of the context length or size: vLLM "maximum context length", SGLang "context
- * length", llama.cpp "context size"): a limit of the server, not a failure of the build. */
-bool seval_past_context(const served_call *c);
 
 /* ---- what the text evals' suites share ---- */
 

