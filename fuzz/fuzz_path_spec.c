@@ -9,6 +9,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "suites/paths/paths.h"
+#include "suites/paths/spec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
   if (n > 300) return 0;

@@ -15,6 +15,7 @@
 #include "suites/engine/record.h"
 #include "suites/engine/sink.h"
 #include "suites/paths/paths.h"
+#include "suites/paths/spec.h"
 
 static const char USAGE[] =
     "usage: vouch generate [--model DIR|synth:PRESET] [--path NAME] [--tokens 1,2,3] [-n N] [--batch B]\n"

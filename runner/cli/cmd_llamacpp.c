@@ -16,6 +16,7 @@
 #include "suites/engine/record.h"
 #include "suites/diverge/diverge.h"
 #include "suites/paths/paths.h"
+#include "suites/paths/spec.h"
 
 static const char EXPORT_USAGE[] =
     "usage: vouch model export --gguf DIR|synth:PRESET -o FILE.gguf [--dtype f32|bf16|q8_0|q4_0]\n"

@@ -11,6 +11,7 @@
 #include "suites/sweep/sweep_suite.h"
 #include "runner/serve/serve.h"
 #include "suites/paths/paths.h"
+#include "suites/paths/spec.h"
 
 static const char USAGE[] =
     "usage: vouch serve [--path NAME] [--model DIR|synth:PRESET] [--port N] [--host ADDR]\n"

@@ -12,6 +12,7 @@
 #include "suites/engine/record.h"
 #include "suites/engine/sink.h"
 #include "suites/paths/paths.h"
+#include "suites/paths/spec.h"
 
 /* Splits "a,b,c" into names (pointers into a malloc'ed copy held in *buf; *out malloc'ed). Error
  * names option `opt` when the list is empty. */

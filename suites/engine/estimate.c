@@ -10,6 +10,7 @@
 
 #include "suites/engine/estimate_cost.h"
 #include "suites/paths/paths.h"
+#include "suites/paths/spec.h"
 
 #define GIB 1073741824.0
 
@@ -21,7 +22,10 @@ void vest_clear(dry_step *out) {
 /* ---- the time model (constants in suites/engine/estimate_cost.h) ---- */
 
 /* A path that reads host weights runs on the host (vpath_caps.host_weights); unknown names count as GPU paths. */
-bool vest_on_gpu(const char *name) { return !vpaths_host_weights(name); }
+bool vest_on_gpu(const char *name) {
+  vpath_spec sp;
+  return !(vpath_spec_lookup(name, &sp) == V_OK && sp.caps.host_weights);
+}
 /* The KV layout for the byte count: by name, since a dry run plans for a GPU the build may lack (--gpu-mem), where
  * the latency path is not registered to declare it. */
 static bool path_latent(const char *name) { return !strncmp(name, "latency", 7); }
@@ -98,7 +102,9 @@ static void measure_set(const vest *X, const char *const *names, int n, int max_
   for (int i = 0; i < n; i++) {
     vpath_opts po = {.max_seq = max_seq, .max_ctx = max_ctx};
     ds_mem_estimate e;
-    vstatus s = vpath_estimate(names[i], X->cfg, &po, X->env->sms, X->rows, X->logit_rows, &e);
+    vpath_spec sp; /* the name's syntax, and its declaration when this build has the path */
+    vstatus s = vpath_spec_lookup(names[i], &sp);
+    if (s == V_OK) s = vpath_estimate(&sp, X->cfg, &po, X->env->sms, X->rows, X->logit_rows, &e);
     if (s != V_OK) { /* no memory model (a --path-lib path) or a TP degree the model cannot split */
       if (s == V_ERR && !m->est_err[0]) snprintf(m->est_err, sizeof m->est_err, "%s", verr_msg());
       continue;

@@ -1,4 +1,5 @@
 #include "suites/paths/paths.h"
+#include "suites/paths/spec.h"
 
 #include <assert.h>
 #include <dlfcn.h>
@@ -66,12 +67,6 @@ const vpath_ops *vpaths_find(const char *name) {
   for (int i = 0; i < g_n_loaded; i++)
     if (strcmp(g_loaded[i]->name, name) == 0) return g_loaded[i];
   return NULL;
-}
-
-bool vpaths_host_weights(const char *name) {
-  vpath_spec s;
-  const vpath_ops *ops = vpath_spec_split(name, &s) ? vpaths_find(s.base) : NULL;
-  return ops && ops->caps.host_weights;
 }
 
 /* True when the byte behind a declared bool is 0 or 1 (a library's struct may hold anything). */
@@ -304,8 +299,8 @@ static const struct {
   mem_model_fn fn;
 } g_mem_models[] = {{"cpu-ref", ds_mem_cpu_ref}, {"cuda-ref", ds_mem_cuda_ref}, {"latency", ds_mem_latency}};
 
-vstatus(vpath_estimate)(const vpath_spec *spec, const ds_config *full, const vpath_opts *o, int sms, int rows,
-                        int logit_rows, ds_mem_estimate *out) {
+vstatus vpath_estimate(const vpath_spec *spec, const ds_config *full, const vpath_opts *o, int sms, int rows,
+                       int logit_rows, ds_mem_estimate *out) {
   assert(spec);
   memset(out, 0, sizeof *out);
   mem_model_fn fn = NULL;
@@ -333,14 +328,4 @@ vstatus(vpath_estimate)(const vpath_spec *spec, const ds_config *full, const vpa
   }
   out->ranks = tp > 1 ? tp : 1;
   return V_OK;
-}
-
-vstatus vpath_estimate_name(const char *name, const ds_config *full, const vpath_opts *o, int sms, int rows,
-                            int logit_rows, ds_mem_estimate *out) {
-  vpath_spec s;
-  memset(out, 0, sizeof *out);
-  if (!vpath_spec_split(name, &s)) return VERR("path '%s': malformed name", name);
-  s.ops = vpaths_find(s.base);
-  if (s.ops) s.caps = s.ops->caps;
-  return (vpath_estimate)(&s, full, o, sms, rows, logit_rows, out);
 }

@@ -6,18 +6,28 @@
 #include "common/path.h"
 #include "model/mem_estimate.h"
 #include "model/model.h"
-#include "suites/paths/spec.h"
+
+/* A path as the user names it, parsed once where its name enters (suites/paths/spec.h
+ * vpath_spec_parse) and handed down typed. */
+typedef struct {
+  char name[128];       /* the text as given ("latency:tp4:dcp@tp_rsag"): records and messages print it */
+  char base[64];        /* the registered path NAME ("latency") */
+  int tp;               /* N of ":tpN" (1..4096); 0: the name fixes none (the caller's --tp applies) */
+  bool dcp;             /* ":dcp": decode context parallelism over the TP ranks */
+  bool ep;              /* ":ep": expert parallelism over the TP ranks */
+  char variant[64];     /* the words after '@' ("tp_nccl,tp_split_in"); "": none (the caller's --variant) */
+  const vpath_ops *ops; /* the path's declaration in the registry; NULL in a spec of vpath_spec_split or of
+                         * vpath_spec_lookup for a path this build lacks (the dry run's prices) */
+  vpath_caps caps;      /* ops->caps (zero without ops): host_weights, tp kind, dcp, ep, ... */
+  bool splits_inputs;   /* caps.tp_splits_inputs(variant): under TP each rank reads only its share of the input
+                         * projections and the router (the sweep's byte model) */
+} vpath_spec;
 
 /* The registered path NAME (built-in or loaded; no suffixes: a user's text goes through vpath_spec_parse,
  * suites/paths/spec.h), NULL when there is none. */
 const vpath_ops *vpaths_find(const char *name);
 /* Space-separated names of the built-in paths. */
 const char *vpaths_names(void);
-/* Compatibility for runner/plan/dryrun.c, whose cost model is moving (issue 35; remove with its last
- * name call): true when `name` (any NAME[:tpN][:ep][:dcp][@VARIANT]) is a registered path that declares
- * host weights (vpath_caps.host_weights); false for a malformed or unknown name. Others read
- * vpath_spec.caps.host_weights. */
-bool vpaths_host_weights(const char *name);
 /* Adds a path to the registry; it is then found by ops->name. The declaration is checked as untrusted
  * input: V_ERR naming `origin` (a file, for messages) and the field when the name is empty, too long
  * or holds ':', '@', ',' or blanks, is already a path, open/forward/close is NULL, a bool is not 0/1,
@@ -55,15 +65,7 @@ void vpath_close(vpath *p);
  * what open allocates). The memory models are the registry's, one per built-in path, known also for the
  * built-in paths this build lacks (spec->ops NULL: a vpath_spec_split spec). V_UNSUPPORTED for a path
  * with no memory model (one loaded with --path-lib); V_ERR when the model cannot be split tp ways. */
-vstatus(vpath_estimate)(const vpath_spec *spec, const ds_config *full, const vpath_opts *o, int sms, int rows,
-                        int logit_rows, ds_mem_estimate *out);
-/* Compatibility for runner/plan/dryrun.c (issue 35; remove with its last name call, with the macro
- * below): vpath_estimate of the name's syntax (vpath_spec_split; the path need not be in this build).
- * V_ERR for a malformed name. */
-vstatus vpath_estimate_name(const char *name, const ds_config *full, const vpath_opts *o, int sms, int rows,
-                            int logit_rows, ds_mem_estimate *out);
-#define vpath_estimate(path, ...)                                                                              \
-  _Generic((path), char *: vpath_estimate_name, const char *: vpath_estimate_name, default: (vpath_estimate))( \
-      path, __VA_ARGS__)
+vstatus vpath_estimate(const vpath_spec *spec, const ds_config *full, const vpath_opts *o, int sms, int rows,
+                       int logit_rows, ds_mem_estimate *out);
 
 #endif

@@ -64,6 +64,20 @@ vstatus vpath_spec_parse(const char *text, const char *origin_option, vpath_spec
   return V_OK;
 }
 
+vstatus vpath_spec_lookup(const char *text, vpath_spec *out) {
+  assert(text && out);
+  if (!split(text, out)) {
+    memset(out, 0, sizeof *out);
+    return VERR("path '%s': malformed name", text);
+  }
+  out->ops = vpaths_find(out->base);
+  if (out->ops) {
+    out->caps = out->ops->caps;
+    out->splits_inputs = out->caps.tp_splits_inputs && out->caps.tp_splits_inputs(out->variant);
+  }
+  return V_OK;
+}
+
 vstatus vpath_specs_parse(const char *const *texts, int n, const char *origin_option, vpath_spec *out) {
   for (int i = 0; i < n; i++) VTRY(vpath_spec_parse(texts[i], origin_option, &out[i]));
   return V_OK;

@@ -4,6 +4,7 @@
 #define VOUCH_TESTS_CPU_PATH_SPECS_H
 
 #include "suites/paths/paths.h"
+#include "suites/paths/spec.h"
 
 /* vpath_spec_parse(name) then vpath_open: the parse's error (malformed, unknown) or the open's. */
 static inline vstatus test_open(vpath *p, const char *name, const ds_model *m, const vpath_opts *o) {

@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "reference/cpu/cpu_dcp.h"
 #include "suites/paths/paths.h"
+#include "suites/paths/spec.h"
 #include "tests/cpu/sharded_checks.h"
 #include "tests/cpu/path_specs.h"
 #include "tests/harness.h"

@@ -24,6 +24,7 @@
 #include "model/shard.h"
 #include "suites/diverge/diverge.h"
 #include "suites/paths/paths.h"
+#include "suites/paths/spec.h"
 #include "tests/cpu/sharded_checks.h"
 #include "tests/cpu/path_specs.h"
 #include "tests/harness.h"

@@ -9,7 +9,16 @@
 #include "model/shard.h"
 #include "model/spec_config.h"
 #include "suites/paths/paths.h"
+#include "suites/paths/spec.h"
 #include "tests/harness.h"
+
+/* vpath_estimate of a path named as a plan names it (the dry run's way: the path need not be in this build) */
+static vstatus est(const char *name, const ds_config *c, const vpath_opts *o, int sms, int rows, int logit_rows,
+                   ds_mem_estimate *out) {
+  vpath_spec sp;
+  VTRY(vpath_spec_lookup(name, &sp));
+  return vpath_estimate(&sp, c, o, sms, rows, logit_rows, out);
+}
 
 #define GIB 1073741824.0
 
@@ -43,10 +52,10 @@ static void test_cuda_ref_rows_match_h200_sweep(void) {
   CHECK_OK(ds_spec_config("synth:k2-slice", 2, &c));
   vpath_opts po = {.max_seq = 64, .max_ctx = 279};
   ds_mem_estimate ref0, ref, lat, lat0;
-  CHECK_OK(vpath_estimate("cuda-ref", &c, &po, 132, 0, 0, &ref0));
-  CHECK_OK(vpath_estimate("cuda-ref", &c, &po, 132, 8192, 64, &ref));
-  CHECK_OK(vpath_estimate("latency", &c, &po, 132, 8192, 64, &lat));
-  CHECK_OK(vpath_estimate("latency", &c, &po, 132, 0, 0, &lat0));
+  CHECK_OK(est("cuda-ref", &c, &po, 132, 0, 0, &ref0));
+  CHECK_OK(est("cuda-ref", &c, &po, 132, 8192, 64, &ref));
+  CHECK_OK(est("latency", &c, &po, 132, 8192, 64, &lat));
+  CHECK_OK(est("latency", &c, &po, 132, 0, 0, &lat0));
   const double before = (ds_mem_total(&ref0) + ds_mem_total(&lat)) / GIB, now = (ds_mem_total(&ref) + ds_mem_total(&lat)) / GIB;
   const double measured = 78.98 - 0.55;
   CHECK(fabs(before - 76.55) < 0.005, "without rows: %.2f GiB, the dry run printed 76.55", before);
@@ -55,11 +64,11 @@ static void test_cuda_ref_rows_match_h200_sweep(void) {
   CHECK(ds_mem_total(&lat0) == ds_mem_total(&lat), "latency runs any rows in 64-row chunks: rows change nothing");
   /* the logits of a speculative step (batch 64 x K+1 = 8 rows each) and TP's partial sums and gathered blocks */
   ds_mem_estimate spec, tp0, tp;
-  CHECK_OK(vpath_estimate("cuda-ref", &c, &po, 132, 512, 512, &spec));
+  CHECK_OK(est("cuda-ref", &c, &po, 132, 512, 512, &spec));
   CHECK(spec.work_bytes - ref0.work_bytes >= 512.0 * c.vocab_size * 4, "512 logit rows of %d: +%.0f bytes", c.vocab_size,
         spec.work_bytes - ref0.work_bytes);
-  CHECK_OK(vpath_estimate("cuda-ref:tp2", &c, &po, 132, 0, 0, &tp0));
-  CHECK_OK(vpath_estimate("cuda-ref:tp2", &c, &po, 132, 512, 512, &tp));
+  CHECK_OK(est("cuda-ref:tp2", &c, &po, 132, 0, 0, &tp0));
+  CHECK_OK(est("cuda-ref:tp2", &c, &po, 132, 512, 512, &tp));
   CHECK(tp.work_bytes - tp0.work_bytes > spec.work_bytes - ref0.work_bytes, "TP adds partials and gathered logits");
 }
 
@@ -91,11 +100,11 @@ static void test_latency_cache_and_dcp(void) {
   CHECK_OK(ds_spec_config("synth:k2-slice", 0, &c));
   vpath_opts po = {.max_seq = 8, .max_ctx = 32768};
   ds_mem_estimate one, tp2, dcp2;
-  CHECK_OK(vpath_estimate("latency", &c, &po, 132, 0, 0, &one));
+  CHECK_OK(est("latency", &c, &po, 132, 0, 0, &one));
   CHECK(one.kv_bytes == 3.0 * 8 * 32768 * (512 + 64) * 2, "latent cache %.0f", one.kv_bytes);
   CHECK(one.optional_bytes > 0 && one.ranks == 1, "v2_gemm workspace is optional: %.0f", one.optional_bytes);
-  CHECK_OK(vpath_estimate("latency:tp2", &c, &po, 132, 0, 0, &tp2));
-  CHECK_OK(vpath_estimate("latency:tp2:dcp", &c, &po, 132, 0, 0, &dcp2));
+  CHECK_OK(est("latency:tp2", &c, &po, 132, 0, 0, &tp2));
+  CHECK_OK(est("latency:tp2:dcp", &c, &po, 132, 0, 0, &dcp2));
   CHECK(tp2.ranks == 2 && tp2.kv_bytes == one.kv_bytes && dcp2.kv_bytes == one.kv_bytes / 2, "tp2 kv %.0f, dcp2 kv %.0f",
         tp2.kv_bytes, dcp2.kv_bytes);
   CHECK(tp2.weight_bytes < 0.6 * one.weight_bytes, "a TP rank holds about half: %.1f of %.1f GiB", tp2.weight_bytes / GIB,
@@ -104,13 +113,13 @@ static void test_latency_cache_and_dcp(void) {
   ds_mem_estimate h1, h2;
   ds_config t;
   CHECK_OK(ds_spec_config("synth:tiny", 0, &t));
-  CHECK_OK(vpath_estimate("cpu-ref", &t, &po, 0, 0, 0, &h1));
-  CHECK_OK(vpath_estimate("cpu-ref:tp2", &t, &po, 0, 0, 0, &h2));
+  CHECK_OK(est("cpu-ref", &t, &po, 0, 0, 0, &h1));
+  CHECK_OK(est("cpu-ref:tp2", &t, &po, 0, 0, 0, &h2));
   CHECK(h2.host_bytes > h1.host_bytes * 0.9 && h2.host_bytes < h1.host_bytes * 1.6, "cpu-ref:tp2 host %.0f vs %.0f",
         h2.host_bytes, h1.host_bytes);
-  CHECK(vpath_estimate("cuda-ref:tp3", &t, &po, 0, 0, 0, &h2) == V_ERR && strstr(verr_msg(), "divisible"),
+  CHECK(est("cuda-ref:tp3", &t, &po, 0, 0, 0, &h2) == V_ERR && strstr(verr_msg(), "divisible"),
         "TP 3 cannot split 16 heads: %s", verr_msg());
-  CHECK(vpath_estimate("mypath", &t, &po, 0, 0, 0, &h2) == V_UNSUPPORTED, "no memory model for an unknown path");
+  CHECK(est("mypath", &t, &po, 0, 0, 0, &h2) == V_UNSUPPORTED, "no memory model for an unknown path");
 }
 
 /* Constructed presets and config.json paths give a config without weights. */

@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "reference/cpu/cpu_ref.h"
 #include "suites/paths/paths.h"
+#include "suites/paths/spec.h"
 #include "tests/cpu/path_specs.h"
 #include "tests/harness.h"
 
@@ -25,8 +26,13 @@ static void test_builtin(void) {
   CHECK(cpu_ref_ops.caps.host_weights && cpu_ref_ops.caps.tp == VPATH_TP_THREADS && cpu_ref_ops.caps.dcp &&
             cpu_ref_ops.caps.ep,
         "cpu-ref declares host weights, threads TP, dcp and ep");
-  CHECK(vpaths_host_weights("cpu-ref") && vpaths_host_weights("cpu-ref:tp4:dcp@x"), "cpu-ref: host weights by any name");
-  CHECK(!vpaths_host_weights("no-such-path"), "an unknown name has no host weights");
+  vpath_spec a, b, u;
+  CHECK(vpath_spec_lookup("cpu-ref", &a) == V_OK && vpath_spec_lookup("cpu-ref:tp4:dcp@x", &b) == V_OK &&
+            a.caps.host_weights && b.caps.host_weights && b.tp == 4 && b.dcp,
+        "cpu-ref: host weights by any name");
+  CHECK(vpath_spec_lookup("no-such-path", &u) == V_OK && !u.ops && !u.caps.host_weights,
+        "an unknown name has no declaration, so no host weights");
+  CHECK(vpath_spec_lookup("cpu-ref:tpx", &u) == V_ERR, "a malformed name is an error");
 #ifdef VOUCH_HAVE_CUDA
   const vpath_ops *cr = vpaths_find("cuda-ref"), *lt = vpaths_find("latency");
   CHECK(cr && !cr->caps.host_weights && cr->caps.tp == VPATH_TP_NCCL && !cr->caps.dcp && !cr->caps.ep,

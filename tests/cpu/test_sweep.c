@@ -11,6 +11,7 @@
 #include "reference/cpu/cpu_ref.h"
 #include "reference/cpu/ops.h"
 #include "suites/paths/paths.h"
+#include "suites/paths/spec.h"
 #include "suites/engine/stats.h"
 #include "suites/sweep/sweep.h"
 #include "tests/cpu/path_specs.h"
