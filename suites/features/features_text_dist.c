@@ -9,7 +9,7 @@
 
 #include "suites/engine/bounds.h"
 #include "suites/engine/stats_tests.h"
-#include "suites/features/features_text_checks.h"
+#include "suites/features/features_text_dist.h"
 #include "suites/served/served_topk.h"
 
 #define TOP_K 20            /* alternatives asked per position (vLLM's default max_logprobs) */

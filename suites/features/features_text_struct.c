@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "suites/features/features_text_checks.h"
+#include "suites/features/features_text_struct.h"
 
 /* Small enough for every engine's grammar (node-llama-cpp takes no "required": each property listed is
  * then generated, and vLLM's backends may leave one out, which the validator allows). */
