@@ -26,11 +26,23 @@ bool vest_on_gpu(const char *name) {
   vpath_spec sp;
   return !(vpath_spec_lookup(name, &sp) == V_OK && sp.caps.host_weights);
 }
-/* The KV layout for the byte count: by name, since a dry run plans for a GPU the build may lack (--gpu-mem), where
- * the latency path is not registered to declare it. */
-static bool path_latent(const char *name) { return !strncmp(name, "latency", 7); }
-/* cuda-ref's op variants (any TP / @variant spelling) cost less than latency's: fewer per op. By name, as above. */
-bool vest_cuda_ref(const char *name) { return !strncmp(name, "cuda-ref", 8); }
+/* The built-in facts of the path `name` (any TP / @variant spelling), from the registry's table of built-in
+ * paths, which lists them also where this build lacks the path (a dry run plans for a GPU the build may
+ * lack, --gpu-mem); NULL for a malformed name or a path that is no built-in. */
+static const vpath_builtin *builtin_of(const char *name) {
+  vpath_spec s;
+  return vpath_spec_split(name, &s) ? vpaths_builtin(s.base) : NULL;
+}
+/* The KV layout for the byte count. */
+static bool path_latent(const char *name) {
+  const vpath_builtin *b = builtin_of(name);
+  return b && b->kv_latent;
+}
+/* cuda-ref's op variants cost less than latency's: fewer per op. */
+bool vest_cuda_ref(const char *name) {
+  const vpath_builtin *b = builtin_of(name);
+  return b && b->reference_kernels;
+}
 
 static int threads(const vest *X) { return X->env->cpu_threads > 0 ? X->env->cpu_threads : 1; }
 

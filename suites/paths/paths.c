@@ -290,24 +290,29 @@ void vpath_close(vpath *p) {
   memset(p, 0, sizeof *p);
 }
 
-/* The memory models of the built-in paths (model/mem_estimate.h), by registered name: the registry's
- * declaration, listed also where this build lacks the path (the dry run prices GPUs the build may not
- * have). */
-typedef vstatus (*mem_model_fn)(const ds_config *c, const ds_mem_opts *o, ds_mem_estimate *out);
-static const struct {
-  const char *name;
-  mem_model_fn fn;
-} g_mem_models[] = {{"cpu-ref", ds_mem_cpu_ref}, {"cuda-ref", ds_mem_cuda_ref}, {"latency", ds_mem_latency}};
+/* The built-in paths as the dry run prices them, by registered name: the registry's declaration,
+ * listed also where this build lacks the path (the dry run prices GPUs the build may not have). */
+static const vpath_builtin g_builtins[] = {
+    {"cpu-ref", ds_mem_cpu_ref, false, false},
+    {"cuda-ref", ds_mem_cuda_ref, false, true},
+    {"latency", ds_mem_latency, true, false},
+};
+
+const vpath_builtin *vpaths_builtin(const char *base) {
+  assert(base);
+  for (size_t i = 0; i < sizeof g_builtins / sizeof *g_builtins; i++)
+    if (!strcmp(g_builtins[i].name, base)) return &g_builtins[i];
+  return NULL;
+}
 
 vstatus vpath_estimate(const vpath_spec *spec, const ds_config *full, const vpath_opts *o, int sms, int rows,
                        int logit_rows, ds_mem_estimate *out) {
   assert(spec);
   memset(out, 0, sizeof *out);
-  mem_model_fn fn = NULL;
+  vpath_mem_fn fn = NULL;
   const int slot = spec->ops ? slot_of(spec->ops) : -1;
-  if (!spec->ops || (slot >= 0 && slot < (int)N_BUILTIN)) /* a loaded path of a built-in's name has none */
-    for (size_t i = 0; i < sizeof g_mem_models / sizeof *g_mem_models && !fn; i++)
-      if (!strcmp(g_mem_models[i].name, spec->base)) fn = g_mem_models[i].fn;
+  const vpath_builtin *b = vpaths_builtin(spec->base);
+  if (b && (!spec->ops || (slot >= 0 && slot < (int)N_BUILTIN))) fn = b->mem; /* a loaded path of a built-in's name has none */
   const int tp = spec->tp > 0 ? spec->tp : o->tp;
   const bool ep = spec->ep || o->ep;
   ds_config local = *full;

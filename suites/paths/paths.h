@@ -26,6 +26,16 @@ typedef struct {
 /* The registered path NAME (built-in or loaded; no suffixes: a user's text goes through vpath_spec_parse,
  * suites/paths/spec.h), NULL when there is none. */
 const vpath_ops *vpaths_find(const char *name);
+/* What the dry run knows of a built-in path, by its registered name, also where this build lacks it. */
+typedef vstatus (*vpath_mem_fn)(const ds_config *c, const ds_mem_opts *o, ds_mem_estimate *out);
+typedef struct {
+  const char *name;        /* the registered NAME */
+  vpath_mem_fn mem;        /* its memory model (model/mem_estimate.h): what its open refuses on */
+  bool kv_latent;          /* its KV cache is the latent one (bf16 compressed KV + rope keys): a decode step's bytes */
+  bool reference_kernels;  /* its op variants are the reference's few (the kernels suite's time) */
+} vpath_builtin;
+/* The built-in path `base` (a spec's base name), NULL for any other (a --path-lib path: no model). */
+const vpath_builtin *vpaths_builtin(const char *base);
 /* Space-separated names of the built-in paths. */
 const char *vpaths_names(void);
 /* Adds a path to the registry; it is then found by ops->name. The declaration is checked as untrusted
