@@ -39,7 +39,7 @@ static bool split(const char *text, vpath_spec *out) {
   }
   /* an empty NAME, a second ':' (":dcp:tp2", ":tp2:tp2") or a NAME no registered path can have */
   if (!base[0] || strchr(base, ':') || strlen(base) >= sizeof out->base) return false;
-  snprintf(out->base, sizeof out->base, "%s", base);
+  memcpy(out->base, base, strlen(base) + 1); /* fits: checked above */
   return true;
 }
 

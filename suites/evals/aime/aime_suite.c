@@ -212,7 +212,7 @@ static vstatus ai_run(void *st, const vsuite_ctx *x, int c) {
     if (why[0]) {
       a->state = AI_FAILED;
       if (s->n_failed[k]++ == 0)
-        snprintf(s->first_error[k], sizeof s->first_error[k], "line %ld, repeat %d: %s", row->line, q / n, why);
+        snprintf(s->first_error[k], sizeof s->first_error[k], "line %ld, repeat %d: %.400s", row->line, q / n, why);
     }
   }
   served_calls_free(calls, nq);

@@ -191,7 +191,7 @@ static vstatus md_run(void *st, const vsuite_ctx *x, int c) {
     }
     if (why[0]) {
       it->state = MD_FAILED;
-      if (s->n_failed[k]++ == 0) snprintf(s->first_error[k], sizeof s->first_error[k], "line %ld: %s", row->line, why);
+      if (s->n_failed[k]++ == 0) snprintf(s->first_error[k], sizeof s->first_error[k], "line %ld: %.400s", row->line, why);
     }
   }
   served_calls_free(calls, n);
