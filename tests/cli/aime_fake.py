@@ -14,39 +14,17 @@
 # argv[2] when given, and its Authorization header (or "(none)") as one line to argv[2] + ".auth".
 import itertools, json, re, sys, threading
 
-from fake_http import Handler, serve
+from fake_http import TextFake, serve
 
 count, lock = itertools.count(), threading.Lock()
 ASK = re.compile(r"What is (\d+) plus (\d+)\?")
 
 
-class H(Handler):
-    def mode(self):
-        return self.path.split("/")[1]
-
-    def do_GET(self):
-        mode = self.mode()
-        if self.path.endswith("/v1/models"):
-            m = {"id": "fake-aime", "object": "model", "owned_by": "vouch-test", "root": "/models/fake-aime",
-                 "max_model_len": 32768}
-            if mode == "other":
-                m["root"] = "/models/another-checkpoint"
-            if mode == "otherlen":
-                m["max_model_len"] = 16384
-            self.send(200, json.dumps({"object": "list", "data": [m]}))
-        elif self.path.endswith("/version"):
-            self.send(200, json.dumps({"version": "0.0.0-fake"}))
-        else:
-            self.send(404, json.dumps({"error": {"message": "no " + self.path}}))
+class H(TextFake):
+    model_id = "fake-aime"
 
     def do_POST(self):
-        raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        if len(sys.argv) > 2:
-            with lock:
-                with open(sys.argv[2], "a") as f:
-                    f.write(raw.decode() + "\n")
-                with open(sys.argv[2] + ".auth", "a") as f:
-                    f.write((self.headers.get("Authorization") or "(none)") + "\n")
+        raw = self.read_body(sys.argv[2] if len(sys.argv) > 2 else None)
         req = json.loads(raw)
         mode = self.mode()
         if not self.path.endswith("/v1/chat/completions"):

@@ -1,7 +1,7 @@
 # What the test servers (serve_fake.py, serve_bad.py) share: a quiet HTTP/1.0 handler that sends a
 # whole body, forwarding a request to a real server, and listening on a loopback port written to a
 # file (the test waits for that file).
-import http.server, urllib.error, urllib.request
+import http.server, json, threading, urllib.error, urllib.request
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -16,6 +16,44 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", ctype)
         self.end_headers()
         self.wfile.write(b)
+
+
+class TextFake(Handler):
+    """What the fakes of a text server share (serve_text_fake.py, aime_fake.py): the URL's first path
+    segment is the mode; GET answers /v1/models with model_id (mode "other": another root, "otherlen":
+    another max_model_len) and /version (404 in mode "noversion"); read_body appends each request body,
+    and its Authorization header (or "(none)") to LOG + ".auth", when a log file is given."""
+    model_id = "fake"
+    log_lock = threading.Lock()
+
+    def mode(self):
+        return self.path.split("/")[1]
+
+    def do_GET(self):
+        mode = self.mode()
+        if self.path.endswith("/v1/models"):
+            m = {"id": self.model_id, "object": "model", "owned_by": "vouch-test", "root": "/models/" + self.model_id,
+                 "max_model_len": 32768}
+            if mode == "other":
+                m["root"] = "/models/another-checkpoint"
+            if mode == "otherlen":
+                m["max_model_len"] = 16384
+            self.send(200, json.dumps({"object": "list", "data": [m]}))
+        elif self.path.endswith("/version") and mode != "noversion":
+            self.send(200, json.dumps({"version": "0.0.0-fake"}))
+        else:
+            self.send(404, json.dumps({"error": {"message": "no " + self.path}}))
+
+    def read_body(self, log):
+        """The request body (bytes), logged to `log` (a path, or None) as described above."""
+        raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if log:
+            with self.log_lock:
+                with open(log, "a") as f:
+                    f.write(raw.decode() + "\n")
+                with open(log + ".auth", "a") as f:
+                    f.write((self.headers.get("Authorization") or "(none)") + "\n")
+        return raw
 
 
 def forward(url, body=None):
