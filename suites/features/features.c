@@ -227,7 +227,9 @@ static vstatus check_sampling(pair *P, const feat_opts *o, feat_check *c) {
     max_into(&tv, tv_of(a, t, V, &sp, pa, pb));
     if (has_floor(P)) max_into(&ftv, tv_of(a, P->lf + (size_t)r * V, V, &sp, pa, pb));
   }
-  /* the path's draws against its own distribution: the sampler draws what the logits define */
+  /* the path's draws against its own distribution, reported: the sampler is shared code (no path
+   * samples), so a misfit is vouch's own bug, gated at fixed seeds in tests/cpu/test_sampling.c;
+   * gated here at p >= 0.001 it failed correct code by chance (seed 3223 on an H100, p 0.00062) */
   const long N = 20000;
   for (long k = 0; k < N; k++) cnt[vsample(P->lt, V, &sp, 1000, k, work)]++;
   vsample_distribution(P->lt, V, &sp, pa);
@@ -235,11 +237,11 @@ static vstatus check_sampling(pair *P, const feat_opts *o, feat_check *c) {
   int dof;
   stat_chi2_gof(cnt, pa, V, &chi2, &dof, &p);
   const bounds b = derive(P, 0, ftv, fd);
-  bool ok = p >= 0.001 && tv <= b.tv;
+  bool ok = tv <= b.tv;
   feat_set(c, "sampling", ok ? FEAT_PASS : FEAT_FAIL, tv, b.tv, b.src,
       "total variation between the reference's and the path's sampled distributions (T=1, top-k 40, top-p 0.95), "
       "max over 8 rows %.3g (bound %.3g); %ld draws of the path vs its own distribution: chi2 %.1f, dof %d, p %.3g "
-      "(bound 0.001); same seed -> same token %.2f%% of %ld draws (reported)",
+      "(reported); same seed -> same token %.2f%% of %ld draws (reported)",
       tv, b.tv, N, chi2, dof, p, 100.0 * same / draws, draws);
   free(work);
   free(pa);

@@ -3,13 +3,17 @@
  * token-id order. The library selects top-k with a heap and sorts the whole vocabulary with a
  * radix sort instead of qsort; picks and distributions must be the same bit for bit, on logits
  * full of ties (values on a coarse grid, -0 beside +0, subnormals), for every top-k from 0 past
- * the vocabulary, several top-p and temperatures. */
+ * the vocabulary, several top-p and temperatures. Then the seeded draws (vsample) against the
+ * distribution they claim (vsample_distribution), a chi-square fit at fixed seeds: the features
+ * suite reports this fit on a path's logits but does not gate on it (the sampler is shared code,
+ * so it is gated here, where a fixed seed cannot make correct code fail by chance). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/sampling.h"
 #include "common/philox.h"
+#include "suites/engine/stats_tests.h"
 #include "tests/harness.h"
 
 typedef struct { float v; int i; } cand;
@@ -50,6 +54,54 @@ static int ref_pick(const cand *c, int n, const double *p, double u) {
   for (int j = 0; j < n; j++)
     if (u < (cum += p[c[j].i])) return c[j].i;
   return c[n - 1].i;
+}
+
+/* p of 20000 seeded draws (sequence 1000, steps 0..19999) of s on l[0..V) against `claimed`. */
+static double draws_fit(const float *l, int V, const vsampling *s, const double *claimed, void *work) {
+  static long cnt[4096];
+  memset(cnt, 0, sizeof cnt);
+  for (long k = 0; k < 20000; k++) cnt[vsample(l, V, s, 1000, k, work)]++;
+  double chi2, p;
+  int dof;
+  stat_chi2_gof(cnt, claimed, V, &chi2, &dof, &p);
+  return p;
+}
+
+/* The seeded draws fit vsample_distribution on logits of several scales (peaked to flat), with
+ * features' setting (T=1, top-k 40, top-p 0.95) and without truncation; and the fit rejects a
+ * distribution the draws do not come from (the most and least likely kept tokens' probabilities
+ * swapped, as a sampler that maps u to the wrong token would draw), so it can fail. */
+static void check_draws_fit(float *l, double *d, void *work) {
+  const int V = 4096;
+  const uint64_t key = philox_key(11, "test_sampling.fit");
+  const float scales[] = {0.5f, 1.0f, 3.0f};
+  double worst = 1;
+  for (int si = 0; si < 3; si++)
+    for (int cfg = 0; cfg < 2; cfg++) {
+      for (int i = 0; i < V; i++)
+        l[i] = scales[si] * (float)(philox_unit(key, (uint64_t)(si * V + i)) + philox_unit(key ^ 1, (uint64_t)i) - 1.0);
+      const vsampling s = cfg ? (vsampling){.temperature = 1.0f, .top_k = 40, .top_p = 0.95f, .seed = 5u + si}
+                              : (vsampling){.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .seed = 5u + si};
+      vsample_distribution(l, V, &s, d);
+      const double p = draws_fit(l, V, &s, d, work);
+      if (p < worst) worst = p;
+    }
+  /* 6 fits at fixed seeds; 1e-4 is far below what any of them should reach by chance (6e-4 together) */
+  CHECK(worst >= 1e-4, "20000 seeded draws fit vsample_distribution at 3 scales x 2 settings: smallest p %.3g", worst);
+  const vsampling s = {.temperature = 1.0f, .top_k = 40, .top_p = 0.95f, .seed = 9};
+  vsample_distribution(l, V, &s, d);
+  int hi = -1, lo = -1;
+  for (int i = 0; i < V; i++) {
+    if (d[i] <= 0) continue;
+    if (hi < 0 || d[i] > d[hi]) hi = i;
+    if (lo < 0 || d[i] < d[lo]) lo = i;
+  }
+  const double t = d[hi];
+  d[hi] = d[lo];
+  d[lo] = t;
+  const double p = draws_fit(l, V, &s, d, work);
+  CHECK(p < 1e-6, "the fit rejects a claimed distribution with two kept tokens' probabilities swapped (%.3g, %.3g): p %.3g",
+        d[lo], d[hi], p);
 }
 
 int main(void) {
@@ -103,6 +155,7 @@ int main(void) {
             vsample_with_u(l, 100, &sp, 0.99, work) == 4,
         "signed zeros tie: top-5 and top-p keep 0..4 (%d, %d)", vsample_with_u(l, 100, &s, 0.99, work),
         vsample_with_u(l, 100, &sp, 0.99, work));
+  check_draws_fit(l, d, work);
   free(work);
   return test_finish();
 }
