@@ -98,7 +98,10 @@ vstatus kernels_run(const kernels_opts *o, kernels_result *res);
 void kernels_result_free(kernels_result *res);
 /* Writes res as a JSON array of records (suite "kernels"). */
 vstatus kernels_write_json(const kernels_result *res, const char *path);
-/* Cases of one op for one preset ("tiny", "small", "k2-slice", "edge"). */
-vstatus kernels_gen_cases(const vop *op, const char *preset, const vop_gen_opts *g, vop_case_list *out);
+/* Cases of one op for one preset ("tiny", "small", "k2-slice", "edge") appended to out
+ * (suites/kernels/kernels_cases.c); adds the cases the --quick budget left out to *n_skipped.
+ * V_ERR for an unknown preset and the op's own gen_cases failing or out of memory. */
+vstatus kernels_gen_cases(const vop *op, const char *preset, const vop_gen_opts *g, vop_case_list *out,
+                          int *n_skipped);
 
 #endif
