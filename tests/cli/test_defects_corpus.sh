@@ -27,7 +27,7 @@ for p in "$S"/defects/[0-9]*.patch; do
   [ -z "$others" ] && ok "$b touches only kernels/" || bad "$b touches more than kernels/: $others"
   grep -q "^| *${b%%-*} *|" "$S/defects/README.md" && ok "$b has a README line" || bad "$b: no line '| ${b%%-*} |' in defects/README.md"
 done
-[ "$n" -ge 16 ] && ok "$n patches" || bad "only $n patches (at least 16)"
+[ "$n" -ge 30 ] && ok "$n patches" || bad "only $n patches (at least 30)"
 bash -n "$S/scripts/plant-defects.sh" && ok "plant-defects.sh parses" || bad "plant-defects.sh: syntax"
 if command -v shellcheck >/dev/null; then
   shellcheck -S warning -s bash "$S/scripts/plant-defects.sh" && ok "shellcheck plant-defects.sh" || bad "shellcheck plant-defects.sh"
