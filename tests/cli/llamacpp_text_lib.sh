@@ -3,7 +3,8 @@
 # $VOUCH_LLAMACPP_DIR ($peer the scripts, $tok the DeepSeek-V3 tokenizer; without node or npm the test
 # is skipped, 77, on a workstation and FAILS in CI), `start NAME GGUF` (a server.mjs on a free port,
 # one thread, 4 sequences of 256 tokens, model tiny-text; its log $t/NAME.log), `url NAME` (waits for
-# it and prints its URL), and the EXIT trap that stops what was started ($pids, by id).
+# it and prints its URL), `run_manifest` (a pair under vouch run: both identities in its manifest),
+# and the EXIT trap that stops what was started ($pids, by id).
 peer="$VOUCH_SRC/scripts/peers/llamacpp"
 export VOUCH_LLAMACPP_DIR=${VOUCH_LLAMACPP_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vouch/llamacpp-peer}
 unavailable() {
@@ -36,4 +37,20 @@ url() { # NAME: waits (120 s at most) for the server's URL
   done
   echo "FAIL: server $1 did not start: $(tail -3 "$t/$1.log")" >&2
   return 1
+}
+# run_manifest NAME CAND REF SUITE ARGS..: `vouch run` of one step (SUITE ARGS) into $t/NAME; ok when its
+# manifest names CAND as the candidate and REF as the reference, each with the model tiny-text, the
+# peer's /version and its /v1/models body (issue 36: each server's identity recorded with the run)
+run_manifest() {
+  local name=$1 cand=$2 ref=$3 suite=$4; shift 4
+  python3 -c 'import json, sys; print(json.dumps({"name": "srv", "description": "servers in the manifest", "vars": {},
+    "steps": [{"suite": sys.argv[1], "args": sys.argv[2:]}]}))' "$suite" "$@" >"$t/$name.plan.json"
+  "$VOUCH" run --plan "$t/$name.plan.json" --out "$t/$name" >"$t/$name.run.out" 2>&1
+  python3 - "$t/$name/manifest.json" "$cand" "$ref" <<'PY' && ok || bad "$name: the servers in the manifest: $(tail -5 "$t/$name.run.out")"
+import json, sys
+s = json.load(open(sys.argv[1]))["servers"]
+assert [(x["role"], x["url"], x["model"]) for x in s] == [("candidate", sys.argv[2], "tiny-text"), ("reference", sys.argv[3], "tiny-text")], s
+for x in s:
+    assert x["version"] == "vouch-llamacpp-server/1" and json.loads(x["v1_models"])["data"][0]["id"] == "tiny-text", x
+PY
 }
