@@ -9,6 +9,7 @@
 #include "suites/engine/cli.h"
 #include "suites/engine/record.h"
 #include "suites/diverge/diverge_served.h"
+#include "suites/served/served_pair.h"
 #include "suites/engine/bounds.h"
 #include "suites/diverge/diverge.h"
 #include "suites/diverge/diverge_suite.h"
@@ -200,8 +201,10 @@ static vstatus diverge_check(void *st, const vsuite_ctx *x) {
 static vstatus diverge_prepare(void *st, const vsuite_ctx *x, bool *done) {
   diverge_state *s = st;
   (void)done;
-  if (s->server) /* error: the server cannot be reached, does not serve the model or its vocabulary */
+  if (s->server) { /* error: the server cannot be reached, does not serve the model or its vocabulary */
     VTRY(served_target_open(&s->srv, s->server, s->server_model, 600, x->model->cfg.vocab_size, x->model));
+    VTRY(served_conn_note(x->sink, &s->srv.conn, s->srv.model, "server")); /* its identity in the manifest */
+  }
   s->n_res = x->n_paths - 1 + (s->server ? 1 : 0);
   s->res = calloc((size_t)s->n_res, sizeof *s->res);
   s->v = calloc((size_t)s->n_res, sizeof *s->v);

@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/interrupt.h"
 #include "suites/evals/evals_suite.h"
+#include "suites/served/served_pair.h"
 
 vstatus eval_paths_open(eval_paths *ep, const eval_opts *e, const vsuite_ctx *x) {
   memset(ep, 0, sizeof *ep);
@@ -29,6 +30,7 @@ vstatus eval_paths_open(eval_paths *ep, const eval_opts *e, const vsuite_ctx *x)
   if (!e->server) return V_OK;
   eval_server *sv = &ep->sv;
   VTRY(served_target_open(sv, e->server, e->server_model, 600, x->layout->vocab, x->model));
+  VTRY(served_conn_note(x->sink, &sv->conn, sv->model, "server")); /* its identity in the manifest */
   ep->server = ep->n;
   /* the server's spec is its name only (no ops: not opened), cut where the results' path field cuts it */
   vpath_spec *sp = &ep->paths[ep->n++];

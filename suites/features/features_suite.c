@@ -9,6 +9,7 @@
 #include "suites/engine/estimate_cost.h"
 #include "suites/engine/record.h"
 #include "suites/features/features_served.h"
+#include "suites/served/served_pair.h"
 #include "suites/features/features.h"
 #include "suites/engine/routing.h"
 #include "suites/features/features_suite.h"
@@ -160,6 +161,7 @@ static vstatus features_prepare(void *st, const vsuite_ctx *x, bool *done) {
   (void)done;
   if (s->server) { /* error: the server cannot be reached, does not serve the model or its vocabulary */
     VTRY(served_target_open(&s->srv, s->server, s->server_model, 600, x->model->cfg.vocab_size, x->model));
+    VTRY(served_conn_note(x->sink, &s->srv.conn, s->srv.model, "server")); /* its identity in the manifest */
     printf("features: server %s, model %s (max_model_len %d) vs %s on %s\n", s->srv.conn.shown, s->srv.model,
            s->srv.max_len, s->ref, x->model->source);
     const feat_served_opts fo = {.t = &s->srv, .m = x->model, .ref = &x->paths[0], .margin_eps = s->eps, .seed = x->seed,

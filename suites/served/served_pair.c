@@ -150,6 +150,15 @@ vstatus served_identity_note(const vrec_sink *sink, const served_identity *id, c
   return s;
 }
 
+vstatus served_conn_note(const vrec_sink *sink, const served_conn *c, const char *model, const char *role) {
+  if (!sink) return V_OK;
+  served_identity id;
+  VTRY(served_identity_read(c, model, &id));
+  vstatus s = served_identity_note(sink, &id, role);
+  served_identity_free(&id);
+  return s;
+}
+
 static vstatus open_one(served_side *s, const char *url, const char *model, double timeout_s, const char *role,
                         const char *path_prefix) {
   memset(s, 0, sizeof *s);

@@ -55,6 +55,12 @@ cJSON *served_identity_json(const served_identity *id, const char *role);
  * store's meta table with it), once per (role, url, model). Nothing when sink is NULL (a suite on its
  * own). Error: the store's, naming it. */
 vstatus served_identity_note(const vrec_sink *sink, const served_identity *id, const char *role);
+/* The same for a server a suite opened by token ids (served_target_open, or served_models: features,
+ * diverge and evals with --server alone, sweep --server): reads the identity of the server at c, its
+ * model `model` (served_identity_read), and notes it with `role` ("server"). Nothing, and no request,
+ * when sink is NULL (a suite on its own: no manifest). Error: the server's (naming it and the field;
+ * /version answering other than 200 or 404 is one), or the store's. */
+vstatus served_conn_note(const vrec_sink *sink, const served_conn *c, const char *model, const char *role);
 
 /* One server of a suite that judges servers (eval mrcr --dataset, diverge --ref-server). */
 typedef struct {

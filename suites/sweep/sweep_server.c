@@ -37,6 +37,7 @@
 #include "suites/sweep/server_replay.h"
 #include "suites/sweep/server_trace.h"
 #include "suites/served/served.h"
+#include "suites/served/served_pair.h"
 #include "vouch_git_commit.h"
 
 static const char USAGE[] =
@@ -385,6 +386,7 @@ int cmd_sweep_server(int argc, char **argv, const vrec_sink *sink) {
   int n_tr = 0;
   const char *replay = trace_file ? trace_file : sess_s; /* the lines' source, NULL: random prompts */
   if (served_models(&c, model, sizeof model, &vocab, &max_len, NULL) ||
+      served_conn_note(sink, &c, model, "server") || /* its identity in the manifest */
       (trace_file && trace_read(trace_file, (int)n_prompts, false, &tr, &n_tr)) ||
       (sess_s && !gen && trace_read(sess_s, (int)n_prompts, true, &tr, &n_tr)) ||
       (gen && session_generate(&sg, seed, (int)trace_block, &tr, &n_tr)) ||

@@ -55,5 +55,8 @@ expect_error 2 "bad2.jsonl:1: not a JSON object" "$VOUCH" diverge --server "$W" 
 expect_error 1 "nope" "$VOUCH" diverge --server "$W" --ref-server "$R" --prompts "$t/p.jsonl" --server-model nope
 expect_error 1 "--ref-server" "$VOUCH" diverge --server "$W" --ref-server http://127.0.0.1:9 --prompts "$t/p.jsonl"
 expect_error 2 "--logprobs-api" "$VOUCH" diverge --server "$W" --ref-server "$R" --prompts "$t/p.jsonl" --logprobs-api x
+# under vouch run: both servers' identities in the run's manifest
+head -1 "$t/p.jsonl" >"$t/p1.jsonl"
+run_manifest inrun "$Q" "$R" diverge --server "$Q" --ref-server "$R" --prompts "$t/p1.jsonl" --tokens 4
 for n in ref twin q; do kill -0 "$(cat "$t/$n.pid")" 2>/dev/null && ok || bad "server $n died: $(tail -3 "$t/$n.log")"; done
 finish test_diverge_text

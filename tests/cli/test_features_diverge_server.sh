@@ -139,6 +139,24 @@ VOUCH_SERVER_API_KEY=sekrit-key "$VOUCH" "${F[@]}" --server "http://u:pw-secret@
   && grep -q "server http://$host/ok" "$t/k.out" && ! grep -q "sekrit-key\|pw-secret" "$t/k.out" "$t/k.json" "$t/k2.json" \
   && ok || bad "credentials: $(cat "$t/k.out")"
 
+# under vouch run: each server's identity (/v1/models, /version: 404 here) in the run's manifest
+# (features through the proxy, diverge direct: two entries); the key nowhere, the URL's password not
+# in the run (vouch run echoes each step's arguments as given on its console)
+cat >"$t/plan.json" <<EOF2
+{"name": "srv", "description": "test", "vars": {}, "steps": [
+ {"suite": "features", "args": ["--threads", "1", "--server", "http://u:pw-secret@$host/ok"]},
+ {"suite": "diverge", "args": ["--threads", "1", "--tokens", "16", "--paths", "cpu-ref", "--server", "$S"]}]}
+EOF2
+VOUCH_SERVER_API_KEY=sekrit-key "$VOUCH" run --plan "$t/plan.json" --out "$t/run" >"$t/run.out" 2>&1 &&
+  python3 - "$t/run/manifest.json" "http://$host/ok" "$S" <<'PY' && ! grep -rq "sekrit-key\|pw-secret" "$t/run" && ! grep -q "sekrit-key" "$t/run.out" &&
+import json, sys
+s = json.load(open(sys.argv[1]))["servers"]
+assert [(x["role"], x["url"], x["model"]) for x in s] == [("server", sys.argv[2], "synth:tiny"), ("server", sys.argv[3], "synth:tiny")], s
+for x in s:
+    assert json.loads(x["v1_models"])["data"][0]["id"] == "synth:tiny" and x["version"] is None and x["version_body"] is None, x
+PY
+  ok || bad "vouch run: the servers in the manifest: $(cat "$t/run.out" "$t/run/manifest.json")"
+
 # bad options: exit 2
 expect_error 2 "option --server-model needs --server URL" "$VOUCH" features --path cpu-ref --server-model x
 expect_error 2 "option --server: the server is the subject: no --path" "$VOUCH" features --path cpu-ref --server "$S"

@@ -63,5 +63,7 @@ expect_error 2 "'bogus' is not a check" "$VOUCH" features --server "$W" --ref-se
 expect_error 2 "--timeout" "$VOUCH" features --server "$W" --ref-server "$R" --timeout 0
 expect_error 1 "nope" "$VOUCH" features --server "$W" --ref-server "$R" --server-model nope
 expect_error 1 "--ref-server" "$VOUCH" features --server "$W" --ref-server http://127.0.0.1:9
+# under vouch run: both servers' identities in the run's manifest
+run_manifest inrun "$W" "$R" features --server "$W" --ref-server "$R" --checks max_tokens
 for n in ref twin; do kill -0 "$(cat "$t/$n.pid")" 2>/dev/null && ok || bad "server $n died: $(tail -3 "$t/$n.log")"; done
 finish test_features_text

@@ -5,21 +5,11 @@
 #   follow HF must pass) -> two findings reproduced (configurations where llama.cpp departs from
 #   HF must FAIL) -> the constructed MRCR eval on llama.cpp's greedy tokens -> decode step times
 #   merged into vouch sweep with --peer.
-# Set-up: scripts/peers/llamacpp/install.sh from the npm registry into $VOUCH_LLAMACPP_DIR
-# (default ~/.cache/vouch/llamacpp-peer; reused when its lockfile matches). Without node >= 20,
-# npm or the registry this test is skipped (77) on a workstation and FAILS in CI (CI=true).
+# Set-up (tests/cli/llamacpp_text_lib.sh): scripts/peers/llamacpp/install.sh from the npm registry
+# into $VOUCH_LLAMACPP_DIR (default ~/.cache/vouch/llamacpp-peer; reused when its lockfile matches).
+# Without node >= 20, npm or the registry this test is skipped (77) on a workstation and FAILS in CI.
 . "$VOUCH_SRC/tests/cli/counters.sh"
-peer="$VOUCH_SRC/scripts/peers/llamacpp"
-export VOUCH_LLAMACPP_DIR=${VOUCH_LLAMACPP_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vouch/llamacpp-peer}
-unavailable() {
-  if [ "${CI:-}" = true ]; then echo "FAIL: llama.cpp peer unavailable in CI: $*" >&2; exit 1; fi
-  echo "skipped: llama.cpp peer unavailable: $*"
-  exit 77
-}
-command -v node >/dev/null || unavailable "node not found"
-command -v npm >/dev/null || unavailable "npm not found"
-[ "$(node -p 'process.versions.node.split(".")[0]')" -ge 20 ] || unavailable "node $(node --version) < 20 (node-llama-cpp 3.22 needs 20)"
-"$peer/install.sh" "$VOUCH_LLAMACPP_DIR" >"$t/install.log" 2>&1 || unavailable "npm install failed: $(tail -3 "$t/install.log")"
+. "$VOUCH_SRC/tests/cli/llamacpp_text_lib.sh" # the peer installed ($peer), the EXIT trap
 
 # (bad input of the export and peer-diverge: tests/cli/test_gguf_export.sh, which needs no node)
 

@@ -99,6 +99,12 @@ PY
 printf '{"name": "sess", "description": "a session replay", "steps": [{"suite": "sweep", "args": ["--server", "%s", "--sessions", "%s", "--concurrency", "3", "--warmup", "0"]}]}\n' \
   "$A" "$t/g1.jsonl" >"$t/plan.json"
 "$VOUCH" run --plan "$t/plan.json" --out "$t/run" >"$t/run.txt" 2>&1 && [ -f "$t/run.vouch.tar.gz" ] && ok || bad "vouch run: $(tail -5 "$t/run.txt")"
+python3 - "$t/run/manifest.json" "$A" <<'PY' && ok || bad "vouch run: the server's identity in the manifest: $(cat "$t/run/manifest.json")"
+import json, sys
+(s,) = json.load(open(sys.argv[1]))["servers"]
+assert (s["role"], s["url"], s["model"]) == ("server", sys.argv[2], "synth:tiny"), s
+assert json.loads(s["v1_models"])["data"][0]["id"] == "synth:tiny" and s["version"] is None, s
+PY
 "$VOUCH" compare "$t/run.vouch.tar.gz" "$t/run" >"$t/cmp.txt" 2>&1 \
   && grep -q "serve/sessions/g1.jsonl/c3 \[server\] interactivity_p90" "$t/cmp.txt" && ok || bad "compare: $(head -c 600 "$t/cmp.txt")"
 
