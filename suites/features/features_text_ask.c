@@ -80,7 +80,23 @@ vstatus ft_need_greedy(ft_ctx *c) {
   return V_OK;
 }
 
+vstatus ft_need_cand_greedy(ft_ctx *c) {
+  if (c->have_cand_greedy) return V_OK;
+  VTRY(ft_ask(c, 0, ft_greedy_gen(c), &c->cand_greedy));
+  c->have_cand_greedy = true;
+  return V_OK;
+}
+
+size_t ft_common_prefix(const served_choice *a, const served_choice *b) {
+  if (!a || !b) return 0;
+  size_t n = 0;
+  while (n < a->text_len && n < b->text_len && a->text[n] == b->text[n]) n++;
+  return n;
+}
+
 void ft_ctx_free(ft_ctx *c) {
   if (c->have_greedy) served_calls_free(c->greedy, 2);
   c->have_greedy = false;
+  if (c->have_cand_greedy) served_calls_free(&c->cand_greedy, 1);
+  c->have_cand_greedy = false;
 }

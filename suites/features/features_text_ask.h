@@ -37,6 +37,12 @@ typedef struct {
   bool have_greedy;
   served_call greedy[2]; /* two asks of the same request, one at a time */
   bool greedy_same;      /* both answered the same text and finish reason */
+  /* the candidate's own greedy continuation (ft_need_cand_greedy, one ask): where a build's numerics
+   * take its text away from the reference's before the point a check looks at (a stop, n copies),
+   * the feature is judged on the candidate's own text, so a numerical difference (logprobs' and
+   * diverge's business) does not fail the stop and n checks as well */
+  bool have_cand_greedy;
+  served_call cand_greedy;
 } ft_ctx;
 
 void ft_ctx_free(ft_ctx *c);
@@ -53,6 +59,10 @@ served_gen ft_greedy_gen(const ft_ctx *c);
 vstatus ft_ask(ft_ctx *c, int side, served_gen g, served_call *out);
 /* Asks the reference's greedy continuation twice (once per context). */
 vstatus ft_need_greedy(ft_ctx *c);
+/* Asks the candidate's greedy continuation once (the request of ft_need_greedy). */
+vstatus ft_need_cand_greedy(ft_ctx *c);
+/* Bytes a and b share from the start (0 when either is NULL). */
+size_t ft_common_prefix(const served_choice *a, const served_choice *b);
 /* Choice 0 of an answered call, NULL when it failed or has none. */
 const served_choice *ft_first(const served_call *call);
 /* The completion tokens of choice 0: usage, else its token ids, else its logprob positions; -1 unknown. */

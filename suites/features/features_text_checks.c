@@ -81,6 +81,49 @@ static void judge_same(ft_result *r, const served_call *cc, const served_choice 
          ch->stop_reason, rc->text_len, ft_show(rc->text, b, sizeof b), rc->finish_reason, rc->stop_reason);
 }
 
+static void judge_own_stop_at(ft_result *r, const served_call *cc, const served_choice *cg, size_t end, size_t common,
+                              const char *what);
+
+/* The stop judged on the candidate's own greedy text cg, which leaves the reference's at byte
+ * `common` before the stop (the reference has shown it honours the stop): the candidate's answer
+ * with a stop must be cg up to that stop's first occurrence, finish "stop". The stop is the
+ * reference's when cg holds it, else one picked from cg as from the reference's text (one more
+ * request); undecided when cg holds none. */
+static vstatus judge_own_stop(ft_ctx *c, ft_result *r, const served_call *cc, const served_choice *cg, const char *stop,
+                              size_t common, const char *what) {
+  const char *f = strstr(cg->text, stop);
+  if (f) return judge_own_stop_at(r, cc, cg, (size_t)(f - cg->text), common, what), V_OK;
+  char own[8], what2[120], sh[32];
+  size_t at;
+  if (!pick_stop(cg->text, cg->text_len, cg->text_len / 3 ? cg->text_len / 3 : 1, own, &at)) {
+    ft_set(r, FT_UNDECIDED, "%s: the candidate's own greedy text leaves the reference's at byte %zu, never holds the "
+           "stop and offers none of its own (its numerics differ: logprobs and diverge judge those)", what, common);
+    return V_OK;
+  }
+  served_gen q = ft_greedy_gen(c);
+  const char *stops[1] = {own};
+  q.stop = stops, q.n_stop = 1;
+  served_call oc;
+  VTRY(ft_ask(c, 0, q, &oc));
+  snprintf(what2, sizeof what2, "stop %s (byte %zu of the candidate's greedy text; the reference's stop is not in it)",
+           ft_show(own, sh, sizeof sh), at);
+  judge_own_stop_at(r, &oc, cg, at, common, what2);
+  served_calls_free(&oc, 1);
+  return V_OK;
+}
+
+static void judge_own_stop_at(ft_result *r, const served_call *cc, const served_choice *cg, size_t end, size_t common,
+                              const char *what) {
+  const served_choice *ch = ft_first(cc);
+  char a[64], b[64];
+  if (!ch) { ft_set(r, FT_FAIL, "%s: the reference answers, the candidate fails: %s", what, cc->error); return; }
+  const bool ok = ch->text_len == end && !memcmp(ch->text, cg->text, end) && !strcmp(ch->finish_reason, "stop");
+  r->cand = (double)ch->text_len, r->ref = (double)end, r->unit = "bytes";
+  ft_set(r, ok ? FT_PASS : FT_FAIL, "%s, on the candidate's own greedy text (it leaves the reference's at byte %zu): "
+         "candidate %zu bytes %s finish %s; its greedy text holds the stop first at byte %zu %s", what, common,
+         ch->text_len, ft_show(ch->text, a, sizeof a), ch->finish_reason, end, ft_show(cg->text, b, sizeof b));
+}
+
 static vstatus check_stop_strings(ft_ctx *c, ft_result *r) {
   const served_choice *g = greedy_or_undecided(c, r);
   if (!g) return V_OK;
@@ -90,6 +133,7 @@ static vstatus check_stop_strings(ft_ctx *c, ft_result *r) {
     ft_set(r, FT_UNDECIDED, "no stop string occurs first past a third of the reference's continuation (%zu bytes)", g->text_len);
     return V_OK;
   }
+  VTRY(ft_need_cand_greedy(c)); /* before the asks below: nothing of theirs to free on an error */
   served_gen q = ft_greedy_gen(c);
   const char *stops[1] = {stop};
   q.stop = stops, q.n_stop = 1;
@@ -98,15 +142,21 @@ static vstatus check_stop_strings(ft_ctx *c, ft_result *r) {
   VTRY(ft_ask(c, 0, q, &cc));
   const served_choice *rch = ft_first(&rc);
   char what[80], sh[32];
+  vstatus st = V_OK;
   snprintf(what, sizeof what, "stop %s (byte %zu of the greedy text)", ft_show(stop, sh, sizeof sh), at);
   if (!rch) ft_ref_failed(r, &rc, "stop");
   else if (rch->text_len != at || memcmp(rch->text, g->text, at) || strcmp(rch->finish_reason, "stop"))
     ft_set(r, FT_UNDECIDED, "%s: the reference does not stop there itself (%zu bytes, finish %s)", what, rch->text_len,
            rch->finish_reason);
-  else judge_same(r, &cc, rch, what);
+  else {
+    const served_choice *cg = ft_first(&c->cand_greedy);
+    const size_t common = ft_common_prefix(cg, g);
+    if (!cg || common >= at + strlen(stop)) judge_same(r, &cc, rch, what); /* the same text up to the stop */
+    else st = judge_own_stop(c, r, &cc, cg, stop, common, what);
+  }
   served_calls_free(&rc, 1);
   served_calls_free(&cc, 1);
-  return V_OK;
+  return st;
 }
 
 static vstatus check_stop_token_ids(ft_ctx *c, ft_result *r) {
@@ -123,6 +173,7 @@ static vstatus check_stop_token_ids(ft_ctx *c, ft_result *r) {
     if (!seen) p = i;
   }
   if (p < 0) { ft_set(r, FT_UNDECIDED, "no token id of the reference's continuation occurs first past a third"); return V_OK; }
+  VTRY(ft_need_cand_greedy(c)); /* before the asks below: nothing of theirs to free on an error */
   served_gen q = ft_greedy_gen(c);
   const int32_t id = g->token_ids[p];
   q.stop_token_ids = &id, q.n_stop_token_ids = 1;
@@ -137,7 +188,16 @@ static vstatus check_stop_token_ids(ft_ctx *c, ft_result *r) {
            memcmp(rch->text, g->text, rch->text_len))
     ft_set(r, FT_NOT_SUPPORTED, "%s: the reference does not honour it (%ld tokens, finish %s)", what, ft_ntokens(&rc),
            rch->finish_reason);
-  else judge_same(r, &cc, rch, what);
+  else {
+    const served_choice *cg = ft_first(&c->cand_greedy);
+    int same = 0; /* the candidate's greedy ids that are the reference's, from the first */
+    while (cg && cg->has_token_ids && same < cg->n_token_ids && same <= p && cg->token_ids[same] == g->token_ids[same])
+      same++;
+    if (cg && cg->has_token_ids && same <= p) /* its own text reaches the stop id elsewhere or never */
+      ft_set(r, FT_UNDECIDED, "%s: the candidate's own greedy continuation leaves the reference's at token %d, before "
+             "the stop id (its numerics differ: logprobs and diverge judge those)", what, same + 1);
+    else judge_same(r, &cc, rch, what);
+  }
   served_calls_free(&rc, 1);
   served_calls_free(&cc, 1);
   return V_OK;
@@ -262,10 +322,12 @@ static vstatus check_max_model_len(ft_ctx *c, ft_result *r) {
   return V_OK;
 }
 
-/* n greedy choices: n of them, each well-formed, each the reference's greedy text. */
+/* n greedy choices: n of them, each well-formed, each the candidate's own greedy text (decided when the
+ * reference's n choices are all its greedy text). */
 static vstatus check_n(ft_ctx *c, ft_result *r) {
   const served_choice *g = greedy_or_undecided(c, r);
   if (!g) return V_OK;
+  VTRY(ft_need_cand_greedy(c)); /* before the asks below: nothing of theirs to free on an error */
   served_gen q = ft_greedy_gen(c);
   q.n = N_CHOICES;
   served_call rc, cc;
@@ -274,10 +336,13 @@ static vstatus check_n(ft_ctx *c, ft_result *r) {
   r->cand = cc.ok ? cc.reply.n_choices : NAN, r->ref = rc.ok ? rc.reply.n_choices : NAN, r->unit = "choices";
   bool ref_same = rc.ok && rc.reply.n_choices == N_CHOICES;
   for (int i = 0; ref_same && i < N_CHOICES; i++) ref_same = same_answer(served_reply_choice(&rc.reply, i), g);
-  int good = 0; /* the candidate's choices with index 0..n-1, a finish reason and the greedy text */
+  /* each of the candidate's choices must be its own greedy text (the reference's when it asks none):
+   * whether n copies come back is the feature; whether its text is the reference's is numerics */
+  const served_choice *own = ft_first(&c->cand_greedy) ? ft_first(&c->cand_greedy) : g;
+  int good = 0; /* the candidate's choices with index 0..n-1, a finish reason and its greedy text */
   for (int i = 0; cc.ok && i < N_CHOICES; i++) {
     const served_choice *ch = served_reply_choice(&cc.reply, i);
-    good += ch && ch->finish_reason[0] && same_answer(ch, g);
+    good += ch && ch->finish_reason[0] && same_answer(ch, own);
   }
   if (!rc.ok) ft_ref_failed(r, &rc, "n");
   else if (!ref_same)
@@ -286,8 +351,9 @@ static vstatus check_n(ft_ctx *c, ft_result *r) {
   else if (!cc.ok) ft_set(r, FT_FAIL, "n %d: the reference answers, the candidate fails: %s", N_CHOICES, cc.error);
   else
     ft_set(r, cc.reply.n_choices == N_CHOICES && good == N_CHOICES ? FT_PASS : FT_FAIL,
-           "n %d at temperature 0: candidate %d choices, %d of them the greedy text with a finish reason; reference %d, "
-           "all %d the greedy text", N_CHOICES, cc.reply.n_choices, good, rc.reply.n_choices, N_CHOICES);
+           "n %d at temperature 0: candidate %d choices, %d of them its own greedy text (%s the reference's) with a "
+           "finish reason; reference %d, all %d its greedy text", N_CHOICES, cc.reply.n_choices, good,
+           own == g || same_answer(own, g) ? "which is" : "which is not", rc.reply.n_choices, N_CHOICES);
   served_calls_free(&rc, 1);
   served_calls_free(&cc, 1);
   return V_OK;
