@@ -150,7 +150,8 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
     st = VERR("diverge: out of memory for %d paths x %d rows x %d vocab logits", P, R, V);
     goto done;
   }
-  vpath_opts po = {.max_seq = B, .max_ctx = o->context + T * K1, .n_threads = o->n_threads};
+  vpath_opts po = {.max_seq = B, .max_ctx = o->context + T * K1, .n_threads = o->n_threads,
+                   .expect_fallback = o->expect_fallback};
   for (int p = 0; p < P; p++) {
     vstatus s = vpath_open(&paths[p], &o->paths[p], m, &po);
     if (s == V_OK) { live[p] = true; continue; }

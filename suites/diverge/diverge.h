@@ -38,6 +38,7 @@ typedef struct {
   int tokens;               /* teacher-forced decode steps per sequence */
   uint64_t seed;            /* stream and fill_cache seed */
   int n_threads;            /* CPU threads for host paths (0: all) */
+  bool expect_fallback;    /* --expect-fallback: a path that hands over to another path is accepted (vpath_opts) */
   bool ragged;              /* sequence b's context is context * (batch - b) / batch */
   int spec_k;               /* draft tokens per step (0: one token per sequence per step) */
   const vrouting *routing; /* forced experts (prepared for the model); NULL or natural: the router's */

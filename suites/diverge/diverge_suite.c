@@ -231,7 +231,7 @@ static int diverge_n_cases(const void *st, const vsuite_ctx *x) {
 static diverge_opts point_opts(const diverge_state *s, const vsuite_ctx *x, int c) {
   return (diverge_opts){.paths = x->paths, .n_paths = x->n_paths, .batch = (int)s->batches[c / s->nc],
                         .context = (int)s->ctxs[c % s->nc], .tokens = (int)s->tokens, .seed = x->seed,
-                        .n_threads = x->n_threads, .ragged = s->ragged, .spec_k = (int)s->spec_k,
+                        .n_threads = x->n_threads, .expect_fallback = x->expect_fallback, .ragged = s->ragged, .spec_k = (int)s->spec_k,
                         .routing = &s->routing, .alternate_natural = s->alternate};
 }
 

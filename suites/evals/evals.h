@@ -37,6 +37,7 @@ typedef struct {
   int chunk;                /* prefill tokens per sequence per step */
   uint64_t seed;            /* prompt seed */
   int n_threads;            /* CPU threads for host paths */
+  bool expect_fallback;    /* --expect-fallback: a path that hands over to another path is accepted (vpath_opts) */
 } mrcr_opts;
 
 typedef struct {
@@ -98,6 +99,7 @@ typedef struct {
   vsampling sampling;       /* temperature 0: greedy */
   uint64_t seed;            /* permutation seed */
   int n_threads;
+  bool expect_fallback; /* --expect-fallback: a path that hands over to another path is accepted (vpath_opts) */
 } chain_opts;
 
 typedef struct {

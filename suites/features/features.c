@@ -482,10 +482,10 @@ vstatus features_begin(const ds_model *m, const feat_opts *o, feat_session **out
 static vstatus open_paths(feat_session *f) {
   pair *P = &f->P;
   f->opened = true;
-  vpath_opts po = {.max_seq = 2, .max_ctx = f->full, .n_threads = f->o.n_threads};
+  vpath_opts po = {.max_seq = 2, .max_ctx = f->full, .n_threads = f->o.n_threads, .expect_fallback = f->o.expect_fallback};
   VTRY(vpath_open(&P->ref, f->o.ref, P->m, &po));
   if (f->o.floor) {
-    vpath_opts fo = {.max_seq = 2, .max_ctx = 64, .n_threads = f->o.n_threads};
+    vpath_opts fo = {.max_seq = 2, .max_ctx = 64, .n_threads = f->o.n_threads, .expect_fallback = f->o.expect_fallback};
     vstatus fs = vpath_open(&P->flr, f->o.floor, P->m, &fo);
     if (fs) { verr_prefix("features: floor path"); return fs; }
   }

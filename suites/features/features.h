@@ -68,6 +68,7 @@ typedef struct {
   double margin_eps;      /* margin rule's epsilon (logits) where no floor applies */
   uint64_t seed;
   int n_threads;
+  bool expect_fallback; /* --expect-fallback: a path that hands over to another path is accepted (vpath_opts) */
   const vrouting *routing;     /* experts forced per position on every path (prepared for the model;
                              suites/sweep/sweep.h), the combine weights the router's; NULL or natural: each
                              path's router decides. Forced by default: two correct bf16 engines pick another

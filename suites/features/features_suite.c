@@ -163,12 +163,13 @@ static vstatus features_prepare(void *st, const vsuite_ctx *x, bool *done) {
     printf("features: server %s, model %s (max_model_len %d) vs %s on %s\n", s->srv.conn.shown, s->srv.model,
            s->srv.max_len, s->ref, x->model->source);
     const feat_served_opts fo = {.t = &s->srv, .m = x->model, .ref = &x->paths[0], .margin_eps = s->eps, .seed = x->seed,
-                                 .n_threads = x->n_threads};
+                                 .n_threads = x->n_threads, .expect_fallback = x->expect_fallback};
     return features_served_begin(&fo, &s->fsv);
   }
   /* x->paths: --ref, --path, --floor parsed (features_paths) */
   s->o = (feat_opts){.path = &x->paths[1], .ref = &x->paths[0], .floor = s->floor ? &x->paths[2] : NULL, .full_ctx = (int)s->full, .kld_tol = s->tol,
-                     .margin_eps = s->eps, .seed = x->seed, .n_threads = x->n_threads, .routing = &s->routing};
+                     .margin_eps = s->eps, .seed = x->seed, .n_threads = x->n_threads, .expect_fallback = x->expect_fallback,
+                     .routing = &s->routing};
   printf("features: path %s vs %s on %s, routing %s\n", s->path, s->ref, x->model->source, s->routing_s);
   if (features_begin(x->model, &s->o, &s->fs)) {
     cli_print_error("features");

@@ -774,7 +774,7 @@ static vstatus sweep_check_opts(void *st, const vsuite_ctx *x) {
   s->o = (sweep_opts){.paths = x->paths, .n_paths = x->n_paths, .batches = s->batches, .n_batches = s->nb,
                       .contexts = s->ctxs, .n_contexts = s->nc, .tps = s->tps, .n_tps = s->nt, .spec_k = s->spec_k,
                       .spec_al = s->spec_al, .workload = s->wl, .routing = &s->routing, .steps = (int)s->steps,
-                      .warmup = (int)s->warmup, .seed = x->seed, .device = (int)s->device, .n_threads = x->n_threads,
+                      .warmup = (int)s->warmup, .seed = x->seed, .device = (int)s->device, .n_threads = x->n_threads, .expect_fallback = x->expect_fallback,
                       .membw_bytes = (size_t)s->membw, .progress = !s->no_progress && cli_is_tty(2),
                       .deadline = s->budget > 0 ? s->t_cmd + s->budget : 0};
   s->bs = malloc((size_t)(s->nb > 0 ? s->nb : 1) * sizeof(int));

@@ -154,7 +154,8 @@ vstatus chain_begin(const ds_model *m, const construct_layout *L, const chain_op
 vstatus chain_run_path(const ds_model *m, const construct_layout *L, const chain_opts *o, chain_result *r, int p) {
   eval_path_result *pr = &r->pr[p];
   vpath path;
-  vpath_opts po = {.max_seq = o->batch, .max_ctx = L->o.n_keys + 2 + (int)o->hops[o->n_hops - 1], .n_threads = o->n_threads};
+  vpath_opts po = {.max_seq = o->batch, .max_ctx = L->o.n_keys + 2 + (int)o->hops[o->n_hops - 1], .n_threads = o->n_threads,
+                   .expect_fallback = o->expect_fallback};
   vstatus s = vpath_open(&path, &o->paths[p], m, &po);
   if (s == V_OK) {
     s = run_path(&path, L, o, r, p);

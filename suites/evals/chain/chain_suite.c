@@ -136,7 +136,8 @@ static vstatus chain_prepare(void *st, const vsuite_ctx *x, bool *done) {
                       .samples = (int)s->e.samples, .batch = (int)s->e.batch,
                       .sampling = {.temperature = (float)s->temperature, .top_k = (int)s->top_k,
                                    .top_p = (float)s->top_p, .seed = s->sample_seed},
-                      .seed = x->seed, .n_threads = x->n_threads};
+                      .seed = x->seed, .n_threads = x->n_threads,
+                      .expect_fallback = x->expect_fallback};
   return chain_begin(x->model, x->layout, &s->o, &s->r);
 }
 

@@ -189,7 +189,7 @@ vstatus mrcr_run_path(const ds_model *m, const construct_layout *L, const mrcr_o
   for (int i = 0; i < o->n_bins; i++) if (o->bins[i] > maxbin) maxbin = o->bins[i];
   eval_path_result *pr = &r->pr[p];
   vpath path;
-  vpath_opts po = {.max_seq = o->batch, .max_ctx = (int)maxbin, .n_threads = o->n_threads};
+  vpath_opts po = {.max_seq = o->batch, .max_ctx = (int)maxbin, .n_threads = o->n_threads, .expect_fallback = o->expect_fallback};
   vstatus s = vpath_open(&path, &o->paths[p], m, &po);
   if (s == V_OK) {
     s = run_path(&path, L, o, r, pr);

@@ -137,7 +137,8 @@ static vstatus mrcr_prepare(void *st, const vsuite_ctx *x, bool *done) {
   if (!s->ok) return VERR("eval mrcr: out of memory");
   s->o = (mrcr_opts){.paths = s->ep.paths, .n_paths = s->ep.n, .bins = s->bins, .n_bins = s->n_bins,
                      .needles = s->needles, .n_needles = s->n_needles, .samples = (int)s->e.samples,
-                     .batch = (int)s->e.batch, .chunk = (int)s->chunk, .seed = x->seed, .n_threads = x->n_threads};
+                     .batch = (int)s->e.batch, .chunk = (int)s->chunk, .seed = x->seed, .n_threads = x->n_threads,
+                     .expect_fallback = x->expect_fallback};
   return mrcr_begin(x->model, x->layout, &s->o, &s->r);
 }
 
