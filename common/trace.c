@@ -21,6 +21,22 @@ void vtrace_clear(vtrace *t) {
   t->dropped = 0;
 }
 
+bool vtrace_copy(vtrace *dst, const vtrace *src) {
+  *dst = *src;
+  dst->tee = NULL;
+  dst->ev = NULL;
+  dst->cap = 0;
+  if (src->n == 0) return true;
+  dst->ev = malloc((size_t)src->n * sizeof *dst->ev);
+  if (!dst->ev) {
+    dst->n = 0;
+    return false;
+  }
+  memcpy(dst->ev, src->ev, (size_t)src->n * sizeof *dst->ev);
+  dst->cap = src->n;
+  return true;
+}
+
 int vtrace_n_fallbacks(const vtrace *t) {
   int k = 0;
   for (int i = 0; t && i < t->n; i++) k += t->ev[i].kind == TR_FALLBACK;

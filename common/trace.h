@@ -46,6 +46,9 @@ void vtrace_init_tally(vtrace *t);
 void vtrace_free(vtrace *t);
 /* Forgets the events (and dropped), keeping the mode, the step number and tee: a tally from here on. */
 void vtrace_clear(vtrace *t);
+/* dst (not initialized) becomes a copy of src's events and mode, without tee (a case's tally kept after
+ * its path closed). False on out of memory (dst then empty). */
+bool vtrace_copy(vtrace *dst, const vtrace *src);
 /* The number of distinct fallback events (kind TR_FALLBACK) in t; 0 for NULL. */
 int vtrace_n_fallbacks(const vtrace *t);
 void vtrace_next_step(vtrace *t);

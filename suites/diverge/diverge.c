@@ -21,6 +21,8 @@ void diverge_result_free(diverge_result *r) {
   free(r->same);
   r->kld = r->dp = r->margin = r->top_err = NULL;
   r->same = NULL;
+  vtrace_free(&r->ran);
+  r->opened = false;
 }
 
 /* Marks r as not run, for the reason `why`; s is the status that stopped it (V_UNSUPPORTED: the path
@@ -231,8 +233,17 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
     st = diverge_summarize(r);
   }
 done:
-  for (int p = 0; p < P && paths; p++)
-    if (paths[p].ops) vpath_close(&paths[p]);
+  /* what each path ran (the records' proof, issue 37), kept past its close */
+  if (o->ref_ran_out) vtrace_free(o->ref_ran_out);
+  for (int p = 0; p < P && paths; p++) {
+    if (!paths[p].ops) continue;
+    vtrace *keep = p == 0 ? o->ref_ran_out : &res[p - 1].ran;
+    const vtrace *t = vpath_ran(&paths[p]);
+    if (keep && t && !vtrace_copy(keep, t) && st == V_OK)
+      st = VERR("diverge: out of memory for what path %s ran", o->paths[p].name);
+    if (p > 0) res[p - 1].opened = true;
+    vpath_close(&paths[p]);
+  }
   free(paths);
   free(live);
   free(logits);

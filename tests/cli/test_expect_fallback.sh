@@ -4,6 +4,7 @@
 # step 1 with @step; its logits stay cpu-ref's, so only the trace tells):
 #   - diverge, features and eval chain fail (exit 1) with the one message naming the path, where it fell
 #     back to and why, and --expect-fallback; with --expect-fallback they run and pass;
+#   - the records name what ran (`ran`: per path, op/variant with counts) and the fallbacks;
 #   - a hand-over in a step fails that path's record (status error) the same way;
 #   - a plan step carries --expect-fallback in its args (`vouch run`).
 . "$VOUCH_SRC/tests/cli/counters.sh"
@@ -24,9 +25,35 @@ rs = [r for r in json.load(open(sys.argv[1]))["records"] if r["path"] == "handov
 assert len(rs) == 2 and all(r["status"] == "error" and sys.argv[2] in r["reason"] for r in rs), rs
 PY
 
-# declared: it runs
+# declared: it runs, and the records name what ran (per path, "[OTHER:]OP/VARIANT": count) and the fallback
 "$VOUCH" "${dv[@]}" --paths cpu-ref,handover-ref@open --expect-fallback --json "$t/exp.json" >"$t/e.out" 2>"$t/e.err" \
   && ok || bad "diverge @open --expect-fallback: $(cat "$t/e.err")"
+python3 - "$t/exp.json" <<'PY' && ok || bad "diverge --expect-fallback: ran and fallbacks in the records"
+import json, sys
+rs = json.load(open(sys.argv[1]))["records"]
+assert len(rs) == 2
+for r in rs:
+    assert r["status"] == "pass", r
+    assert set(r["ran"]) == {"cpu-ref", "handover-ref@open"}, r["ran"]
+    assert r["ran"]["cpu-ref"]["lm_head/cpu"] == 3, r["ran"]["cpu-ref"]  # 3 steps, counted per case
+    # the plugin runs cpu-ref's code: its events name cpu-ref
+    assert r["ran"]["handover-ref@open"]["cpu-ref:lm_head/cpu"] == 3, r["ran"]
+    assert r["fallbacks"] == [{"path": "handover-ref@open", "op": "open", "to": "cpu-ref",
+                               "reason": "test: variant 'open' hands every step over", "count": 1}], r["fallbacks"]
+PY
+
+# the records with ran and fallbacks are valid against results-schema/record.schema.json
+if python3 -c 'import jsonschema; jsonschema.Draft202012Validator' 2>/dev/null; then
+  python3 - "$VOUCH_SRC/results-schema/record.schema.json" "$t/exp.json" "$t/open.json" <<'PY' && ok || bad "record schema"
+import json, sys
+from jsonschema import Draft202012Validator
+v = Draft202012Validator(json.load(open(sys.argv[1])))
+for f in sys.argv[2:]:
+    for r in json.load(open(f))["records"]:
+        errs = list(v.iter_errors(r))
+        assert not errs, (f, r["case_id"], [e.message for e in errs])
+PY
+fi
 
 # in a step: that path's records error, with the step named
 "$VOUCH" "${dv[@]}" --paths cpu-ref,handover-ref@step >"$t/s.out" 2>"$t/s.err"
