@@ -234,15 +234,13 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
   }
 done:
   /* what each path ran (the records' proof, issue 37), kept past its close */
-  if (o->ref_ran_out) vtrace_free(o->ref_ran_out);
   for (int p = 0; p < P && paths; p++) {
     if (!paths[p].ops) continue;
-    vtrace *keep = p == 0 ? o->ref_ran_out : &res[p - 1].ran;
-    const vtrace *t = vpath_ran(&paths[p]);
-    if (keep && t && !vtrace_copy(keep, t) && st == V_OK)
-      st = VERR("diverge: out of memory for what path %s ran", o->paths[p].name);
+    vtrace dropped = {0}, *keep = p == 0 ? (o->ref_ran_out ? o->ref_ran_out : &dropped) : &res[p - 1].ran;
+    vstatus ks = vpath_close_keep(&paths[p], keep);
+    vtrace_free(&dropped);
+    if (ks != V_OK && st == V_OK) { st = ks; verr_prefix("diverge: path %s", o->paths[p].name); }
     if (p > 0) res[p - 1].opened = true;
-    vpath_close(&paths[p]);
   }
   free(paths);
   free(live);

@@ -40,6 +40,7 @@
 #include "common/vstatus.h"
 #include "model/model.h"
 #include "suites/engine/bounds.h"
+#include "suites/engine/record.h"
 #include "suites/engine/routing.h"
 #include "suites/paths/spec.h"
 
@@ -93,6 +94,10 @@ vstatus features_begin(const ds_model *m, const feat_opts *o, feat_session **out
 vstatus features_check(feat_session *f, int i, feat_check *out);
 /* Closes the paths and frees f (NULL: nothing). */
 void features_end(feat_session *f);
+/* Adds to rec what the session's open paths (the reference, the floor, the path under test) ran in the
+ * last check, and their hand-overs (rec_ran: each path's tally starts afresh with every check). Error:
+ * out of memory. */
+vstatus features_rec_ran(const feat_session *f, vrecord *rec);
 /* The name of check i ("full_context", ...; NULL outside [0, FEAT_N_CHECKS)). */
 const char *features_check_name(int i);
 const char *feat_status_name(feat_status s);

@@ -241,6 +241,7 @@ static vstatus features_record(void *st, const vsuite_ctx *x, int c, veng *recs)
   if (!s->ran[c]) return V_OK;
   vrecord *rec = check_record(s, x, c, recs);
   if (!rec) return V_ERR;
+  if (!s->server) VTRY(features_rec_ran(s->fs, rec));
   rec_param_str(rec, "detail", k->detail);
   if (s->floor) rec_param_str(rec, "floor", s->floor);
   if (k->bound_source[0]) rec_param_str(rec, "bound_source", k->bound_source);

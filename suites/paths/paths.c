@@ -295,6 +295,14 @@ vstatus vpath_open(vpath *p, const vpath_spec *spec, const ds_model *m, const vp
 
 const vtrace *vpath_ran(const vpath *p) { return ran_of(p); }
 
+vstatus vpath_close_keep(vpath *p, vtrace *ran) {
+  vtrace_free(ran);
+  const vtrace *t = ran_of(p);
+  const bool ok = !t || vtrace_copy(ran, t);
+  vpath_close(p);
+  return ok ? V_OK : VERR("out of memory for what the path ran");
+}
+
 void vpath_ran_clear(vpath *p) {
   vtrace *t = ran_of(p);
   if (t) vtrace_clear(t);

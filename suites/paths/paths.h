@@ -77,6 +77,9 @@ void vpath_close(vpath *p);
 const vtrace *vpath_ran(const vpath *p);
 /* Starts p's tally afresh (a case's records name what ran in that case). */
 void vpath_ran_clear(vpath *p);
+/* Closes p (opened by vpath_open) after copying its tally into *ran (zeroed, or an earlier one: freed
+ * first), for the records made after the path closed. V_ERR on out of memory (p closed, *ran empty). */
+vstatus vpath_close_keep(vpath *p, vtrace *ran);
 /* The memory the path `spec` needs when opened with o (spec's tp, dcp, ep win over o's, as in vpath_open)
  * on a model of config `full` (the unsharded config): the same arithmetic the path refuses an open with
  * (model/mem_estimate.h), per GPU and on each rank's shard under TP; a path with simulated ranks

@@ -209,6 +209,7 @@ static vstatus chain_record(void *st, const vsuite_ctx *x, int p, veng *recs) {
   snprintf(fid, sizeof fid, "chain_first_wrong_t%g", s->temperature);
   vrecord *rec = eng_new(recs, "evals", fid, pr->path);
   if (rec) {
+    if (pr->opened) VTRY(rec_ran(rec, pr->path, &pr->ran));
     double *fw = malloc((size_t)s->e.samples * sizeof *fw);
     int k = 0; /* a chain whose request failed (-1) has none */
     for (int i = 0; fw && i < s->e.samples; i++)
