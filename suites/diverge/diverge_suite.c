@@ -20,7 +20,7 @@ static const char DIVERGE_USAGE[] =
     "                     [--tokens T] [--seed S] [--layers N] [--threads N] [--max-kld K] [--min-same-top PCT]\n"
     "                     [--margin-eps E] [--baseline PATH] [--ragged] [--spec K] [--routing natural|zipf:S|..]\n"
     "                     [--alternate-natural] [--server URL [--server-model NAME] [--server-logprobs K]]\n"
-    "                     [--path-lib FILE] [--json FILE]\n"
+    "                     [--path-lib FILE] [--expect-fallback] [--json FILE]\n"
     "  Teacher-forced divergence of each path against the first on one token stream: the\n"
     "  first path's temperature-1 samples are fed to every path. For each batch x context:\n"
     "  the context is filled by fill_cache (the shared synthetic-cache rule, same seed on every\n"
@@ -49,6 +49,7 @@ static const char DIVERGE_USAGE[] =
     "  context 0 only, no --spec or forced routing (docs/serving.md).\n"
     "  --server URL --ref-server URL --prompts FILE: no model; the server against the reference build of\n"
     "  the same model on real text (vouch diverge --ref-server X --help).\n"
+    VSUITE_EXPECT_FALLBACK_HELP
     "  defaults: --model synth:tiny --batch 1 --context 0 --tokens 32\n";
 
 /* The verdict of one compared path at the point just run (diverge_record), for its table row. */

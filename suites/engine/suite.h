@@ -73,6 +73,12 @@ typedef struct {
                                      (records only in --json); a suite hands it on (rec_note_server) */
 } vsuite_ctx;
 
+/* The --help lines of the driver's --expect-fallback, for a suite's usage text that opens paths. */
+#define VSUITE_EXPECT_FALLBACK_HELP                                                                     \
+  "  --expect-fallback: accept a path under test that hands its work over to another path (latency on\n" \
+  "  a config its kernels cannot run: cuda-ref); without it such a path's cases are errors. Records name\n" \
+  "  what each path ran and every fallback (docs/verdicts.md).\n"
+
 /* What the driver hands a suite's estimate function: the shared options as parsed, no model open. */
 typedef struct {
   const char *const *paths;       /* [n_paths] --paths (or the suite's default, or its own `paths`), not

@@ -17,7 +17,7 @@
 static const char FEATURES_USAGE[] =
     "usage: vouch features --path NAME [--ref cpu-ref] [--floor PATH] [--model DIR|synth:PRESET] [--full-ctx N]\n"
     "                      [--kld-tol K] [--margin-eps E] [--routing uniform|natural|zipf:S] [--seed S] [--layers N]\n"
-    "                      [--threads N] [--path-lib FILE] [--json FILE]\n"
+    "                      [--threads N] [--path-lib FILE] [--expect-fallback] [--json FILE]\n"
     "       vouch features --server URL [--server-model NAME] [--ref cpu-ref] [--model ...] [--margin-eps E] [--seed S]\n"
     "  Production features of a path against a reference path: full context (decode at the\n"
     "  last positions before --full-ctx, default max_position_embeddings, after fill_cache),\n"
@@ -37,6 +37,7 @@ static const char FEATURES_USAGE[] =
     "  features as requests (path server:MODEL): max_tokens, stop_tokens, min_tokens, seeded_sampling,\n"
     "  logprobs, structured (structured_outputs.choice over token ids) and max_model_len; the reference\n"
     "  picks the prompt whose greedy tokens it decides (margin > --margin-eps; docs/serving.md).\n"
+    VSUITE_EXPECT_FALLBACK_HELP
     "  defaults: --model synth:tiny --ref cpu-ref --kld-tol 0.01 --margin-eps 0.001\n";
 
 /* The most checks of an invocation: the in-process ones or the server's. */

@@ -12,7 +12,7 @@ static const char CHAIN_USAGE[] =
     "                        [--batch B] [--temperature T] [--top-k K] [--top-p P] [--sample-seed S] [--seed S]\n"
     "                        [--threads N] [--min-score F] [--alpha A] [--cos C --gap G --answer-logit L]\n"
     "                        [--export-prompts FILE] [--server URL [--server-model NAME]] [--path-lib FILE]\n"
-    "                        [--json FILE]\n"
+    "                        [--expect-fallback] [--json FILE]\n"
     "  Pointer chasing on a constructed checkpoint: the prompt lists a random cyclic permutation\n"
     "  of the keys as pairs, then a start key; each emitted token is the next query. One run to\n"
     "  the largest hop count; the token after each listed hop count is checked (exact match,\n"
@@ -24,6 +24,7 @@ static const char CHAIN_USAGE[] =
     "  --server URL adds an OpenAI-compatible server of the same checkpoint as a path (server:MODEL):\n"
     "  one completion of the largest hop count per chain, --batch in flight. Sampled over a server\n"
     "  (its own sampler, seed --sample-seed + chain) it is scored against the true chain only.\n"
+    VSUITE_EXPECT_FALLBACK_HELP
     "  defaults: --model synth:recall-chain --paths cpu-ref --hops 64,256 --samples 8 --batch 1\n";
 
 /* The suite's state: its options, and the results of the paths (one case per path). */
