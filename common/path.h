@@ -47,7 +47,11 @@ typedef struct {
   int n_threads;          /* CPU threads (0: all cores) */
   int device;             /* GPU ordinal for CUDA paths */
   const char *variant;    /* force a kernel variant by name (NULL: the path chooses) */
-  vtrace *trace;          /* events go here; may be NULL */
+  vtrace *trace;          /* events go here; may be NULL. vpath_open (suites/paths/paths.h) gives the path its own
+                           * tally (common/trace.h) and tees the events here */
+  bool expect_fallback;   /* the caller declares a hand-over of this path to another one expected
+                           * (--expect-fallback): vpath_open and its steps then do not fail on one (the
+                           * records still name it); false: a path under test that falls back is an error */
   int tp;                 /* tensor-parallel degree for vpath_open (0 or 1: none; docs/tensor-parallel.md) */
   const struct vcomm *comm; /* set by the TP wrapper: this rank's communicator (common/comm.h); the model
                            * is then the rank's shard (model/shard.h). NULL: the path runs unsharded */

@@ -10,6 +10,39 @@ void vtrace_init(vtrace *t, bool enabled) {
   t->max_events = 1 << 20;
 }
 
+void vtrace_init_tally(vtrace *t) {
+  vtrace_init(t, true);
+  t->tally = true;
+  t->max_events = 4096;
+}
+
+void vtrace_clear(vtrace *t) {
+  t->n = 0;
+  t->dropped = 0;
+}
+
+bool vtrace_copy(vtrace *dst, const vtrace *src) {
+  *dst = *src;
+  dst->tee = NULL;
+  dst->ev = NULL;
+  dst->cap = 0;
+  if (src->n == 0) return true;
+  dst->ev = malloc((size_t)src->n * sizeof *dst->ev);
+  if (!dst->ev) {
+    dst->n = 0;
+    return false;
+  }
+  memcpy(dst->ev, src->ev, (size_t)src->n * sizeof *dst->ev);
+  dst->cap = src->n;
+  return true;
+}
+
+int vtrace_n_fallbacks(const vtrace *t) {
+  int k = 0;
+  for (int i = 0; t && i < t->n; i++) k += t->ev[i].kind == TR_FALLBACK;
+  return k;
+}
+
 void vtrace_free(vtrace *t) {
   free(t->ev);
   memset(t, 0, sizeof *t);
@@ -19,16 +52,29 @@ void vtrace_next_step(vtrace *t) {
   if (t) t->step++;
 }
 
-static void put(vtrace *t, vtrace_kind kind, const char *path, const char *op, const char *variant, const char *detail) {
-  if (!t || !t->enabled) return;
-  /* merge with an identical event of this step */
-  for (int i = t->n - 1; i >= 0 && t->ev[i].step == t->step; i--) {
+/* The event of t identical to (kind, path, op, variant, detail) that a new one merges into, NULL: none.
+ * A step trace merges within the current step and compares the detail; a tally merges across steps and
+ * keeps the first detail (a shape bucket or reason that varies per step must not grow it). */
+static vtrace_event *same_event(vtrace *t, vtrace_kind kind, const char *path, const char *op, const char *variant,
+                                const char *detail) {
+  for (int i = t->n - 1; i >= 0 && (t->tally || t->ev[i].step == t->step); i--) {
     vtrace_event *e = &t->ev[i];
     if (e->kind == kind && !strcmp(e->path, path) && !strcmp(e->op, op) && !strcmp(e->variant, variant) &&
-        !strcmp(e->detail, detail ? detail : "")) {
-      e->count++;
-      return;
-    }
+        (t->tally || !strcmp(e->detail, detail)))
+      return e;
+  }
+  return NULL;
+}
+
+static void put(vtrace *t, vtrace_kind kind, const char *path, const char *op, const char *variant, const char *detail) {
+  if (!t) return;
+  if (t->tee && t->tee != t) put(t->tee, kind, path, op, variant, detail);
+  if (!t->enabled) return;
+  if (!detail) detail = "";
+  vtrace_event *same = same_event(t, kind, path, op, variant, detail);
+  if (same) {
+    same->count++;
+    return;
   }
   if (t->n >= t->max_events) { t->dropped++; return; }
   if (t->n == t->cap) {
@@ -46,7 +92,7 @@ static void put(vtrace *t, vtrace_kind kind, const char *path, const char *op, c
   snprintf(e->path, sizeof e->path, "%s", path);
   snprintf(e->op, sizeof e->op, "%s", op);
   snprintf(e->variant, sizeof e->variant, "%s", variant);
-  snprintf(e->detail, sizeof e->detail, "%s", detail ? detail : "");
+  snprintf(e->detail, sizeof e->detail, "%s", detail);
 }
 
 void vtrace_ran(vtrace *t, const char *path, const char *op, const char *variant, const char *detail) {
@@ -79,8 +125,8 @@ void vtrace_print(const vtrace *t, FILE *f) {
       fprintf(f, "step %-5lld %-9s %-10s %-18s -> %s: %s\n", (long long)e->step, kind_name(e->kind), e->path, e->op,
               e->variant, e->detail);
     else
-      fprintf(f, "step %-5lld %-9s %-10s %-18s %-22s x%-4d %s\n", (long long)e->step, kind_name(e->kind), e->path,
-              e->op, e->variant, e->count, e->detail);
+      fprintf(f, "step %-5lld %-9s %-10s %-18s %-22s x%-4lld %s\n", (long long)e->step, kind_name(e->kind), e->path,
+              e->op, e->variant, (long long)e->count, e->detail);
   }
   if (t->dropped) fprintf(f, "(%lld trace events dropped past the cap)\n", (long long)t->dropped);
 }
@@ -96,7 +142,7 @@ char *vtrace_to_json(const vtrace *t) {
     cJSON_AddStringToObject(o, "op", e->op);
     cJSON_AddStringToObject(o, e->kind == TR_FALLBACK ? "to" : "variant", e->variant);
     cJSON_AddStringToObject(o, e->kind == TR_FALLBACK ? "reason" : "detail", e->detail);
-    cJSON_AddNumberToObject(o, "count", e->count);
+    cJSON_AddNumberToObject(o, "count", (double)e->count);
     cJSON_AddItemToArray(a, o);
   }
   char *s = cJSON_PrintUnformatted(a);

@@ -57,7 +57,12 @@ static vstatus lt_forward_impl(lstate *S, const vstep *s, float *logits) {
     S->last_whole = true;
     CUDA_CHECK(cudaMemcpy(logits, S->logits, (size_t)R * S->V * sizeof(float), cudaMemcpyDeviceToHost));
   } else {
-    if (why[0] && S->trace) vtrace_fallback(S->trace, PATH_NAME, "decode_step", to, why);
+    /* A step outside the graphs' envelope (prefill, mixed, > TC tokens) still runs on latency's own
+     * kernels, eagerly in chunks: the code under test ran, so it is a `ran` event of decode_step in
+     * mode "prefill-chunked" / "chunked", not a fallback (a fallback is a hand-over to another path,
+     * which fails a step that did not expect it: suites/paths/ran.h). Every diverge context fill and
+     * every batch of > 64 tokens takes this branch. */
+    if (why[0] && S->trace) vtrace_ran(S->trace, PATH_NAME, "decode_step", to, why);
     S->last_whole = false; /* n_act will hold the last chunk's counts only */
     /* chunks of <= TC consecutive tokens (flat order); each chunk is a valid sub-step */
     int seq_of[TC], j_of[TC];

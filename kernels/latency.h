@@ -5,13 +5,15 @@
  * bucket, absorbed MLA over a latent cache (kv_lora + rope per token) with split-KV,
  * a one-kernel router, device-side expert buckets, grouped expert GEMMs, the shared
  * expert on a second stream, fused residual add + RMSNorm.
- * Outside the envelope forward() still answers, and traces the fallback with its reason:
+ * Outside the envelope forward() still answers:
  *   prefill or mixed prefill+decode (some sequence brings > 8 tokens), batch > 64 tokens:
- *     the step runs eagerly in chunks of <= 64 tokens (variant "prefill-ref" / "batch-chunked";
- *     exact: a chunk's tokens see earlier chunks through the cache); the next decode step is
- *     back on the graphs;
+ *     the step runs on these kernels eagerly in chunks of <= 64 tokens, traced as `ran` of
+ *     decode_step with variant "prefill-chunked" / "chunked" and the reason (exact: a chunk's
+ *     tokens see earlier chunks through the cache); the next decode step is back on the graphs;
  *   a config the kernels cannot run (odd sizes): the whole path delegates to cuda-ref
- *     (opened inside, no weights of its own are loaded then).
+ *     (opened inside, no weights of its own are loaded then), traced as a fallback to cuda-ref at
+ *     open and at every step: vpath_open refuses it unless the caller expects it
+ *     (vpath_opts.expect_fallback, --expect-fallback; suites/paths/ran.h).
  * opts->variant: comma-separated words: "eager" (no CUDA graphs), or a GEMM variant name
  * (v1_mma_n8 .. v4_mma_n64, v5_cublas, v6_cp_n8 .. v9_cp_n64) forced for every GEMM (grouped
  * expert GEMMs keep the table's choice when cuBLAS is forced), or "table". */

@@ -244,7 +244,8 @@ void lt_graph_free(gentry *g);
 vstatus lt_run_core(lstate *S, int T, int R, int max_keys, bool forced, bool graph, float *ms);
 /* Error unless step s fits the opened model and cache (slots, positions, token ids). */
 vstatus lt_check_step(lstate *S, const vstep *s);
-/* Why step s is outside the path's envelope, and (*to) the path that runs it instead. */
+/* Why step s is outside the graphs' envelope, and (*to) the mode latency's own kernels run it in instead
+ * ("prefill-chunked", "chunked": eager chunks of <= TC tokens; not a hand-over to another path). */
 void lt_envelope_reason(const vstep *s, char *why, size_t n, const char **to);
 
 /* kernels/latency_open.cu: weights, workspace, variant words; lt_open and lt_close are the

@@ -570,7 +570,8 @@ vstatus lt_check_step(lstate *S, const vstep *s) {
   return vstep_validate(s, &lim);
 }
 
-/* Why a valid step is outside the envelope ("" when inside). */
+/* Why a valid step is outside the graphs' envelope ("" when inside), and (*to) the mode latency's own
+ * kernels then run it in ("prefill-chunked", "chunked": eagerly, in chunks of <= TC tokens). */
 void lt_envelope_reason(const vstep *s, char *why, size_t n, const char **to) {
   const int T = vstep_total_tokens(s);
   int big = 0, small = 0;
@@ -578,12 +579,12 @@ void lt_envelope_reason(const vstep *s, char *why, size_t n, const char **to) {
   why[0] = 0;
   if (big && small) {
     snprintf(why, n, "mixed prefill+decode (%d sequences with > %d tokens, %d decoding)", big, MAX_TPS, small);
-    *to = "prefill-ref";
+    *to = "prefill-chunked";
   } else if (big) {
     snprintf(why, n, "prefill (n_tokens > K+1 = %d)", MAX_TPS);
-    *to = "prefill-ref";
+    *to = "prefill-chunked";
   } else if (T > TC) {
     snprintf(why, n, "batch %d > %d tokens", T, TC);
-    *to = "batch-chunked";
+    *to = "chunked";
   }
 }

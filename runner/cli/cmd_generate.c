@@ -196,8 +196,9 @@ static int gen_open_model(const gen_opts *g, ds_model *m) {
  * exceeds the model's positions; EXIT_CHECK_FAILED: the path does not open) with the error printed. */
 static int gen_open_path(const gen_opts *g, const ds_model *m, vtrace *trace, vpath *p) {
   const int max_prompt = g->n_prompt + (int)g->batch - 1;
+  /* generating is no test of the path: a hand-over (latency to cuda-ref) runs as before; --trace shows it */
   vpath_opts po = {.max_seq = (int)g->batch, .max_ctx = max_prompt + (int)g->n_new + 1, .n_threads = (int)g->threads,
-                   .trace = trace, .tp = (int)g->tp, .dcp = g->dcp, .ep = g->ep};
+                   .trace = trace, .tp = (int)g->tp, .dcp = g->dcp, .ep = g->ep, .expect_fallback = true};
   if (po.max_ctx > m->cfg.max_position_embeddings) {
     VERR("prompt + -n = %d positions exceeds max_position_embeddings %d", po.max_ctx, m->cfg.max_position_embeddings);
     cli_print_error("generate");

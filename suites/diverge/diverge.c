@@ -21,6 +21,8 @@ void diverge_result_free(diverge_result *r) {
   free(r->same);
   r->kld = r->dp = r->margin = r->top_err = NULL;
   r->same = NULL;
+  vtrace_free(&r->ran);
+  r->opened = false;
 }
 
 /* Marks r as not run, for the reason `why`; s is the status that stopped it (V_UNSUPPORTED: the path
@@ -150,7 +152,8 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
     st = VERR("diverge: out of memory for %d paths x %d rows x %d vocab logits", P, R, V);
     goto done;
   }
-  vpath_opts po = {.max_seq = B, .max_ctx = o->context + T * K1, .n_threads = o->n_threads};
+  vpath_opts po = {.max_seq = B, .max_ctx = o->context + T * K1, .n_threads = o->n_threads,
+                   .expect_fallback = o->expect_fallback};
   for (int p = 0; p < P; p++) {
     vstatus s = vpath_open(&paths[p], &o->paths[p], m, &po);
     if (s == V_OK) { live[p] = true; continue; }
@@ -230,8 +233,15 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
     st = diverge_summarize(r);
   }
 done:
-  for (int p = 0; p < P && paths; p++)
-    if (paths[p].ops) vpath_close(&paths[p]);
+  /* what each path ran (the records' proof, issue 37), kept past its close */
+  for (int p = 0; p < P && paths; p++) {
+    if (!paths[p].ops) continue;
+    vtrace dropped = {0}, *keep = p == 0 ? (o->ref_ran_out ? o->ref_ran_out : &dropped) : &res[p - 1].ran;
+    vstatus ks = vpath_close_keep(&paths[p], keep);
+    vtrace_free(&dropped);
+    if (ks != V_OK && st == V_OK) { st = ks; verr_prefix("diverge: path %s", o->paths[p].name); }
+    if (p > 0) res[p - 1].opened = true;
+  }
   free(paths);
   free(live);
   free(logits);

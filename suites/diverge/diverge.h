@@ -38,6 +38,7 @@ typedef struct {
   int tokens;               /* teacher-forced decode steps per sequence */
   uint64_t seed;            /* stream and fill_cache seed */
   int n_threads;            /* CPU threads for host paths (0: all) */
+  bool expect_fallback;    /* --expect-fallback: a path that hands over to another path is accepted (vpath_opts) */
   bool ragged;              /* sequence b's context is context * (batch - b) / batch */
   int spec_k;               /* draft tokens per step (0: one token per sequence per step) */
   const vrouting *routing; /* forced experts (prepared for the model); NULL or natural: the router's */
@@ -48,6 +49,9 @@ typedef struct {
                                (a served candidate is teacher-forced on it: suites/diverge/diverge_served.c) */
   float *ref_rows_out;      /* NULL, or [tokens * batch * vocab] (spec_k 0): the reference's logits of row
                                t * batch + b (step t, sequence b) */
+  vtrace *ref_ran_out;      /* NULL, or (zeroed or holding an earlier case's, freed first) what the reference
+                               ran in the case: its tally (vpath_ran), copied before it closes; empty when it
+                               did not open */
 } diverge_opts;
 
 typedef struct {
@@ -70,6 +74,9 @@ typedef struct {
   long nonfinite;           /* non-finite logits seen in this path's rows */
   long ref_nonfinite;       /* non-finite logits in the reference's rows */
   double wall_s;            /* wall time of this path's forwards, seconds */
+  bool opened;              /* the path opened: `ran` is what it ran */
+  vtrace ran;               /* what the path ran in the case and every hand-over (its tally, vpath_ran, copied
+                               before it closed; owned) */
 } diverge_result;
 
 /* Runs one (batch, context) case. `res` gets n_paths - 1 entries (path 1.. vs path 0); with

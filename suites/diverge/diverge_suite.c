@@ -21,7 +21,7 @@ static const char DIVERGE_USAGE[] =
     "                     [--tokens T] [--seed S] [--layers N] [--threads N] [--max-kld K] [--min-same-top PCT]\n"
     "                     [--margin-eps E] [--baseline PATH] [--ragged] [--spec K] [--routing natural|zipf:S|..]\n"
     "                     [--alternate-natural] [--server URL [--server-model NAME] [--server-logprobs K]]\n"
-    "                     [--path-lib FILE] [--json FILE]\n"
+    "                     [--path-lib FILE] [--expect-fallback] [--json FILE]\n"
     "  Teacher-forced divergence of each path against the first on one token stream: the\n"
     "  first path's temperature-1 samples are fed to every path. For each batch x context:\n"
     "  the context is filled by fill_cache (the shared synthetic-cache rule, same seed on every\n"
@@ -50,6 +50,7 @@ static const char DIVERGE_USAGE[] =
     "  context 0 only, no --spec or forced routing (docs/serving.md).\n"
     "  --server URL --ref-server URL --prompts FILE: no model; the server against the reference build of\n"
     "  the same model on real text (vouch diverge --ref-server X --help).\n"
+    VSUITE_EXPECT_FALLBACK_HELP
     "  defaults: --model synth:tiny --batch 1 --context 0 --tokens 32\n";
 
 /* The verdict of one compared path at the point just run (diverge_record), for its table row. */
@@ -91,6 +92,8 @@ typedef struct {
   int col_w;                     /* width of the table's path column: the longest compared path, at least 10 */
   served_div sd;                 /* its figures at the point just run */
   int32_t *stream;               /* [batch * (tokens + 1)] the reference's stream of the point (run) */
+  vtrace ref_ran;                /* what the reference ran at the point just run (diverge_run; owned) */
+  bool ref_opened;               /* the reference ran at that point: ref_ran is its */
   float *ref_rows;               /* [tokens * batch * vocab] the reference's logits of the point (run) */
 } diverge_state;
 
@@ -234,7 +237,7 @@ static int diverge_n_cases(const void *st, const vsuite_ctx *x) {
 static diverge_opts point_opts(const diverge_state *s, const vsuite_ctx *x, int c) {
   return (diverge_opts){.paths = x->paths, .n_paths = x->n_paths, .batch = (int)s->batches[c / s->nc],
                         .context = (int)s->ctxs[c % s->nc], .tokens = (int)s->tokens, .seed = x->seed,
-                        .n_threads = x->n_threads, .ragged = s->ragged, .spec_k = (int)s->spec_k,
+                        .n_threads = x->n_threads, .expect_fallback = x->expect_fallback, .ragged = s->ragged, .spec_k = (int)s->spec_k,
                         .routing = &s->routing, .alternate_natural = s->alternate};
 }
 
@@ -299,8 +302,10 @@ static vstatus diverge_run_case(void *st, const vsuite_ctx *x, int c) {
   diverge_state *s = st;
   for (int p = 0; p < s->n_res; p++) diverge_result_free(&s->res[p]); /* the point before */
   diverge_opts o = point_opts(s, x, c);
+  o.ref_ran_out = &s->ref_ran;
+  s->ref_opened = false;
   if (!s->server) {
-    s->ran = diverge_run(x->model, &o, s->res) == V_OK;
+    s->ran = s->ref_opened = diverge_run(x->model, &o, s->res) == V_OK;
     if (!s->ran) cli_print_error("diverge");
     return V_OK;
   }
@@ -318,7 +323,7 @@ static vstatus diverge_run_case(void *st, const vsuite_ctx *x, int c) {
   o.stream_out = s->stream;
   o.ref_rows_out = s->ref_rows;
   /* a point the server cannot take runs the in-process paths alone (none: nothing to run) */
-  s->ran = why && x->n_paths == 1 ? true : diverge_run(x->model, &o, s->res) == V_OK;
+  s->ran = why && x->n_paths == 1 ? true : (s->ref_opened = diverge_run(x->model, &o, s->res) == V_OK);
   if (!s->ran) { cli_print_error("diverge"); return V_OK; }
   memset(r, 0, sizeof *r);
   snprintf(r->path, sizeof r->path, "%.120s", s->srv.path);
@@ -382,6 +387,9 @@ static vstatus diverge_record(void *st, const vsuite_ctx *x, int c, veng *recs) 
       snprintf(bound_src, sizeof bound_src, "options: --max-kld %.3g, --min-same-top %.3g over rows with margin > "
                "--margin-eps %.3g", s->max_kld, s->min_same, s->margin_eps);
     vrecord *rec = point_record(s, x, c, p, recs);
+    /* the proof that the compared code ran: the reference's and this path's tallies at this point */
+    if (rec && s->ref_opened) VTRY(rec_ran(rec, x->paths[0].name, &s->ref_ran));
+    if (rec && r->opened) VTRY(rec_ran(rec, r->path, &r->ran));
     if (!r->supported) {
       if (rec) rec_set_status(rec, r->errored ? REC_ERROR : REC_NOT_SUPPORTED, r->reason);
     } else {
@@ -500,6 +508,7 @@ static void diverge_free(void *st) {
   free(s->ctxs);
   free(s->stream);
   free(s->ref_rows);
+  vtrace_free(&s->ref_ran);
   vrouting_free(&s->routing);
 }
 

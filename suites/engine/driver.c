@@ -71,6 +71,7 @@ typedef struct {
   uint64_t seed;         /* --seed */
   uint64_t model_seed;   /* --model-seed (constructed suites; the others open the model with --seed) */
   long threads;          /* --threads */
+  bool expect_fallback;  /* --expect-fallback */
   long layers;           /* --layers (vsuite.layers; 0: every layer) */
   construct_opts knobs;  /* --cos, --gap, --answer-logit (constructed suites; -1: the preset's) */
 } shared_opts;
@@ -86,6 +87,7 @@ static bool shared_option(const vsuite *s, shared_opts *o, int argc, char **argv
   else if (!s->paths && cli_opt(argc, argv, i, "--paths", &v, err)) { if (v) { o->paths = v; o->paths_given = true; } }
   else if (cli_opt(argc, argv, i, "--path-lib", &v, err)) { if (v) *err = vpaths_load_lib(v); }
   else if (cli_opt(argc, argv, i, "--threads", &v, err)) { if (v) *err = cli_int("--threads", v, 0, 4096, &o->threads); }
+  else if (!strcmp(argv[*i], "--expect-fallback")) o->expect_fallback = true;
   else if (s->layers && cli_opt(argc, argv, i, "--layers", &v, err)) { if (v) *err = cli_int("--layers", v, 1, 1000, &o->layers); }
   else if (!s->constructed) return false;
   else if (cli_opt(argc, argv, i, "--model-seed", &v, err)) { if (v) *err = cli_u64("--model-seed", v, &o->model_seed); }
@@ -224,6 +226,7 @@ static vstatus build_args(const vsuite *s, int argc, char **argv, bool registry,
   a->x.paths_given = a->o.paths_given;
   a->x.seed = a->o.seed;
   a->x.n_threads = (int)a->o.threads;
+  a->x.expect_fallback = a->o.expect_fallback;
   return settle_options(s, &a->o, a->st, &a->x, &a->specs, registry, &a->missing);
 }
 

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/trace.h"
+
 static const char *k_status[] = {"pass", "fail", "not_supported", "error", "not_run", "undecided"};
 static const char *k_derive[] = {"value", "median", "mean", "p90", "p99",
                                  "stable_mean", "ratio", "max", "min"};
@@ -55,6 +57,8 @@ void rec_free(vrecord *r) {
   free(r->metrics);
   free(r->checks);
   cJSON_Delete(r->params);
+  cJSON_Delete(r->ran);
+  cJSON_Delete(r->fallbacks);
   free(r);
 }
 
@@ -425,6 +429,8 @@ cJSON *rec_to_json(const vrecord *r) {
   cJSON_AddStringToObject(j, "reason", r->reason);
   if (r->trace_ref[0]) cJSON_AddStringToObject(j, "trace_ref", r->trace_ref);
   else cJSON_AddNullToObject(j, "trace_ref");
+  if (r->ran) cJSON_AddItemToObject(j, "ran", cJSON_Duplicate(r->ran, 1));
+  if (r->fallbacks) cJSON_AddItemToObject(j, "fallbacks", cJSON_Duplicate(r->fallbacks, 1));
   return j;
 }
 
@@ -550,6 +556,13 @@ vstatus rec_from_json(const cJSON *j, const char *where, vrecord **out) {
     if ((s = get_num(bj, w, "bound", &bound))) goto fail;
     if ((s = rec_set_threshold(r, tm, op, bound))) { verr_prefix("%s", where); goto fail; }
   }
+  const cJSON *ran = cJSON_GetObjectItemCaseSensitive(j, "ran"), *fb = cJSON_GetObjectItemCaseSensitive(j, "fallbacks");
+  if (ran && !cJSON_IsObject(ran)) { s = VERR("%s: field 'ran': not an object", where); goto fail; }
+  if (fb && !cJSON_IsArray(fb)) { s = VERR("%s: field 'fallbacks': not an array", where); goto fail; }
+  if ((ran && !(r->ran = cJSON_Duplicate(ran, 1))) || (fb && !(r->fallbacks = cJSON_Duplicate(fb, 1)))) {
+    s = VERR("%s: out of memory", where);
+    goto fail;
+  }
   r->status = (rec_status)st;
   if ((s = set_field(r->reason, sizeof r->reason, reason, "reason")) ||
       (s = set_field(r->trace_ref, sizeof r->trace_ref, trace, "trace_ref"))) {
@@ -606,4 +619,40 @@ const char *rec_verdict(vrecord *const *recs, int n, bool complete) {
   for (int i = 0; i < n; i++)
     if (recs[i]->status == REC_FAIL || recs[i]->status == REC_ERROR) return "fail";
   return "pass";
+}
+
+vstatus rec_ran(vrecord *r, const char *path, const vtrace *t) {
+  if (!t) return V_OK;
+  if (!r->ran) r->ran = cJSON_CreateObject();
+  if (!r->fallbacks) r->fallbacks = cJSON_CreateArray();
+  cJSON *ops = r->ran ? cJSON_CreateObject() : NULL;
+  if (!ops || !r->fallbacks) {
+    cJSON_Delete(ops);
+    return VERR("record %s/%s: out of memory for what ran", r->suite, r->case_id);
+  }
+  cJSON_DeleteItemFromObjectCaseSensitive(r->ran, path); /* a path named twice: its last tally */
+  cJSON_AddItemToObject(r->ran, path, ops);
+  for (int i = 0; i < t->n; i++) {
+    const vtrace_event *e = &t->ev[i];
+    if (e->kind == TR_RAN) {
+      /* an event another path recorded (the one handed over to, or code a plugin reuses) names it */
+      const size_t base = strcspn(path, ":@");
+      const bool own = strlen(e->path) == base && !strncmp(e->path, path, base);
+      char key[sizeof e->path + sizeof e->op + sizeof e->variant + 2];
+      snprintf(key, sizeof key, "%s%s%s/%s", own ? "" : e->path, own ? "" : ":", e->op, e->variant);
+      cJSON *have = cJSON_GetObjectItemCaseSensitive(ops, key); /* the same op/variant from two path names */
+      if (have) cJSON_SetNumberValue(have, have->valuedouble + (double)e->count);
+      else cJSON_AddNumberToObject(ops, key, (double)e->count);
+    } else if (e->kind == TR_FALLBACK) {
+      cJSON *f = cJSON_CreateObject();
+      if (!f) return VERR("record %s/%s: out of memory for what ran", r->suite, r->case_id);
+      cJSON_AddStringToObject(f, "path", path);
+      cJSON_AddStringToObject(f, "op", e->op);
+      cJSON_AddStringToObject(f, "to", e->variant);
+      cJSON_AddStringToObject(f, "reason", e->detail);
+      cJSON_AddNumberToObject(f, "count", (double)e->count);
+      cJSON_AddItemToArray(r->fallbacks, f);
+    }
+  }
+  return V_OK;
 }

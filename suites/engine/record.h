@@ -82,6 +82,11 @@ typedef struct {
   rec_status status;
   char reason[256];       /* why not pass (filled by rec_finalize for threshold/check failures) */
   char trace_ref[160];    /* relative path of the path trace ("traces/0007.json") or "" */
+  /* Proof that the code under test ran (issue 37; rec_ran): NULL (not written) or, per path of the case
+   * (its name as given), what that path's trace says ran in the case and every hand-over to another path */
+  cJSON *ran;             /* object: {PATH: {"OP/VARIANT": count, ...}, ...}; an event another path recorded
+                           * (the one handed over to, or code a plugin reuses) is "THAT:OP/VARIANT" (owned) */
+  cJSON *fallbacks;       /* array: {"path", "op", "to", "reason" (the first), "count"} (owned) */
 } vrecord;
 
 /* --- names --- */
@@ -111,6 +116,11 @@ vstatus rec_metric_ratio(vrecord *r, const char *name, const char *unit, rec_bet
 /* Threshold: the record passes only if metric `op` bound holds (op: <=, <, >=, >, ==). */
 vstatus rec_set_threshold(vrecord *r, const char *metric, const char *op, double bound);
 vstatus rec_check_add(vrecord *r, const char *name, bool ok);
+struct vtrace_s;
+/* Adds what path `path` ran in the case to r->ran and its fallbacks to r->fallbacks, from its tally t
+ * (common/trace.h; vpath_ran): each `ran` event as "OP/VARIANT" with its count, each fallback event;
+ * notes are left out. t NULL: nothing (the path did not open). Error on out of memory, naming r. */
+vstatus rec_ran(vrecord *r, const char *path, const struct vtrace_s *t);
 /* Sets not_supported / error / not_run (with reason). REC_FAIL also records a failed check
  * named after the reason, so the failure survives re-derivation. */
 void rec_set_status(vrecord *r, rec_status s, const char *reason);

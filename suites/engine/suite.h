@@ -4,7 +4,7 @@
  * The suite provides its name and usage, parses its own options into its own typed state, and
  * says what its cases are, how to run one, the records of a finished case and its report. The
  * driver owns what every suite repeats: --help, --model, --paths, --path-lib, --seed, --threads,
- * --json (and, for a suite of constructed checkpoints, --model-seed, --cos, --gap,
+ * --expect-fallback, --json (and, for a suite of constructed checkpoints, --model-seed, --cos, --gap,
  * --answer-logit; with vsuite.layers, --layers), checking the paths, opening the model (with a
  * host copy when a path reads host weights), running the cases in order with each case's records
  * stored in the run sink before the next case starts (veng, eng_flush to vsuite_ctx.sink), the verdict
@@ -62,6 +62,9 @@ typedef struct {
   bool paths_given;               /* --paths was on the command line */
   uint64_t seed;                  /* --seed (default 1, or 0 with vsuite.seed_zero): the suite's prompts and draws */
   int n_threads;                  /* --threads (default 0: the path's own choice): CPU threads of host paths */
+  bool expect_fallback;           /* --expect-fallback: a path under test that hands over to another path is
+                                   * accepted (vpath_opts.expect_fallback; the records still name it); a suite
+                                   * copies it into the vpath_opts of every path it opens */
   const ds_model *model;          /* --model, open (NULL for a suite with no_model) */
   double open_s;                  /* seconds the model took to open (for print) */
   const construct_layout *layout; /* the constructed model's layout (vsuite.constructed), else NULL */
@@ -69,6 +72,12 @@ typedef struct {
   const vrec_sink *sink;          /* the run the records go to (`vouch run`), NULL: a suite on its own
                                      (records only in --json); a suite hands it on (rec_note_server) */
 } vsuite_ctx;
+
+/* The --help lines of the driver's --expect-fallback, for a suite's usage text that opens paths. */
+#define VSUITE_EXPECT_FALLBACK_HELP                                                                     \
+  "  --expect-fallback: accept a path under test that hands its work over to another path (latency on\n" \
+  "  a config its kernels cannot run: cuda-ref); without it such a path's cases are errors. Records name\n" \
+  "  what each path ran and every fallback (docs/verdicts.md).\n"
 
 /* What the driver hands a suite's estimate function: the shared options as parsed, no model open. */
 typedef struct {

@@ -37,6 +37,7 @@ typedef struct {
   int chunk;                /* prefill tokens per sequence per step */
   uint64_t seed;            /* prompt seed */
   int n_threads;            /* CPU threads for host paths */
+  bool expect_fallback;    /* --expect-fallback: a path that hands over to another path is accepted (vpath_opts) */
 } mrcr_opts;
 
 typedef struct {
@@ -60,6 +61,9 @@ typedef struct {
   char limit_reason[160];   /* why the EVAL_PAST_LIMIT queries were not run (their cells: not supported) */
   bool margin_unknown;      /* a NaN margin means "not known" (the server gave no logprobs, or not the
                                answer's): left out of the margin samples rather than counted as broken */
+  bool opened;              /* an in-process path that opened: `ran` is what it ran */
+  vtrace ran;               /* what it ran over the whole eval (the eval's case is the path: its cells' prompts
+                               run batched together) and every hand-over (vpath_close_keep; owned) */
 } eval_path_result;
 
 /* eval_path_result.skipped values. */
@@ -98,6 +102,7 @@ typedef struct {
   vsampling sampling;       /* temperature 0: greedy */
   uint64_t seed;            /* permutation seed */
   int n_threads;
+  bool expect_fallback; /* --expect-fallback: a path that hands over to another path is accepted (vpath_opts) */
 } chain_opts;
 
 typedef struct {

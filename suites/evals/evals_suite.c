@@ -69,6 +69,15 @@ bool eval_record(veng *recs, const char *suite, const char *id, const eval_path_
     cJSON_Delete(rec->params);
     rec->params = cJSON_Duplicate(params, 1);
   }
+  /* what the compared paths ran (out of memory: the record errors) */
+  vstatus ran_st = V_OK;
+  if (rec && !is_ref && ref->opened) ran_st = rec_ran(rec, ref->path, &ref->ran);
+  if (rec && pr->opened && ran_st == V_OK) ran_st = rec_ran(rec, pr->path, &pr->ran);
+  if (ran_st != V_OK) {
+    rec_set_status(rec, REC_ERROR, verr_msg());
+    rec_finalize(rec);
+    return false;
+  }
   if (!pr->supported) {
     if (rec) rec_set_status(rec, pr->errored ? REC_ERROR : REC_NOT_SUPPORTED, pr->reason);
     if (rec) rec_finalize(rec);

@@ -482,10 +482,10 @@ vstatus features_begin(const ds_model *m, const feat_opts *o, feat_session **out
 static vstatus open_paths(feat_session *f) {
   pair *P = &f->P;
   f->opened = true;
-  vpath_opts po = {.max_seq = 2, .max_ctx = f->full, .n_threads = f->o.n_threads};
+  vpath_opts po = {.max_seq = 2, .max_ctx = f->full, .n_threads = f->o.n_threads, .expect_fallback = f->o.expect_fallback};
   VTRY(vpath_open(&P->ref, f->o.ref, P->m, &po));
   if (f->o.floor) {
-    vpath_opts fo = {.max_seq = 2, .max_ctx = 64, .n_threads = f->o.n_threads};
+    vpath_opts fo = {.max_seq = 2, .max_ctx = 64, .n_threads = f->o.n_threads, .expect_fallback = f->o.expect_fallback};
     vstatus fs = vpath_open(&P->flr, f->o.floor, P->m, &fo);
     if (fs) { verr_prefix("features: floor path"); return fs; }
   }
@@ -513,6 +513,12 @@ vstatus features_check(feat_session *f, int i, feat_check *out) {
   if (f->broken) return VERR("features: check %s not run: an earlier check broke the reference or the floor", CHECKS[i].name);
   memset(out, 0, sizeof *out);
   vstatus s = f->opened ? V_OK : open_paths(f);
+  /* each check's record names what ran in that check (features_rec_ran) */
+  if (!s) {
+    vpath_ran_clear(&f->P.ref);
+    vpath_ran_clear(&f->P.test);
+    vpath_ran_clear(&f->P.flr);
+  }
   if (!s && f->test_st) { /* every check reports the failed open */
     feat_set(out, CHECKS[i].name, f->test_st == V_UNSUPPORTED ? FEAT_NOT_SUPPORTED : FEAT_FAIL, NAN, NAN, NULL, "%s", f->test_msg);
     return V_OK;
@@ -525,6 +531,13 @@ vstatus features_check(feat_session *f, int i, feat_check *out) {
   if (!s) s = CHECKS[i].run(&f->P, &f->o, out);
   f->broken = s != V_OK;
   return s;
+}
+
+vstatus features_rec_ran(const feat_session *f, vrecord *rec) {
+  if (!f->opened) return V_OK;
+  VTRY(rec_ran(rec, f->o.ref->name, vpath_ran(&f->P.ref)));
+  if (f->o.floor) VTRY(rec_ran(rec, f->o.floor->name, vpath_ran(&f->P.flr)));
+  return rec_ran(rec, f->o.path->name, vpath_ran(&f->P.test));
 }
 
 void features_end(feat_session *f) {

@@ -40,6 +40,7 @@
 #include "common/vstatus.h"
 #include "model/model.h"
 #include "suites/engine/bounds.h"
+#include "suites/engine/record.h"
 #include "suites/engine/routing.h"
 #include "suites/paths/spec.h"
 
@@ -68,6 +69,7 @@ typedef struct {
   double margin_eps;      /* margin rule's epsilon (logits) where no floor applies */
   uint64_t seed;
   int n_threads;
+  bool expect_fallback; /* --expect-fallback: a path that hands over to another path is accepted (vpath_opts) */
   const vrouting *routing;     /* experts forced per position on every path (prepared for the model;
                              suites/sweep/sweep.h), the combine weights the router's; NULL or natural: each
                              path's router decides. Forced by default: two correct bf16 engines pick another
@@ -92,6 +94,10 @@ vstatus features_begin(const ds_model *m, const feat_opts *o, feat_session **out
 vstatus features_check(feat_session *f, int i, feat_check *out);
 /* Closes the paths and frees f (NULL: nothing). */
 void features_end(feat_session *f);
+/* Adds to rec what the session's open paths (the reference, the floor, the path under test) ran in the
+ * last check, and their hand-overs (rec_ran: each path's tally starts afresh with every check). Error:
+ * out of memory. */
+vstatus features_rec_ran(const feat_session *f, vrecord *rec);
 /* The name of check i ("full_context", ...; NULL outside [0, FEAT_N_CHECKS)). */
 const char *features_check_name(int i);
 const char *feat_status_name(feat_status s);

@@ -75,7 +75,7 @@ static vstatus reference_sequence(feat_served *f) {
   const ds_model *m = f->o.m;
   const int V = m->cfg.vocab_size;
   vpath ref = {0};
-  vpath_opts po = {.max_seq = 1, .max_ctx = SEQ + 1, .n_threads = f->o.n_threads};
+  vpath_opts po = {.max_seq = 1, .max_ctx = SEQ + 1, .n_threads = f->o.n_threads, .expect_fallback = f->o.expect_fallback};
   vstatus st = vpath_open(&ref, f->o.ref, m, &po);
   if (st) { verr_prefix("features: reference path"); return st; }
   float *lg = malloc((size_t)V * sizeof *lg);

@@ -25,6 +25,7 @@ typedef struct {
                              margin exceeds this */
   uint64_t seed;
   int n_threads;
+  bool expect_fallback; /* --expect-fallback: a path that hands over to another path is accepted (vpath_opts) */
 } feat_served_opts;
 
 typedef struct feat_served feat_served;

@@ -18,7 +18,7 @@
 static const char FEATURES_USAGE[] =
     "usage: vouch features --path NAME [--ref cpu-ref] [--floor PATH] [--model DIR|synth:PRESET] [--full-ctx N]\n"
     "                      [--kld-tol K] [--margin-eps E] [--routing uniform|natural|zipf:S] [--seed S] [--layers N]\n"
-    "                      [--threads N] [--path-lib FILE] [--json FILE]\n"
+    "                      [--threads N] [--path-lib FILE] [--expect-fallback] [--json FILE]\n"
     "       vouch features --server URL [--server-model NAME] [--ref cpu-ref] [--model ...] [--margin-eps E] [--seed S]\n"
     "  Production features of a path against a reference path: full context (decode at the\n"
     "  last positions before --full-ctx, default max_position_embeddings, after fill_cache),\n"
@@ -38,6 +38,7 @@ static const char FEATURES_USAGE[] =
     "  features as requests (path server:MODEL): max_tokens, stop_tokens, min_tokens, seeded_sampling,\n"
     "  logprobs, structured (structured_outputs.choice over token ids) and max_model_len; the reference\n"
     "  picks the prompt whose greedy tokens it decides (margin > --margin-eps; docs/serving.md).\n"
+    VSUITE_EXPECT_FALLBACK_HELP
     "  defaults: --model synth:tiny --ref cpu-ref --kld-tol 0.01 --margin-eps 0.001\n";
 
 /* The most checks of an invocation: the in-process ones or the server's. */
@@ -165,12 +166,13 @@ static vstatus features_prepare(void *st, const vsuite_ctx *x, bool *done) {
     printf("features: server %s, model %s (max_model_len %d) vs %s on %s\n", s->srv.conn.shown, s->srv.model,
            s->srv.max_len, s->ref, x->model->source);
     const feat_served_opts fo = {.t = &s->srv, .m = x->model, .ref = &x->paths[0], .margin_eps = s->eps, .seed = x->seed,
-                                 .n_threads = x->n_threads};
+                                 .n_threads = x->n_threads, .expect_fallback = x->expect_fallback};
     return features_served_begin(&fo, &s->fsv);
   }
   /* x->paths: --ref, --path, --floor parsed (features_paths) */
   s->o = (feat_opts){.path = &x->paths[1], .ref = &x->paths[0], .floor = s->floor ? &x->paths[2] : NULL, .full_ctx = (int)s->full, .kld_tol = s->tol,
-                     .margin_eps = s->eps, .seed = x->seed, .n_threads = x->n_threads, .routing = &s->routing};
+                     .margin_eps = s->eps, .seed = x->seed, .n_threads = x->n_threads, .expect_fallback = x->expect_fallback,
+                     .routing = &s->routing};
   printf("features: path %s vs %s on %s, routing %s\n", s->path, s->ref, x->model->source, s->routing_s);
   if (features_begin(x->model, &s->o, &s->fs)) {
     cli_print_error("features");
@@ -242,6 +244,7 @@ static vstatus features_record(void *st, const vsuite_ctx *x, int c, veng *recs)
   if (!s->ran[c]) return V_OK;
   vrecord *rec = check_record(s, x, c, recs);
   if (!rec) return V_ERR;
+  if (!s->server) VTRY(features_rec_ran(s->fs, rec));
   rec_param_str(rec, "detail", k->detail);
   if (s->floor) rec_param_str(rec, "floor", s->floor);
   if (k->bound_source[0]) rec_param_str(rec, "bound_source", k->bound_source);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "suites/paths/plugin.h"
+#include "suites/paths/ran.h"
 #include "model/shard.h"
 #include "reference/cpu/cpu_ref.h"
 #include "reference/cpu/cpu_tp.h"
@@ -259,6 +260,10 @@ vstatus vpath_open(vpath *p, const vpath_spec *spec, const ds_model *m, const vp
   if (spec->tp > 0) p->opts.tp = spec->tp;
   if (spec->dcp) p->opts.dcp = true;
   if (spec->ep) p->opts.ep = true;
+  /* the path records into its own tally (teed to the caller's trace), which the wrapper checks */
+  void *w = ran_new(&p->opts, name);
+  if (!w) return V_ERR;
+  p->opts.trace = ran_tally(w);
   vstatus s;
   char names[256];
   if (p->opts.ep && !ops->caps.ep) { /* before any rank opens */
@@ -277,12 +282,30 @@ vstatus vpath_open(vpath *p, const vpath_spec *spec, const ds_model *m, const vp
     p->ops = ops;
     s = ops->open(&p->state, m, &p->opts);
   }
+  p->opts.trace = o->trace;
   if (s != V_OK) {
+    ran_free(w);
     verr_prefix("path %s", name);
     p->ops = NULL;
     p->state = NULL;
+    return s;
   }
-  return s;
+  return ran_wrap(w, p); /* its error names the path */
+}
+
+const vtrace *vpath_ran(const vpath *p) { return ran_of(p); }
+
+vstatus vpath_close_keep(vpath *p, vtrace *ran) {
+  vtrace_free(ran);
+  const vtrace *t = ran_of(p);
+  const bool ok = !t || vtrace_copy(ran, t);
+  vpath_close(p);
+  return ok ? V_OK : VERR("out of memory for what the path ran");
+}
+
+void vpath_ran_clear(vpath *p) {
+  vtrace *t = ran_of(p);
+  if (t) vtrace_clear(t);
 }
 
 void vpath_close(vpath *p) {

@@ -64,9 +64,22 @@ const vpath_ops *vpaths_loaded(int i, const char **file);
  * V_UNSUPPORTED with the reason before any rank opens, and either without a TP degree is V_ERR.
  * spec->variant (when not "") sets o->variant for this path only, so one sweep can compare variants of a
  * path ("latency:tp4@tp_rsag", "latency@v5_cublas"). Errors are prefixed "path NAME" (spec->name); a spec
- * without ops (not parsed: a name only) is V_ERR "unknown path". */
+ * without ops (not parsed: a name only) is V_ERR "unknown path".
+ * Proof that the path ran (issue 37, suites/paths/ran.h): the opened path records into a tally of its own
+ * (vpath_ran; teed to o->trace), and p->ops wrap the path's so that a hand-over to another path (a
+ * fallback event) that o->expect_fallback does not declare is V_ERR naming the path, where it fell back to
+ * and why, and --expect-fallback: at open (the path is closed), and in any step (that forward fails). */
 vstatus vpath_open(vpath *p, const vpath_spec *spec, const ds_model *m, const vpath_opts *o);
 void vpath_close(vpath *p);
+/* What the path opened by vpath_open recorded since its open or the last vpath_ran_clear: one event per
+ * distinct (kind, path, op, variant) with its count (common/trace.h tally). NULL for a vpath not
+ * opened by vpath_open. */
+const vtrace *vpath_ran(const vpath *p);
+/* Starts p's tally afresh (a case's records name what ran in that case). */
+void vpath_ran_clear(vpath *p);
+/* Closes p (opened by vpath_open) after copying its tally into *ran (zeroed, or an earlier one: freed
+ * first), for the records made after the path closed. V_ERR on out of memory (p closed, *ran empty). */
+vstatus vpath_close_keep(vpath *p, vtrace *ran);
 /* The memory the path `spec` needs when opened with o (spec's tp, dcp, ep win over o's, as in vpath_open)
  * on a model of config `full` (the unsharded config): the same arithmetic the path refuses an open with
  * (model/mem_estimate.h), per GPU and on each rank's shard under TP; a path with simulated ranks

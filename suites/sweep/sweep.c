@@ -370,7 +370,8 @@ static vstatus run_point(runner *R, const int *act_in, int n_in, sweep_point **p
 /* Opens the paths act[n] with (max_seq, max_ctx); on failure closes what opened and leaves
  * the reason in why. */
 static bool open_paths(runner *R, const int *act, int n, int max_seq, int max_ctx, char *why, size_t why_n) {
-  vpath_opts po = {.max_seq = max_seq, .max_ctx = max_ctx, .n_threads = R->o->n_threads, .device = R->o->device};
+  vpath_opts po = {.max_seq = max_seq, .max_ctx = max_ctx, .n_threads = R->o->n_threads, .device = R->o->device,
+                   .expect_fallback = R->o->expect_fallback};
   if (R->cur_tp > 1) po.tp = R->cur_tp; /* --tp N: N ranks (a name's ":tpN" still wins) */
   for (int i = 0; i < n; i++) {
     if (vpath_open(&R->open[act[i]], &R->o->paths[act[i]], R->m, &po) != V_OK) {

@@ -65,6 +65,7 @@ typedef struct {
   uint64_t seed;            /* KV fill, tokens, routing */
   int device;               /* GPU ordinal for GPU paths */
   int n_threads;            /* host paths (0: all cores) */
+  bool expect_fallback;    /* --expect-fallback: a path that hands over to another path is accepted (vpath_opts) */
   size_t membw_bytes;       /* copy size for the bandwidth measurement (0: 4 GiB GPU, 1 GiB host) */
   bool progress;            /* progress bar on stderr */
   double deadline;          /* vclock_now() time after which no point starts (not run, with the reason); 0: none */

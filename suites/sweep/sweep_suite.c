@@ -39,7 +39,7 @@ static const char USAGE[] =
     "                   [--tp 1,8] [--spec K=7,AL=6] [--workload decode|prefill+decode]\n"
     "                   [--routing natural|uniform[@fixed]|zipf:S[@fixed]|trace:FILE] [--steps N] [--warmup N]\n"
     "                   [--json FILE] [--peer FILE].. [--seed S] [--layers N] [--threads N] [--device N]\n"
-    "                   [--membw-bytes SIZE] [--path-lib FILE] [--no-progress]\n"
+    "                   [--membw-bytes SIZE] [--path-lib FILE] [--expect-fallback] [--no-progress]\n"
     "                   [--repeat N] [--agree-pct P] [--max-cv P] [--require-agreement] [--time-budget S]\n"
     "  Times decode steps of every path over the batch x context grid, the paths interleaved step\n"
     "  by step; the first path is the baseline of the speedup column. Pure decode fills the KV cache\n"
@@ -59,6 +59,7 @@ static const char USAGE[] =
     "  under uniform choice is used.\n"
     "  --time-budget S: no grid point starts later than S seconds after the command started; the\n"
     "  points left are listed as not run (time budget spent), so a time limit keeps what finished.\n"
+    VSUITE_EXPECT_FALLBACK_HELP
     "  defaults: --model synth:tiny --paths cpu-ref --batch 1 --context 1k --steps 20 --warmup 3\n"
     "  vouch sweep --server URL ... measures an OpenAI-compatible server instead (vouch sweep --server x --help).\n";
 
@@ -774,7 +775,7 @@ static vstatus sweep_check_opts(void *st, const vsuite_ctx *x) {
   s->o = (sweep_opts){.paths = x->paths, .n_paths = x->n_paths, .batches = s->batches, .n_batches = s->nb,
                       .contexts = s->ctxs, .n_contexts = s->nc, .tps = s->tps, .n_tps = s->nt, .spec_k = s->spec_k,
                       .spec_al = s->spec_al, .workload = s->wl, .routing = &s->routing, .steps = (int)s->steps,
-                      .warmup = (int)s->warmup, .seed = x->seed, .device = (int)s->device, .n_threads = x->n_threads,
+                      .warmup = (int)s->warmup, .seed = x->seed, .device = (int)s->device, .n_threads = x->n_threads, .expect_fallback = x->expect_fallback,
                       .membw_bytes = (size_t)s->membw, .progress = !s->no_progress && cli_is_tty(2),
                       .deadline = s->budget > 0 ? s->t_cmd + s->budget : 0};
   s->bs = malloc((size_t)(s->nb > 0 ? s->nb : 1) * sizeof(int));

@@ -1,6 +1,7 @@
 /* The latency path against cuda-ref, on synth:tiny and synth:small (weights generated on
  * the GPU by both paths):
- *   (1) batch 1, 3, 8, 64: a 16-token prefill (a traced fallback) then 16 decode steps
+ *   (1) batch 1, 3, 8, 64: a 16-token prefill (traced: latency's own kernels in chunks, not a
+ *       hand-over to another path) then 16 decode steps
  *       (inside the envelope: no fallback, CUDA graphs), teacher-forced with cuda-ref's top-1;
  *   (2) speculative verification: one step of 4 tokens per sequence (all logits) equals 4
  *       single decode steps of the same tokens on another slot with the same history;
@@ -56,14 +57,20 @@ static float *run_step(const vpath_ops *ops, void *st, const vstep *s, int V) {
   return l;
 }
 
-/* Fallback events recorded in trace step `step`. */
-static int fallbacks_in(const vtrace *t, int64_t step, char *why, size_t n) {
+/* Steps off the graphs recorded in trace step `step`: latency's chunked runs (`ran` of decode_step,
+ * variant "prefill-chunked" / "chunked": its own kernels, eagerly) and hand-overs to another path
+ * (fallback events); *why gets the first as "KIND OP VARIANT: DETAIL". */
+static int outside_in(const vtrace *t, int64_t step, char *why, size_t n) {
   int c = 0;
-  for (int i = 0; i < t->n; i++)
-    if (t->ev[i].step == step && t->ev[i].kind == TR_FALLBACK) {
-      if (why && c == 0) snprintf(why, n, "%s -> %s: %s", t->ev[i].op, t->ev[i].variant, t->ev[i].detail);
+  for (int i = 0; i < t->n; i++) {
+    const vtrace_event *e = &t->ev[i];
+    const bool chunked = e->kind == TR_RAN && !strcmp(e->op, "decode_step") && strstr(e->variant, "chunked");
+    if (e->step == step && (e->kind == TR_FALLBACK || chunked)) {
+      if (why && c == 0)
+        snprintf(why, n, "%s %s %s: %s", e->kind == TR_FALLBACK ? "fallback" : "ran", e->op, e->variant, e->detail);
       c++;
     }
+  }
   return c;
 }
 
@@ -94,9 +101,10 @@ static void batch_run(void *rs, void *ls, vtrace *tr, const ds_config *cfg, int 
   vstep s = {B, slots, n, sp, tok, false, NULL};
   float *lr = run_step(&cuda_ref_ops, rs, &s, V), *ll = lat_step(ls, tr, &s, V);
   char why[320] = "";
-  const int fb = fallbacks_in(tr, tr->step, why, sizeof why);
+  const int fb = outside_in(tr, tr->step, why, sizeof why);
   CHECK(fb >= 1, "batch %d prefill: no fallback traced", B);
   CHECK(strstr(why, "prefill") != NULL, "batch %d prefill: fallback reason '%s' does not say prefill", B, why);
+  CHECK(!strncmp(why, "ran decode_step prefill-chunked", 31), "batch %d prefill: not latency's own chunked run: %s", B, why);
   if (B == 1) printf("prefill fallback traced: %s\n", why);
   if (lr && ll) {
     snprintf(where, sizeof where, "b%d prefill", B);
@@ -111,7 +119,7 @@ static void batch_run(void *rs, void *ls, vtrace *tr, const ds_config *cfg, int 
     for (int i = 0; i < B; i++) n[i] = 1, sp[i] = PROMPT + k;
     vstep d = {B, slots, n, sp, next, false, NULL};
     float *dr = run_step(&cuda_ref_ops, rs, &d, V), *dl = lat_step(ls, tr, &d, V);
-    CHECK(fallbacks_in(tr, tr->step, why, sizeof why) == 0, "batch %d decode %d fell back: %s", B, k, why);
+    CHECK(outside_in(tr, tr->step, why, sizeof why) == 0, "batch %d decode %d fell back: %s", B, k, why);
     if (!dr || !dl) {
       free(dr);
       free(dl);
@@ -152,7 +160,7 @@ static void speculative(void *ls, vtrace *tr, int V, const char *attn) {
   vstep v = {2, s2, n2, sp2, toks, true, NULL};
   float *lv = lat_step(ls, tr, &v, V);
   char why[320] = "";
-  CHECK(fallbacks_in(tr, tr->step, why, sizeof why) == 0, "speculative step (4 tokens per sequence) fell back: %s", why);
+  CHECK(outside_in(tr, tr->step, why, sizeof why) == 0, "speculative step (4 tokens per sequence) fell back: %s", why);
   char what[96];
   snprintf(what, sizeof what, "latency speculative (K+1 = 4) vs 4 single steps, mla_decode %s", attn);
   cmp_stats c = {.what = what, .tight = 0.05};
@@ -187,8 +195,9 @@ static void big_batch(void *rs, void *ls, vtrace *tr, int V, cmp_stats *c) {
   vstep s = {NB, slots, n, sp, tok, false, NULL};
   float *lr = run_step(&cuda_ref_ops, rs, &s, V), *ll = lat_step(ls, tr, &s, V);
   char why[320] = "";
-  CHECK(fallbacks_in(tr, tr->step, why, sizeof why) >= 1, "batch 65: no fallback traced");
+  CHECK(outside_in(tr, tr->step, why, sizeof why) >= 1, "batch 65: no fallback traced");
   CHECK(strstr(why, "batch") != NULL, "batch 65: fallback reason '%s' does not name the batch", why);
+  CHECK(!strncmp(why, "ran decode_step chunked", 23), "batch 65: not latency's own chunked run: %s", why);
   printf("batch > 64 fallback traced: %s\n", why);
   if (lr && ll) cmp_rows(c, lr, ll, NB, V, "b65 decode (fallback)");
   free(lr);
@@ -197,7 +206,7 @@ static void big_batch(void *rs, void *ls, vtrace *tr, int V, cmp_stats *c) {
   for (int i = 0; i < 8; i++) sp[i] = 21;
   vstep d = {8, slots, n, sp, tok, false, NULL};
   float *dr = run_step(&cuda_ref_ops, rs, &d, V), *dl = lat_step(ls, tr, &d, V);
-  CHECK(fallbacks_in(tr, tr->step, why, sizeof why) == 0, "decode after the fallback still falls back: %s", why);
+  CHECK(outside_in(tr, tr->step, why, sizeof why) == 0, "decode after the fallback still falls back: %s", why);
   CHECK(vtrace_has(tr, "linear", latency_table_variant(8, false), tr->step),
         "decode after the fallback did not run latency kernels");
   if (dr && dl) cmp_rows(c, dr, dl, 8, V, "b8 decode after fallback");

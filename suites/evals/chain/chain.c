@@ -36,6 +36,7 @@ void chain_result_free(chain_result *r) {
     free(r->pr[p].correct);
     free(r->pr[p].margin);
     free(r->pr[p].skipped);
+    vtrace_free(&r->pr[p].ran);
     if (r->first_wrong) free(r->first_wrong[p]);
   }
   free(r->pr);
@@ -154,11 +155,14 @@ vstatus chain_begin(const ds_model *m, const construct_layout *L, const chain_op
 vstatus chain_run_path(const ds_model *m, const construct_layout *L, const chain_opts *o, chain_result *r, int p) {
   eval_path_result *pr = &r->pr[p];
   vpath path;
-  vpath_opts po = {.max_seq = o->batch, .max_ctx = L->o.n_keys + 2 + (int)o->hops[o->n_hops - 1], .n_threads = o->n_threads};
+  vpath_opts po = {.max_seq = o->batch, .max_ctx = L->o.n_keys + 2 + (int)o->hops[o->n_hops - 1], .n_threads = o->n_threads,
+                   .expect_fallback = o->expect_fallback};
   vstatus s = vpath_open(&path, &o->paths[p], m, &po);
   if (s == V_OK) {
     s = run_path(&path, L, o, r, p);
-    vpath_close(&path);
+    pr->opened = true;
+    vstatus ks = vpath_close_keep(&path, &pr->ran);
+    if (s == V_OK) s = ks;
   }
   if (s == V_UNSUPPORTED || (s != V_OK && p > 0)) {
     pr->supported = false;

@@ -12,7 +12,7 @@ static const char CHAIN_USAGE[] =
     "                        [--batch B] [--temperature T] [--top-k K] [--top-p P] [--sample-seed S] [--seed S]\n"
     "                        [--threads N] [--min-score F] [--alpha A] [--cos C --gap G --answer-logit L]\n"
     "                        [--export-prompts FILE] [--server URL [--server-model NAME]] [--path-lib FILE]\n"
-    "                        [--json FILE]\n"
+    "                        [--expect-fallback] [--json FILE]\n"
     "  Pointer chasing on a constructed checkpoint: the prompt lists a random cyclic permutation\n"
     "  of the keys as pairs, then a start key; each emitted token is the next query. One run to\n"
     "  the largest hop count; the token after each listed hop count is checked (exact match,\n"
@@ -24,6 +24,7 @@ static const char CHAIN_USAGE[] =
     "  --server URL adds an OpenAI-compatible server of the same checkpoint as a path (server:MODEL):\n"
     "  one completion of the largest hop count per chain, --batch in flight. Sampled over a server\n"
     "  (its own sampler, seed --sample-seed + chain) it is scored against the true chain only.\n"
+    VSUITE_EXPECT_FALLBACK_HELP
     "  defaults: --model synth:recall-chain --paths cpu-ref --hops 64,256 --samples 8 --batch 1\n";
 
 /* The suite's state: its options, and the results of the paths (one case per path). */
@@ -136,7 +137,8 @@ static vstatus chain_prepare(void *st, const vsuite_ctx *x, bool *done) {
                       .samples = (int)s->e.samples, .batch = (int)s->e.batch,
                       .sampling = {.temperature = (float)s->temperature, .top_k = (int)s->top_k,
                                    .top_p = (float)s->top_p, .seed = s->sample_seed},
-                      .seed = x->seed, .n_threads = x->n_threads};
+                      .seed = x->seed, .n_threads = x->n_threads,
+                      .expect_fallback = x->expect_fallback};
   return chain_begin(x->model, x->layout, &s->o, &s->r);
 }
 
@@ -208,6 +210,7 @@ static vstatus chain_record(void *st, const vsuite_ctx *x, int p, veng *recs) {
   snprintf(fid, sizeof fid, "chain_first_wrong_t%g", s->temperature);
   vrecord *rec = eng_new(recs, "evals", fid, pr->path);
   if (rec) {
+    if (pr->opened) VTRY(rec_ran(rec, pr->path, &pr->ran));
     double *fw = malloc((size_t)s->e.samples * sizeof *fw);
     int k = 0; /* a chain whose request failed (-1) has none */
     for (int i = 0; fw && i < s->e.samples; i++)

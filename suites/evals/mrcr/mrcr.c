@@ -55,6 +55,7 @@ void mrcr_result_free(mrcr_result *r) {
     free(r->pr[p].correct);
     free(r->pr[p].margin);
     free(r->pr[p].skipped);
+    vtrace_free(&r->pr[p].ran);
   }
   free(r->pr);
   free(r->q);
@@ -189,11 +190,13 @@ vstatus mrcr_run_path(const ds_model *m, const construct_layout *L, const mrcr_o
   for (int i = 0; i < o->n_bins; i++) if (o->bins[i] > maxbin) maxbin = o->bins[i];
   eval_path_result *pr = &r->pr[p];
   vpath path;
-  vpath_opts po = {.max_seq = o->batch, .max_ctx = (int)maxbin, .n_threads = o->n_threads};
+  vpath_opts po = {.max_seq = o->batch, .max_ctx = (int)maxbin, .n_threads = o->n_threads, .expect_fallback = o->expect_fallback};
   vstatus s = vpath_open(&path, &o->paths[p], m, &po);
   if (s == V_OK) {
     s = run_path(&path, L, o, r, pr);
-    vpath_close(&path);
+    pr->opened = true;
+    vstatus ks = vpath_close_keep(&path, &pr->ran);
+    if (s == V_OK) s = ks;
   }
   if (s == V_UNSUPPORTED || (s != V_OK && p > 0)) {
     path_unsupported(pr, verr_msg());

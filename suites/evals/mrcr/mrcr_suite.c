@@ -12,7 +12,8 @@ static const char MRCR_USAGE[] =
     "usage: vouch eval mrcr [--model DIR|synth:recall-mrcr] [--paths P1,P2..] [--bins 1k,4k] [--needles 2,4,8]\n"
     "                       [--samples N] [--batch B] [--chunk C] [--seed S] [--threads N] [--min-score F]\n"
     "                       [--alpha A] [--cos C --gap G --answer-logit L] [--export-prompts FILE]\n"
-    "                       [--server URL [--server-model NAME]] [--path-lib FILE] [--json FILE]\n"
+    "                       [--server URL [--server-model NAME]] [--path-lib FILE] [--expect-fallback]\n"
+    "                       [--json FILE]\n"
     "  Multi-needle retrieval on a constructed checkpoint: per context bin (total tokens, the\n"
     "  last N are the queries) and needle count N, --samples prompts with N near-duplicate keys\n"
     "  (cosine --cos) at spread depths; each needle is queried once (greedy next token).\n"
@@ -25,6 +26,7 @@ static const char MRCR_USAGE[] =
     "  --server URL adds an OpenAI-compatible server of the same checkpoint as a path (server:MODEL):\n"
     "  one greedy token-id completion per query, --batch in flight; alone (no --paths) it is scored\n"
     "  against the constructed answers only. API key: $VOUCH_SERVER_API_KEY, else $OPENAI_API_KEY.\n"
+    VSUITE_EXPECT_FALLBACK_HELP
     "  defaults: --model synth:recall-mrcr --paths cpu-ref --bins 1k,4k --needles 2,4,8 --samples 4\n"
     "            --batch 1 --chunk 2048\n";
 
@@ -137,7 +139,8 @@ static vstatus mrcr_prepare(void *st, const vsuite_ctx *x, bool *done) {
   if (!s->ok) return VERR("eval mrcr: out of memory");
   s->o = (mrcr_opts){.paths = s->ep.paths, .n_paths = s->ep.n, .bins = s->bins, .n_bins = s->n_bins,
                      .needles = s->needles, .n_needles = s->n_needles, .samples = (int)s->e.samples,
-                     .batch = (int)s->e.batch, .chunk = (int)s->chunk, .seed = x->seed, .n_threads = x->n_threads};
+                     .batch = (int)s->e.batch, .chunk = (int)s->chunk, .seed = x->seed, .n_threads = x->n_threads,
+                     .expect_fallback = x->expect_fallback};
   return mrcr_begin(x->model, x->layout, &s->o, &s->r);
 }
 
