@@ -5,9 +5,22 @@ usage: scripts/decided_rates.py RESULTS.json...  (one per run); prints a markdow
 import json, sys, collections
 T = collections.defaultdict(lambda: collections.Counter())
 runs = collections.defaultdict(set)
+def records(f):
+    try:
+        with open(f) as fh:
+            d = json.load(fh)
+        recs = d['records']
+        if not isinstance(recs, list) or not all(isinstance(r, dict) and isinstance(r.get('suite'), str) and
+                                                 isinstance(r.get('case_id'), str) for r in recs):
+            raise ValueError('records: not a list of records with suite and case_id')
+        return recs
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit(f'decided_rates: {f}: {e}')
+
+if len(sys.argv) < 2:
+    sys.exit(__doc__)
 for f in sys.argv[1:]:
-    d = json.load(open(f))
-    for r in d['records']:
+    for r in records(f):
         if r['suite'] == 'run':
             continue
         st = r.get('status')
