@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/read_file.h"
+#include "common/trace.h"
 #include "runner/evidence/bundle.h"
 #include "runner/evidence/compare.h"
 #include "runner/evidence/manifest.h"
@@ -105,6 +106,18 @@ static vstatus gen_run(const char *dir, const char *variant, bool close) {
     VTRY(rec_metric_value(r, "score_ref", "", RB_HIGHER, 1.0 - ctx / 1e6));
     VTRY(rec_metric_ratio(r, "score_vs_ref", "", RB_HIGHER, "score", "score_ref"));
     rec_set_threshold(r, "score_vs_ref", ">=", 0.99);
+    /* what ran, from a tally as a suite keeps one: latency's attention variant changes past 8k keys,
+     * and the 32k case hands one step to cuda-ref (declared: the report lists it) */
+    vtrace t;
+    vtrace_init_tally(&t);
+    for (int s = 0; s < 3; s++) {
+      vtrace_ran(&t, "latency", "mla_decode", ctx > 8192 ? "v2_gemm" : "v3_mma", "fixture");
+      vtrace_next_step(&t);
+    }
+    if (ctx == 32768) vtrace_fallback(&t, "latency", "decode_step", "cuda-ref", "fixture: unsupported step");
+    vstatus s = rec_ran(r, "latency", &t);
+    vtrace_free(&t);
+    VTRY(s);
     VTRY(rec_add(rd, r));
     rec_free(r);
   }
@@ -346,6 +359,11 @@ int main(int argc, char **argv) {
   CHECK_OK(report_html(&b, &html));
   CHECK(html && strstr(html, "<svg") && strstr(html, "Tokens/s vs batch"), "html has the tokens/s chart");
   CHECK(html && strstr(html, "Eval mrcr: score vs context"), "html has the eval chart");
+  CHECK(md && strstr(md, "### What ran (4 records") && strstr(md, "| latency | `mla_decode/v3_mma` | 2 | 6 | evals |") &&
+            strstr(md, "| latency | `mla_decode/v2_gemm` | 2 | 6 | evals |"),
+        "markdown: what ran, per path and op/variant over the records");
+  CHECK(md && strstr(md, "**1 hand-overs to another path**") && strstr(md, "cuda-ref (fixture: unsupported step)"),
+        "markdown: the hand-over to another path, with its reason");
   free(md);
   free(html);
   bundle_unload(&b);
