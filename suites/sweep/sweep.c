@@ -242,6 +242,7 @@ static vstatus run_point(runner *R, const int *act_in, int n_in, sweep_point **p
     vpath *v = &R->open[act[a]];
     sweep_point *p = pts[a];
     vstatus s = V_OK;
+    vpath_ran_clear(v); /* the point's record names what ran at this point only */
     for (int i = 0; i < b && s == V_OK; i++) s = v->ops->reset ? v->ops->reset(v->state, i) : V_OK;
     if (o->workload == SWEEP_DECODE) {
       if (!v->ops->fill_cache) {
@@ -344,6 +345,9 @@ static vstatus run_point(runner *R, const int *act_in, int n_in, sweep_point **p
     if (!p->ms) continue;
     const vpath_ops *ops = R->open[act[a]].ops;
     p->ran = true;
+    vtrace_free(&p->what_ran);
+    const vtrace *t = vpath_ran(&R->open[act[a]]);
+    if (t && !vtrace_copy(&p->what_ran, t)) return VERR("sweep: out of memory for what ran");
     p->interleaved = inter && n > 1;
     p->tokens_kept = b * AL;
     p->tokens_verified = T;
@@ -624,7 +628,7 @@ vstatus sweep_run(const sweep_opts *o, const ds_model *m, sweep_result *res) {
 }
 
 void sweep_result_free(sweep_result *res) {
-  for (int i = 0; i < res->n; i++) free(res->p[i].ms);
+  for (int i = 0; i < res->n; i++) free(res->p[i].ms), vtrace_free(&res->p[i].what_ran);
   free(res->p);
   memset(res, 0, sizeof *res);
 }

@@ -85,6 +85,8 @@ typedef struct {
   bool unsupported;         /* not run because the path's supports()/fill_cache refused the point */
   char reason[400];
   bool interleaved;         /* stepped alternately with the other paths of the same point */
+  vtrace what_ran;          /* what the path's trace says ran at this point, fill included (vpath_ran; the
+                             * record's ran and fallbacks, issue 37); owned, freed by sweep_result_free */
   bool device_timer;        /* step times from last_step_ms (device events), else wall clock */
   int fill_len;             /* positions filled / prefilled before decoding (< ctx only when
                                ctx + decode positions would pass max_position_embeddings) */

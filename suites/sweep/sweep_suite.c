@@ -147,6 +147,7 @@ static vstatus point_record(veng *recs, const sweep_point *p, const sweep_opts *
     double *tps = malloc((size_t)p->n_steps * sizeof(double));
     if (!tps) s = VERR("sweep: out of memory");
     for (int i = 0; s == V_OK && i < p->n_steps; i++) tps[i] = p->tokens_kept / (timed[i] * 1e-3);
+    s = s ? s : rec_ran(r, p->path, &p->what_ran);
     s = s ? s : rec_param_int(r, "steps", p->n_steps);
     s = s ? s : rec_param_int(r, "warmup", p->n_warmup);
     s = s ? s : rec_param_int(r, "fill_len", p->fill_len);
