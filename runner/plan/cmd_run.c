@@ -476,7 +476,11 @@ static bool run_open(const vplan *p, run_opts *o, int argc, char **argv, char *o
  * one: its exit code. */
 static int run_step(const vplan_step *st, int i, const vplan_steps *steps, vrundir *rd) {
   fprintf(stderr, "vouch run: step %d: vouch", i);
-  for (int k = 0; k < st->argc; k++) fprintf(stderr, " %s", st->argv[k]);
+  for (int k = 0; k < st->argc; k++) { /* redacted: a CI log is published (a server URL's user:password) */
+    char *shown = redact_dup(st->argv[k]);
+    fprintf(stderr, " %s", shown ? shown : REDACTED);
+    free(shown);
+  }
   fprintf(stderr, "\n");
   const int bad_before = rec_dir_count_bad(rd);
   const vrec_sink *sink = vrundir_sink(rd); /* handed to the step: where its records go */

@@ -140,15 +140,15 @@ VOUCH_SERVER_API_KEY=sekrit-key "$VOUCH" "${F[@]}" --server "http://u:pw-secret@
   && ok || bad "credentials: $(cat "$t/k.out")"
 
 # under vouch run: each server's identity (/v1/models, /version: 404 here) in the run's manifest
-# (features through the proxy, diverge direct: two entries); the key nowhere, the URL's password not
-# in the run (vouch run echoes each step's arguments as given on its console)
+# (features through the proxy, diverge direct: two entries); the key and the URL's password nowhere,
+# the console included (vouch run echoes each step's arguments there, redacted: CI logs are published)
 cat >"$t/plan.json" <<EOF2
 {"name": "srv", "description": "test", "vars": {}, "steps": [
  {"suite": "features", "args": ["--threads", "1", "--server", "http://u:pw-secret@$host/ok"]},
  {"suite": "diverge", "args": ["--threads", "1", "--tokens", "16", "--paths", "cpu-ref", "--server", "$S"]}]}
 EOF2
 VOUCH_SERVER_API_KEY=sekrit-key "$VOUCH" run --plan "$t/plan.json" --out "$t/run" >"$t/run.out" 2>&1 &&
-  python3 - "$t/run/manifest.json" "http://$host/ok" "$S" <<'PY' && ! grep -rq "sekrit-key\|pw-secret" "$t/run" && ! grep -q "sekrit-key" "$t/run.out" &&
+  python3 - "$t/run/manifest.json" "http://$host/ok" "$S" <<'PY' && ! grep -rq "sekrit-key\|pw-secret" "$t/run" && ! grep -q "sekrit-key\|pw-secret" "$t/run.out" &&
 import json, sys
 s = json.load(open(sys.argv[1]))["servers"]
 assert [(x["role"], x["url"], x["model"]) for x in s] == [("server", sys.argv[2], "synth:tiny"), ("server", sys.argv[3], "synth:tiny")], s
