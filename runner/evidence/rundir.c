@@ -528,9 +528,11 @@ static vstatus sink_note_server(void *ctx, const cJSON *entry) {
   return save_manifest(rd);
 }
 
+static FILE *sink_log_open(void *ctx, const char *name) { return rec_log_open(ctx, name); }
+
 const vrec_sink *vrundir_sink(vrundir *rd) {
   assert(rd);
   rd->sink = (vrec_sink){.ctx = rd, .stored = sink_stored, .plan = sink_plan, .emit = sink_emit,
-                         .note_server = sink_note_server};
+                         .note_server = sink_note_server, .log_open = sink_log_open};
   return &rd->sink;
 }

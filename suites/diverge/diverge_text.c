@@ -39,7 +39,7 @@
 static const char USAGE[] =
     "usage: vouch diverge --server URL --ref-server URL --prompts FILE.jsonl [--server-model NAME]\n"
     "                     [--tokens T] [--logprobs K] [--logprobs-api auto|prompt_logprobs|echo]\n"
-    "                     [--concurrency C] [--limit N] [--timeout S] [--json FILE]\n"
+    "                     [--concurrency C] [--limit N] [--timeout S] [--json FILE]\n" SERVED_LAUNCH_HELP
     "  The candidate build (--server) against the reference build of the same model (--ref-server; same\n"
     "  id, root and max_model_len in /v1/models, else refused before any request), teacher-forced on real\n"
     "  text: each prompt of FILE (one JSON object per line with a string \"prompt\") is continued by the\n"
@@ -119,8 +119,8 @@ static vstatus dt_options_done(void *st) {
   dt_state *s = st;
   if (!s->server) return VERR("option --server URL is required with --ref-server (the candidate build)");
   if (!s->file) return VERR("option --prompts FILE is required with --ref-server (the text to teacher-force on)");
-  VTRY(served_url_check(s->server));
-  vstatus e = served_url_check(s->ref_server);
+  VTRY(served_spec_check("--server", s->server));
+  vstatus e = served_spec_check("--ref-server", s->ref_server);
   if (e) { verr_prefix("--ref-server"); return e; }
   if (strcmp(s->api_s, "auto") && strcmp(s->api_s, "prompt_logprobs") && strcmp(s->api_s, "echo"))
     return VERR("option --logprobs-api: '%s' is not auto, prompt_logprobs or echo", s->api_s);

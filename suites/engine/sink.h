@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "common/vstatus.h"
 #include "suites/engine/record.h"
@@ -26,6 +27,9 @@ typedef struct {
   /* Adds `entry` (a served system's identity, suites/served/served_pair.h) to the run's manifest under
    * "servers", saved at once; an entry of the same role, url and model is kept once. Error names the file. */
   vstatus (*note_server)(void *ctx, const cJSON *entry);
+  /* A redacting stream onto the run's logs/NAME.log (a launched server's output; close with fclose);
+   * NULL with the error set when it cannot open. NULL function: the run keeps no logs. */
+  FILE *(*log_open)(void *ctx, const char *name);
 } vrec_sink;
 
 /* True when `sink` (a resumed run; NULL: none) already holds record (suite, case_id, path) with a

@@ -105,9 +105,9 @@ bool seval_option(seval_opts *o, int argc, char **argv, int *i, vstatus *err) {
 vstatus seval_options_done(const seval_opts *o) {
   if (!o->dataset) return VERR("option --dataset FILE is required here");
   if (!o->server) return VERR("option --server URL is required with --dataset (the eval asks a server; there is no model)");
-  VTRY(served_url_check(o->server));
+  VTRY(served_spec_check("--server", o->server));
   if (o->ref_server) {
-    vstatus e = served_url_check(o->ref_server);
+    vstatus e = served_spec_check("--ref-server", o->ref_server);
     if (e) { verr_prefix("--ref-server"); return e; }
   }
   if (!(o->alpha > 0 && o->alpha < 1)) return VERR("option --alpha: %g is not in (0, 1)", o->alpha);

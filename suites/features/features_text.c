@@ -17,7 +17,7 @@
 
 static const char USAGE[] =
     "usage: vouch features --server URL --ref-server URL [--server-model NAME] [--checks LIST] [--struct-style S]\n"
-    "                      [--timeout S] [--seed S] [--json FILE]\n"
+    "                      [--timeout S] [--seed S] [--json FILE]\n" SERVED_LAUNCH_HELP
     "  The features users keep, on text, of the candidate build (--server) against the reference build of\n"
     "  the same model (--ref-server; same id, root and max_model_len in /v1/models, else refused before any\n"
     "  request): stop_strings, stop_token_ids, max_tokens, min_tokens, seeded_sampling, temperature (the\n"
@@ -103,8 +103,8 @@ static vstatus parse_checks(fts_state *s) {
 static vstatus fts_options_done(void *st) {
   fts_state *s = st;
   if (!s->server) return VERR("option --server URL is required with --ref-server (the candidate build)");
-  VTRY(served_url_check(s->server));
-  vstatus e = served_url_check(s->ref_server);
+  VTRY(served_spec_check("--server", s->server));
+  vstatus e = served_spec_check("--ref-server", s->ref_server);
   if (e) { verr_prefix("--ref-server"); return e; }
   static const char *const styles[] = {"vllm", "guided", "openai"};
   s->c.style_auto = !strcmp(s->style_s, "auto");

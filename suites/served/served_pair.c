@@ -159,9 +159,21 @@ vstatus served_conn_note(const vrec_sink *sink, const served_conn *c, const char
   return s;
 }
 
-static vstatus open_one(served_side *s, const char *url, const char *model, double timeout_s, const char *role,
-                        const char *path_prefix) {
+vstatus served_spec_check(const char *option, const char *spec) {
+  return served_launch_wanted(spec) ? served_launch_check(option, spec) : served_url_check(spec);
+}
+
+#define LAUNCH_WAIT_S 900.0 /* how long a launched server may take to answer /v1/models (a big model loads) */
+
+/* Opens one side; a 'launch:CMD' spec is started first (its log: the run's logs/<path_prefix>.log). */
+static vstatus open_one(const vrec_sink *sink, served_side *s, const char *url, const char *model, double timeout_s,
+                        const char *role, const char *path_prefix) {
   memset(s, 0, sizeof *s);
+  if (served_launch_wanted(url)) {
+    VTRY(served_launch_start(&s->launch, path_prefix[0] == 'r' ? "--ref-server" : "--server", url, sink, path_prefix,
+                             LAUNCH_WAIT_S));
+    url = s->launch.url;
+  }
   VTRY(served_conn_init(&s->conn, url, timeout_s));
   VTRY(served_identity_read(&s->conn, model, &s->id));
   s->role = role;
@@ -173,23 +185,26 @@ vstatus served_pair_open(const vrec_sink *sink, const char *url, const char *ref
                          served_side sv[2], int *n) {
   *n = 0;
   memset(sv, 0, 2 * sizeof *sv);
-  vstatus s = open_one(&sv[0], url, model, timeout_s, ref_url ? "candidate" : "server", "server");
-  if (s) { verr_prefix("--server"); return s; }
-  *n = 1;
-  if (ref_url) {
-    if ((s = open_one(&sv[1], ref_url, model, timeout_s, "reference", "ref-server"))) {
-      verr_prefix("--ref-server");
-      return s;
-    }
-    *n = 2;
-    VTRY(served_pair_check(&sv[0].id, &sv[1].id));
+  vstatus s = open_one(sink, &sv[0], url, model, timeout_s, ref_url ? "candidate" : "server", "server");
+  if (s) verr_prefix("--server");
+  else if (ref_url && (s = open_one(sink, &sv[1], ref_url, model, timeout_s, "reference", "ref-server")))
+    verr_prefix("--ref-server");
+  else if (ref_url)
+    s = served_pair_check(&sv[0].id, &sv[1].id);
+  for (int i = 0; s == V_OK && i < (ref_url ? 2 : 1); i++) s = served_identity_note(sink, &sv[i].id, sv[i].role);
+  if (s != V_OK) { /* nothing half-open stays: what was launched stops, what was read is freed */
+    served_pair_close(sv, 2);
+    return s;
   }
-  for (int i = 0; i < *n; i++) VTRY(served_identity_note(sink, &sv[i].id, sv[i].role));
+  *n = ref_url ? 2 : 1;
   return V_OK;
 }
 
 void served_pair_close(served_side *sv, int n) {
-  for (int i = 0; i < n; i++) served_identity_free(&sv[i].id);
+  for (int i = 0; i < n; i++) {
+    served_identity_free(&sv[i].id);
+    served_launch_stop(&sv[i].launch);
+  }
 }
 
 void served_side_print(const served_side *s) {

@@ -16,6 +16,7 @@
 #include "common/vstatus.h"
 #include "suites/engine/sink.h"
 #include "suites/served/served.h"
+#include "suites/served/served_launch.h"
 
 /* What a server says of itself. */
 typedef struct {
@@ -68,9 +69,14 @@ typedef struct {
   served_identity id;    /* what it said of itself before any request */
   const char *role;      /* "candidate", "reference", or "server" (--server alone) */
   char path[300];        /* the records' path: "server:<model>" (--server) or "ref-server:<model>" */
+  served_launch launch;  /* the server vouch started (--server 'launch:CMD'); launch.live false: a URL */
 } served_side;
 
-/* Opens --server (and --ref-server when ref_url is not NULL) with model `model` (NULL: each server's
+/* Checks a --server / --ref-server value as the option is parsed: an http(s) URL (served_url_check) or
+ * 'launch:CMD' holding {port} (served_launch_check). V_ERR naming the option. */
+vstatus served_spec_check(const char *option, const char *spec);
+/* Opens --server (and --ref-server when ref_url is not NULL; either may be 'launch:CMD', started here,
+ * served_launch.h, and stopped by served_pair_close or on the error) with model `model` (NULL: each server's
  * first): each identity is read, the pair checked (served_pair_check) before any request, and each
  * server noted in the manifest of the run `sink` (NULL: none, a suite on its own). sv[0] is the
  * candidate, sv[1] the reference; *n gets 1 or 2. Error (naming the server and the field):

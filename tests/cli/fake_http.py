@@ -67,7 +67,11 @@ def forward(url, body=None):
 
 
 def serve(handler, port_file):
-    """Serves handler on 127.0.0.1 (a free port, written to port_file) until killed."""
-    s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    open(port_file, "w").write(str(s.server_address[1]))
+    """Serves handler on 127.0.0.1 until killed: on a free port written to port_file, or on port N when
+    port_file is "port:N" (a server vouch launches: --server 'launch:... port:{port}')."""
+    port = int(port_file[5:]) if port_file.startswith("port:") else 0
+    s = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    if not port:
+        open(port_file, "w").write(str(s.server_address[1]))
+    print("fake server listening on port %d" % s.server_address[1], flush=True)
     s.serve_forever()

@@ -129,7 +129,9 @@ for r in rs:
     for k in ("ttft_ms", "ttft_ms_p90", "ttft_ms_p99", "ttft_ms_mean", "tpot_ms", "itl_ms", "e2e_ms_p99", "tokens_per_s",
               "tokens_per_s_per_user", "goodput_pct", "server_decode_step_ms", "serve_overhead_ms"):
         assert k in m, k
-    assert len(m["ttft_ms"]["samples"]) == 4 and 4 <= len(m["itl_ms"]["samples"]) <= 4 * 7, m["itl_ms"]
+    # ITL: gaps between stream events; a loaded machine may get several tokens in one event (seen: 2 gaps
+    # over 4 requests in a CI run beside other builds), so only "some gap, at most one per token" holds
+    assert len(m["ttft_ms"]["samples"]) == 4 and 1 <= len(m["itl_ms"]["samples"]) <= 4 * 7, m["itl_ms"]
     assert m["goodput_pct"]["value"] == 100 and "spec_drafts" not in m
 PY
 # against --spec K=3,AL=3: acceptance from /metrics (the last step of a request may keep fewer)

@@ -18,6 +18,7 @@
 #include "suites/evals/aime/aime_grade.h"
 #include "suites/evals/aime/aime_rows.h"
 #include "suites/evals/served_eval.h"
+#include "suites/served/served_launch.h"
 #include "suites/served/served_refusal.h"
 
 /* The user message: the problem, a blank line, then this instruction (docs/evals.md). */
@@ -27,6 +28,7 @@ static const char USAGE[] =
     "usage: vouch eval aime --dataset FILE.jsonl --server URL [--ref-server URL] [--server-model NAME]\n"
     "                       [--repeats R] [--temperature T] [--top-p P] [--max-tokens N] [--seed S]\n"
     "                       [--concurrency C] [--limit N] [--alpha A] [--stream] [--timeout S] [--json FILE]\n"
+    SERVED_LAUNCH_HELP
     "  AIME problems (one JSON row per line: Problem, Question, problem or question; Answer or answer, an\n"
     "  integer) asked of an OpenAI-compatible server as chat completions, one user message: the problem,\n"
     "  a blank line, and \"" AIME_INSTRUCTION "\"\n"

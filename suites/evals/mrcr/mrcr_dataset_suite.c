@@ -18,12 +18,13 @@
 #include "suites/evals/mrcr/grade.h"
 #include "suites/evals/mrcr/mrcr_rows.h"
 #include "suites/evals/served_eval.h"
+#include "suites/served/served_launch.h"
 #include "suites/served/served_refusal.h"
 
 static const char USAGE[] =
     "usage: vouch eval mrcr --dataset FILE.jsonl --server URL [--ref-server URL] [--server-model NAME]\n"
     "                       [--max-tokens N] [--concurrency C] [--limit N] [--bins 8k,16k,..,1m] [--alpha A]\n"
-    "                       [--stream] [--timeout S] [--seed S] [--json FILE]\n"
+    "                       [--stream] [--timeout S] [--seed S] [--json FILE]\n" SERVED_LAUNCH_HELP
     "  OpenAI's MRCR rows (openai/mrcr, one JSON row per line: prompt, answer, random_string_to_prepend,\n"
     "  n_needles, desired_msg_index, total_messages, n_chars) asked of an OpenAI-compatible server as chat\n"
     "  completions at temperature 0, graded as the public grader: 0 unless the response starts with the\n"

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# --server 'launch:CMD {port}' (suites/served/served_launch.h): vouch starts the server itself on a free
+# port, waits for /v1/models, logs its output (redacted; the run's logs/ under vouch run) and stops its
+# whole process group at the end; a server that exits first fails with the tail of its log; a command
+# without {port} is a usage error. Server: tests/cli/aime_fake.py (answers "What is A plus B?").
+set -u
+. "$VOUCH_SRC/tests/cli/counters.sh"
+t=$(mktemp -d)
+export TMPDIR="$t" # the logs of launched servers outside a run
+trap 'pkill -f "vouch-launch-test-$$" 2>/dev/null; rm -rf "$t"' EXIT
+python3 - "$t" <<'PY'
+import json, sys
+rows = [{"id": i, "problem": "What is %d plus %d?" % (3 * i + 1, 7 * i + 2), "answer": str(10 * i + 3)} for i in range(8)]
+open(sys.argv[1] + "/d.jsonl", "w").write("\n".join(json.dumps(r) for r in rows) + "\n")
+PY
+# the marker names this test's servers (pkill at exit, and the check that none is left)
+fake="PYTHONPATH=$VOUCH_SRC/tests/cli exec python3 $VOUCH_SRC/tests/cli/aime_fake.py port:{port} vouch-launch-test-$$"
+echo "sk-launch-SECRET-99999999999999" > "$t/secret"
+fake_talk="echo token=sk-launch-SECRET-99999999999999; $fake"
+
+"$VOUCH" eval aime --dataset "$t/d.jsonl" --server "launch:$fake_talk" --ref-server "launch:$fake" >"$t/aa.out" 2>"$t/aa.err"
+rc=$?
+[ $rc -eq 0 ] && grep -q "0 differ" "$t/aa.out" && grep -q "^verdict: pass" "$t/aa.out" && ok \
+  || bad "A/A of two launched servers: exit $rc: $(cat "$t/aa.err" "$t/aa.out")"
+grep -q "^candidate http://127.0.0.1:[0-9]*: model fake-aime" "$t/aa.out" && ok || bad "the launched URL is shown: $(cat "$t/aa.out")"
+sleep 0.3
+pgrep -f "vouch-launch-test-$$" >/dev/null && bad "a launched server is still running after the suite" || ok
+log=$(sed -n 's/^vouch: the launched server.s output goes to //p' "$t/aa.err" | head -1)
+[ -n "$log" ] && grep -q "fake server listening on port" "$log" && grep -q "token=\*\*\*" "$log" && ! grep -q "SECRET" "$log" && ok \
+  || bad "the server's log (redacted) at '$log': $(cat "$log" 2>/dev/null)"
+rm -f "$log"
+
+# under vouch run: the log is the run's logs/server.log
+cat >"$t/plan.json" <<EOF2
+{"name": "launch", "description": "test", "vars": {}, "steps": [
+ {"suite": "eval", "args": ["aime", "--dataset", "$t/d.jsonl", "--server", "launch:$fake", "--ref-server", "launch:$fake"]}]}
+EOF2
+"$VOUCH" run --plan "$t/plan.json" --out "$t/run" --no-bundle >"$t/run.out" 2>&1 && grep -q "fake server listening" "$t/run/logs/server.log" \
+  && grep -q "fake server listening" "$t/run/logs/ref-server.log" && ok || bad "vouch run: logs/server.log: $(cat "$t/run.out"; ls "$t/run/logs")"
+
+# a server that exits first: the error names the status and shows its last output
+"$VOUCH" eval aime --dataset "$t/d.jsonl" --server "launch:echo cannot load the weights {port}; exit 3" \
+  --ref-server "launch:$fake" >"$t/dead.out" 2>"$t/dead.err"
+rc=$?
+[ $rc -ne 0 ] && grep -q "the launched server exited (status 3) before it answered; log .*cannot load the weights" "$t/dead.err" && ok \
+  || bad "a dying server: exit $rc: $(cat "$t/dead.err")"
+sleep 0.3
+pgrep -f "vouch-launch-test-$$" >/dev/null && bad "the other launched server is still running after the error" || ok
+
+# usage: a command without {port}
+"$VOUCH" eval aime --dataset "$t/d.jsonl" --server "launch:python3 -m http.server" >"$t/use.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "the command must hold {port}" "$t/use.out" && ok || bad "no {port}: exit $rc: $(cat "$t/use.out")"
+finish test_served_launch
