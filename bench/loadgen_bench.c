@@ -220,9 +220,13 @@ static double ks_pvalue(double d, int n) {
 /* The sweep record's requests_per_s from the --json file (NaN when absent). */
 static double record_rps(const char *path) {
   FILE *f = fopen(path, "rb");
-  if (!f) return NAN;
-  char *buf = malloc(1 << 22);
-  const size_t n = buf ? fread(buf, 1, (1 << 22) - 1, f) : 0;
+  struct stat sb;
+  if (!f || fstat(fileno(f), &sb)) {
+    if (f) fclose(f);
+    return NAN;
+  }
+  char *buf = malloc((size_t)sb.st_size + 1); /* every request's samples: MBs at 20,000 requests */
+  const size_t n = buf ? fread(buf, 1, (size_t)sb.st_size, f) : 0;
   fclose(f);
   if (!buf) return NAN;
   buf[n] = 0;
