@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/timerfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "model/model.h"
@@ -596,6 +599,11 @@ vstatus served_run(const served_conn *c, const char *model, served_req *reqs, in
   return served_run_hooked(c, model, reqs, n, concurrency, stop, NULL, NULL);
 }
 
+/* How long before a request is due served_run stops sleeping and spins: a wake-up from the timer
+ * comes this late on a VM (about 50-100 us measured by bench/loadgen_bench.c), and a late wake-up
+ * sends the requests due meanwhile back to back, which bunches Poisson gaps. */
+#define SPIN_S 60e-6
+
 vstatus served_run_hooked(const served_conn *c, const char *model, served_req *reqs, int n, int concurrency,
                           bool (*stop)(void), served_done_fn done, void *ctx) {
   CURLM *multi = curl_multi_init();
@@ -607,6 +615,13 @@ vstatus served_run_hooked(const served_conn *c, const char *model, served_req *r
     if (multi) curl_multi_cleanup(multi);
     return VERR("out of memory for %d requests", n);
   }
+  /* Wakes the poll below when the next request is due: curl_multi_poll's timeout is whole ms, so a
+   * sub-ms gap (Poisson at 2,000 requests/s) would be a busy spin, which a loaded machine's scheduler
+   * answers with late sends (bench/loadgen_bench.c). -1: none, the ms timeout alone (coarser). */
+  const int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  /* and to the us: the kernel's default 50 us slack on wake-ups would bunch sends 50 us apart */
+  const int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  if (tfd >= 0 && slack > 1) prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   const double t0 = vclock_now();
   int lo = 0, active = 0, finished = 0; /* lo: every request below it left the pending state */
   vstatus s = V_OK;
@@ -654,15 +669,31 @@ vstatus served_run_hooked(const served_conn *c, const char *model, served_req *r
       active--, finished++;
       if (done) done(ctx, reqs, i, t0);
     }
-    /* wait for traffic, or until the next arrival is due */
-    int wait_ms = 50;
-    if (due_min * 1000 < wait_ms) wait_ms = due_min > 0 ? (int)(due_min * 1000) : 0;
-    if (active > 0) curl_multi_poll(multi, NULL, 0, wait_ms, NULL);
-    else if (wait_ms > 0) {
-      struct timespec ts = {.tv_sec = wait_ms / 1000, .tv_nsec = (long)(wait_ms % 1000) * 1000000L};
+    /* wait for traffic, or until the next arrival is due (at most 50 ms) */
+    const double wait_s = fmin(due_min, 0.05);
+    if (tfd >= 0 && due_min <= SPIN_S) {
+      curl_multi_poll(multi, NULL, 0, 0, NULL); /* due within the wake-up latency: spin */
+    } else if (tfd >= 0) {
+      /* armed SPIN_S before the due time, disarmed (and drained) when nothing is due */
+      struct itimerspec its = {0};
+      if (due_min <= 0.05) {
+        const double w = wait_s - SPIN_S;
+        its.it_value.tv_sec = (time_t)w;
+        its.it_value.tv_nsec = (long)((w - (double)(time_t)w) * 1e9);
+        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
+      }
+      timerfd_settime(tfd, 0, &its, NULL);
+      struct curl_waitfd wfd = {.fd = tfd, .events = CURL_WAIT_POLLIN};
+      curl_multi_poll(multi, &wfd, 1, (int)ceil(wait_s * 1000), NULL);
+    } else if (active > 0) {
+      curl_multi_poll(multi, NULL, 0, (int)(wait_s * 1000), NULL);
+    } else if (wait_s > 0) {
+      struct timespec ts = {.tv_sec = (time_t)wait_s, .tv_nsec = (long)((wait_s - (double)(time_t)wait_s) * 1e9)};
       nanosleep(&ts, NULL);
     }
   }
+  if (tfd >= 0) close(tfd);
+  if (tfd >= 0 && slack > 1) prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
   for (int i = 0; i < n; i++)
     if (xs[i].e) xfer_free(&xs[i], multi);
   free(xs);

@@ -45,6 +45,7 @@ static const char USAGE[] =
     "                   [--output-len N] [--num-prompts N] [--rate R|poisson:R] [--slo ttft:MS,tpot:MS,e2e:MS]\n"
     "                   [--trace FILE [--trace-speed X] [--trace-block N]] [--warmup N] [--vocab N]\n"
     "                   [--sessions FILE|gen:KEY=V,.. [--sessions-out FILE]] [--timeout S] [--seed S] [--json FILE]\n"
+    "                   [--send-times FILE]\n"
     "  Served throughput of an OpenAI-compatible server: streamed /v1/completions with token-id prompts,\n"
     "  timed per SSE event. Per concurrency level: TTFT, TPOT, ITL, E2E (mean, p50, p90, p99), output\n"
     "  tok/s, tok/s per user (1000/TPOT), req/s, goodput under --slo, spec-decode acceptance from the\n"
@@ -58,6 +59,8 @@ static const char USAGE[] =
     "  turn ended), from a file or generated: gen:sessions=N,turns=T,input=I,delta=D,output=O,pause=MS,\n"
     "  gap=MS,system=S (seeded by --seed; --sessions-out writes them). Reports per-turn TTFT/TPOT,\n"
     "  session times and interactivity_p90 = 1000 / TPOT p90 (docs/serving.md).\n"
+    "  --send-times FILE writes one line per request sent: concurrency, index, intended and actual send\n"
+    "  time in s after the level's first send (bench/loadgen_bench.c checks the rate and Poisson gaps).\n"
     "  API key: $VOUCH_SERVER_API_KEY, else $OPENAI_API_KEY, sent as a bearer token, never recorded.\n"
     "  The server must return token ids (choices[].token_ids; vLLM: return_token_ids). Exit 1 when a\n"
     "  request failed (each failure listed), 2 on usage errors.\n"
@@ -274,9 +277,22 @@ static void print_row(const vrecord *r, int conc) {
   printf("\n");
 }
 
+/* One line per request of a level that was sent: concurrency, its index, when it was due and when
+ * it was sent, both in s after the level's first send (arrival_s counts from the run's start, when
+ * the first request of a --rate level is due). Error: the file cannot be written. */
+static vstatus write_sends(FILE *f, const char *path, int cc, const served_req *r, int n) {
+  double t0 = INFINITY;
+  for (int i = 0; i < n; i++)
+    if (r[i].t_send != 0) t0 = fmin(t0, r[i].t_send);
+  for (int i = 0; i < n; i++)
+    if (r[i].t_send != 0) fprintf(f, "%d\t%d\t%.9f\t%.9f\n", cc, i, r[i].arrival_s, r[i].t_send - t0);
+  return fflush(f) || ferror(f) ? VERR("--send-times %s: cannot write", path) : V_OK;
+}
+
 /* The options of a sweep of a server, parsed and checked (srv_parse). */
 typedef struct {
   const char *url, *model_opt, *conc_s, *rate_s, *slo_s, *trace_file, *json_file, *sess_s, *sess_out;
+  const char *sends_file; /* --send-times: per-request intended and actual send times (NULL: none) */
   long in_len, out_len, n_prompts, warmup, vocab_opt, trace_block;
   double timeout, trace_speed;
   uint64_t seed;
@@ -310,6 +326,7 @@ static vstatus srv_parse(int argc, char **argv, srv_opts *o, served_conn *c, boo
     else if (cli_opt(argc, argv, &i, "--json", &v, &err)) { if (v) o->json_file = v; }
     else if (cli_opt(argc, argv, &i, "--sessions", &v, &err)) { if (v) o->sess_s = v; }
     else if (cli_opt(argc, argv, &i, "--sessions-out", &v, &err)) { if (v) o->sess_out = v; }
+    else if (cli_opt(argc, argv, &i, "--send-times", &v, &err)) { if (v) o->sends_file = v; }
     else if (cli_opt(argc, argv, &i, "--input-len", &v, &err)) { if (v) err = cli_size("--input-len", v, &o->in_len); }
     else if (cli_opt(argc, argv, &i, "--output-len", &v, &err)) { if (v) err = cli_size("--output-len", v, &o->out_len); }
     else if (cli_opt(argc, argv, &i, "--num-prompts", &v, &err)) { if (v) err = cli_int("--num-prompts", v, 1, 1 << 20, &o->n_prompts); }
@@ -379,6 +396,13 @@ int cmd_sweep_server(int argc, char **argv, const vrec_sink *sink) {
   const bool poisson = o.poisson, gen = o.gen;
   session_gen sg = o.sg;
 
+  FILE *sends = o.sends_file ? fopen(o.sends_file, "w") : NULL; /* before anything is sent */
+  if (o.sends_file && !sends) {
+    (void)VERR("--send-times %s: cannot open for writing", o.sends_file);
+    cli_print_error("sweep");
+    free(conc);
+    return EXIT_CHECK_FAILED;
+  }
   char model[256];
   snprintf(model, sizeof model, "%s", model_opt);
   int vocab = 0, max_len = 0;
@@ -395,6 +419,7 @@ int cmd_sweep_server(int argc, char **argv, const vrec_sink *sink) {
     cli_print_error("sweep");
     free(conc);
     trace_free(tr, n_tr);
+    if (sends) fclose(sends);
     return EXIT_CHECK_FAILED;
   }
   if (vocab_opt) vocab = (int)vocab_opt;
@@ -452,6 +477,7 @@ int cmd_sweep_server(int argc, char **argv, const vrec_sink *sink) {
     if (s == V_OK && sess_s) s = replay_init(&rc_, tr, prompts + nw, n, vocab, trace_speed, reqs + nw);
     if (s == V_OK) s = served_run_hooked(&c, model, reqs + nw, n, cc, vinterrupted, sess_s ? replay_done : NULL, &rc_);
     if (s == V_OK) s = served_metrics_read(&c, &after);
+    if (s == V_OK && sends) s = write_sends(sends, o.sends_file, cc, reqs + nw, n);
     level_stats st = {0};
     if (s == V_OK) s = stats_compute(reqs + nw, n, &g, &st);
     if (s == V_OK) {
@@ -502,6 +528,7 @@ int cmd_sweep_server(int argc, char **argv, const vrec_sink *sink) {
   if (vinterrupted() && rc == EXIT_OK) rc = EXIT_INTERRUPTED;
   for (int i = 0; i < n_recs; i++) rec_free(recs[i]);
   free(recs);
+  if (sends) fclose(sends);
   trace_free(tr, n_tr);
   free(conc);
   return rc;
