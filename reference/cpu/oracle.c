@@ -504,7 +504,14 @@ static vstatus mla_absorbed_oracle(const vop_case *c, const vop_layout *l, void 
 }
 static vop_tol mla_absorbed_tol(const vop_case *c, int out, vdtype act) {
   if (act == DT_BF16) return tol(2e-2, 0, BF16_WHY);
-  if (c->dist == VD_HEAVY) return tol(5e-5, 0, "outlier channels (x100) in q_nope/ckv/kpe: larger scores, f32 error ~u*sum|terms|");
+  /* Outlier channels make scores of ~1e3 (a score's f32 error ~u*sum|terms| moves the softmax by that much)
+   * and outputs that cancel (rel_l2 is relative to ||out||, not to sum p|v|): measured on cpu-ref (f32)
+   * over 2070 heavy cases (tiny and small, seeds 9000-9649) median 2e-7, max 8.8e-5, and 2.1e-4 at seed
+   * 4301 (the old 5e-5 failed smoke, pr and h200 there); 1e-3 is 5x the worst seen. The right bound is
+   * relative to sum p|v| (a second oracle output): not built yet. */
+  if (c->dist == VD_HEAVY)
+    return tol(1e-3, 0, "outlier channels (x100) in q_nope/ckv/kpe: scores ~1e3 and cancelling outputs; f32 rel_l2 "
+                        "measured <= 2.1e-4 in 2071 cases, x5");
   /* float32 chains: q_nope through W_UK (n terms), scores over kv_lora (512) terms, W_UV over kv_lora. */
   return tol(3e-5, 0, "f32 products over n, kv_lora and ctx terms: ~u*sqrt(terms) each, x10 margin");
 }
