@@ -365,7 +365,7 @@ static int plan_fit(const vplan *p, const dry_env *env, bool print) {
   for (int i = 0; i < p->n_steps; i++) {
     const vplan_step *st = &p->steps[i];
     if (!st->runs_here) {
-      if (print) printf("%-4d %-9s (runs only on a %s: skipped)\n", i, st->suite, plan_when_name(st->when));
+      if (print) printf("%-4d %-9s (skipped: %s)\n", i, st->suite, st->skip_why);
       continue;
     }
     dry_step d;
@@ -530,10 +530,8 @@ static int run_steps(const vplan *p, const run_opts *o, const vplan_steps *steps
     if (stop_why[0]) { /* --fail-fast: a step failed; the rest are recorded, not run */
       not_run_record(vrundir_sink(rd), i, st->suite, stop_why);
     } else if (!st->runs_here) {
-      fprintf(stderr, "vouch run: step %d (%s) needs a %s: skipped\n", i, st->suite, plan_when_name(st->when));
-      char why[96];
-      snprintf(why, sizeof why, "this step runs only on a %s", plan_when_name(st->when));
-      not_run_record(vrundir_sink(rd), i, st->suite, why);
+      fprintf(stderr, "vouch run: step %d (%s) skipped: %s\n", i, st->suite, st->skip_why);
+      not_run_record(vrundir_sink(rd), i, st->suite, st->skip_why);
     } else {
       const int rc = run_step(st, i, steps, rd);
       if (rc != EXIT_OK && !(rc == EXIT_INTERRUPTED && vinterrupted())) {

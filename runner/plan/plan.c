@@ -68,6 +68,9 @@ static vstatus check_shape(const cJSON *plan, const char *pname, const vplan_ste
   if (vars && !cJSON_IsObject(vars)) return VERR("plan %s: field 'vars' must be an object of strings", pname);
   const cJSON *v;
   cJSON_ArrayForEach(v, vars) if (!cJSON_IsString(v)) return VERR("plan %s: vars.%s must be a string", pname, v->string);
+  const cJSON *req = cJSON_GetObjectItem(plan, "required");
+  if (req && !cJSON_IsObject(req)) return VERR("plan %s: field 'required' must be an object of strings", pname);
+  cJSON_ArrayForEach(v, req) if (!cJSON_IsString(v)) return VERR("plan %s: required.%s must be a string", pname, v->string);
   int i = 0;
   const cJSON *s;
   cJSON_ArrayForEach(s, list) {
@@ -84,6 +87,13 @@ static vstatus check_shape(const cJSON *plan, const char *pname, const vplan_ste
     const cJSON *when = cJSON_GetObjectItem(s, "when");
     if (when && (!cJSON_IsString(when) || (strcmp(when->valuestring, "gpu") && strcmp(when->valuestring, "cpu"))))
       return VERR("plan %s: steps[%d].when must be \"gpu\" or \"cpu\"", pname, i);
+    const cJSON *needs = cJSON_GetObjectItem(s, "needs");
+    if (needs && !cJSON_IsArray(needs)) return VERR("plan %s: steps[%d].needs must be a list of variable names", pname, i);
+    k = 0;
+    cJSON_ArrayForEach(a, needs) {
+      if (!cJSON_IsString(a) || !a->valuestring[0]) return VERR("plan %s: steps[%d].needs[%d] must be a variable name", pname, i, k);
+      k++;
+    }
     i++;
   }
   return V_OK;
@@ -163,15 +173,37 @@ static vstatus expand_step(const vplan *p, int i, vplan_step *st) {
   return V_OK;
 }
 
-/* Copies step `s` (shape checked) into st. */
-static vstatus copy_step(const cJSON *s, bool gpu, const char *pname, vplan_step *st) {
+/* Copies step `s` (shape checked) into st; its variables are settled in p. */
+static vstatus copy_step(const cJSON *s, const vplan *p, vplan_step *st) {
   const cJSON *args = cJSON_GetObjectItem(s, "args"), *when = cJSON_GetObjectItem(s, "when"), *a;
+  const cJSON *needs = cJSON_GetObjectItem(s, "needs");
   st->when = !when ? VPLAN_ANY : !strcmp(when->valuestring, "gpu") ? VPLAN_GPU : VPLAN_CPU;
-  st->runs_here = st->when == VPLAN_ANY || (st->when == VPLAN_GPU) == gpu;
+  st->runs_here = st->when == VPLAN_ANY || (st->when == VPLAN_GPU) == p->gpu;
+  if (!st->runs_here) snprintf(st->skip_why, sizeof st->skip_why, "this step runs only on a %s", plan_when_name(st->when));
   st->suite = strdup(cJSON_GetObjectItem(s, "suite")->valuestring);
   st->args = calloc((size_t)cJSON_GetArraySize(args) + 1, sizeof *st->args);
-  if (!st->suite || !st->args) return VERR("plan %s: out of memory", pname);
-  cJSON_ArrayForEach(a, args) if (!(st->args[st->n_args++] = strdup(a->valuestring))) return VERR("plan %s: out of memory", pname);
+  st->needs = calloc((size_t)cJSON_GetArraySize(needs) + 1, sizeof *st->needs);
+  if (!st->suite || !st->args || !st->needs) return VERR("plan %s: out of memory", p->name);
+  cJSON_ArrayForEach(a, args) if (!(st->args[st->n_args++] = strdup(a->valuestring))) return VERR("plan %s: out of memory", p->name);
+  cJSON_ArrayForEach(a, needs) {
+    if (!(st->needs[st->n_needs++] = strdup(a->valuestring))) return VERR("plan %s: out of memory", p->name);
+    const char *val = plan_var(p, a->valuestring);
+    if (st->runs_here && (!val || !*val)) { /* the first empty one names the --set that would run it */
+      st->runs_here = false;
+      snprintf(st->skip_why, sizeof st->skip_why, "needs --set %s=VALUE (empty here)", a->valuestring);
+    }
+  }
+  return V_OK;
+}
+
+/* Every variable of the plan's "required" has a non-empty value; else the error names the first
+ * missing one and what it holds. */
+static vstatus check_required(const vplan *p, const cJSON *j) {
+  const cJSON *r;
+  cJSON_ArrayForEach(r, cJSON_GetObjectItem(j, "required")) {
+    const char *val = plan_var(p, r->string);
+    if (!val || !*val) return VERR("plan %s: --set %s=VALUE is required (%s)", p->name, r->string, r->valuestring);
+  }
   return V_OK;
 }
 
@@ -187,9 +219,10 @@ static vstatus fill_plan(vplan *p, const cJSON *j, const vplan_opts *o) {
   if (!(p->description = strdup(cJSON_IsString(d) ? d->valuestring : ""))) return VERR("plan %s: out of memory", p->name);
   p->gpu = o->gpu;
   VTRY(settle_vars(p, j, o));
+  VTRY(check_required(p, j));
   const cJSON *list = cJSON_GetObjectItem(j, "steps"), *s;
   if (!(p->steps = calloc((size_t)cJSON_GetArraySize(list), sizeof *p->steps))) return VERR("plan %s: out of memory", p->name);
-  cJSON_ArrayForEach(s, list) VTRY(copy_step(s, o->gpu, p->name, &p->steps[p->n_steps++]));
+  cJSON_ArrayForEach(s, list) VTRY(copy_step(s, p, &p->steps[p->n_steps++]));
   for (int i = 0; i < p->n_steps; i++)
     if (p->steps[i].runs_here) VTRY(expand_step(p, i, &p->steps[i]));
   return V_OK;
@@ -228,6 +261,8 @@ void free_plan(vplan *p) {
     vplan_step *st = &p->steps[i];
     for (int k = 1; st->argv && k < st->argc; k++) free(st->argv[k]);
     for (int k = 0; k < st->n_args; k++) free(st->args[k]);
+    for (int k = 0; k < st->n_needs; k++) free(st->needs[k]);
+    free(st->needs);
     free(st->argv);
     free(st->args);
     free(st->suite);

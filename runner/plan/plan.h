@@ -1,13 +1,17 @@
 /* A plan, typed: what `vouch run` runs, checks, estimates and resumes (runner/plan/plan.c).
  *
- * A plan is JSON: {"name", "description", "vars": {...}, "steps": [{"suite", "args": [...], "when"}]}.
+ * A plan is JSON: {"name", "description", "vars": {...}, "required": {...},
+ *                  "steps": [{"suite", "args": [...], "when", "needs": [...]}]}.
  * build_plan is the one place that JSON is parsed: it reads the text (a plan built into the binary,
  * suites/plans/plans.h, or a file), checks its shape, settles the variables (the plan's, those
  * derived from the device, then --model/--paths/--set) and expands every step's arguments once.
  * Every consumer (the options check, the dry run, the run, --resume) takes the vplan.
  * Variables: ${var} from the plan's "vars", overridden by --model/--paths/--set; a var X_gpu or
  * X_cpu defines ${X} for the GPU (or CPU) variant; ${device} is "gpu"/"cpu"; ${paths} defaults
- * to "cpu-ref". */
+ * to "cpu-ref". "required" maps a variable to what it holds: the plan does not build unless --set
+ * gives it a non-empty value (a served plan has no server to default to). A step's "needs" lists
+ * variables it uses that may stay empty (an optional dataset): empty, the step is not run and its
+ * record says which --set would run it. */
 #ifndef VOUCH_RUNNER_PLAN_PLAN_H
 #define VOUCH_RUNNER_PLAN_PLAN_H
 
@@ -50,7 +54,11 @@ typedef struct {
   char **args;     /* [n_args] "args" as the plan writes them (${var} not expanded) */
   int n_args;
   vplan_when when; /* "when": the machine the step is for */
-  bool runs_here;  /* when is VPLAN_ANY or the plan's variant (vplan.gpu) */
+  char **needs;    /* [n_needs] "needs": variables that must be non-empty for the step to run */
+  int n_needs;
+  /* when is VPLAN_ANY or the plan's variant (vplan.gpu), and every variable in needs is non-empty */
+  bool runs_here;
+  char skip_why[160]; /* why the step does not run here (runs_here false), else "" */
   /* [argc + 1], NULL-terminated: suite, then args with the variables expanded; only when runs_here
    * (a step for the other machine may use variables only that machine defines), else NULL, 0 */
   char **argv;

@@ -40,7 +40,7 @@ cat > "$T/run.log" << 'EOF'
 5000.100000 vouch run: plan h200 on GPU (1 GPU) -> /tmp/run (resumed)
 5000.200000 vouch run: step 0 (kernels) finished before: its records are kept
 5001.500000 vouch run: step 1: vouch kernels --path latency
-5021.250000 vouch run: step 2 (features) needs a cpu: skipped
+5021.250000 vouch run: step 2 (features) skipped: this step runs only on a cpu
 5021.250000 vouch run: step 3: vouch diverge --model synth:small
 5031.000000 verdict: pass (/tmp/run)
 EOF

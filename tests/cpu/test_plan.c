@@ -40,6 +40,15 @@ static void shapes(void) {
   refuses("{\"steps\": [{\"suite\": \"gen\", \"args\": \"-x\"}]}", "plan t: steps[0].args must be a list of strings");
   refuses("{\"steps\": [{\"suite\": \"gen\", \"args\": [\"-x\", 1]}]}", "plan t: steps[0].args[1] must be a string");
   refuses("{\"steps\": [{\"suite\": \"gen\", \"when\": \"tpu\"}]}", "plan t: steps[0].when must be \"gpu\" or \"cpu\"");
+  refuses("{\"steps\": [{\"suite\": \"gen\", \"needs\": \"x\"}]}", "plan t: steps[0].needs must be a list of variable names");
+  refuses("{\"steps\": [{\"suite\": \"gen\", \"needs\": [\"x\", \"\"]}]}", "plan t: steps[0].needs[1] must be a variable name");
+  refuses("{\"required\": [\"x\"], \"steps\": [{\"suite\": \"gen\"}]}", "plan t: field 'required' must be an object of strings");
+  refuses("{\"required\": {\"x\": 1}, \"steps\": [{\"suite\": \"gen\"}]}", "plan t: required.x must be a string");
+  /* a required variable with no value, or an empty one, names the --set and what it holds */
+  refuses("{\"name\": \"s\", \"required\": {\"server\": \"the candidate\"}, \"steps\": [{\"suite\": \"gen\"}]}",
+          "plan s: --set server=VALUE is required (the candidate)");
+  refuses("{\"vars\": {\"server\": \"\"}, \"required\": {\"server\": \"the candidate\"}, \"steps\": [{\"suite\": \"gen\"}]}",
+          "plan t: --set server=VALUE is required (the candidate)");
   /* expansion errors name the plan by its own name */
   refuses("{\"name\": \"own\", \"steps\": [{\"suite\": \"gen\", \"args\": [\"${nosuch}\"]}]}",
           "plan own: steps[0]: unknown variable ${nosuch}");
@@ -86,10 +95,34 @@ static void variables(void) {
   free_plan(p);
 }
 
+/* A step whose "needs" variable is empty does not run and says which --set would run it; set, it runs
+ * with the value expanded. A required variable given by --set builds. */
+static void needs(void) {
+  const char *text = "{\"vars\": {\"data\": \"\"}, \"required\": {\"server\": \"the candidate\"},"
+                     " \"steps\": [{\"suite\": \"gen\", \"args\": [\"${server}\"]},"
+                     " {\"suite\": \"sweep\", \"args\": [\"${data}\"], \"needs\": [\"server\", \"data\"]}]}";
+  const char *sets[] = {"server=http://a", "data=f.jsonl"};
+  for (int n = 1; n <= 2; n++) {
+    const vplan_opts o = {.steps = &STEPS, .sets = sets, .n_sets = n};
+    vplan *p = NULL;
+    CHECK_OK(build_plan_text(text, "t", &o, &p));
+    if (!p) continue;
+    CHECK(p->steps[0].runs_here && !strcmp(p->steps[0].argv[1], "http://a") && !p->steps[0].skip_why[0], "required set");
+    if (n == 1)
+      CHECK(!p->steps[1].runs_here && !p->steps[1].argv && !strcmp(p->steps[1].skip_why, "needs --set data=VALUE (empty here)"),
+            "empty need: runs %d, why '%s'", p->steps[1].runs_here, p->steps[1].skip_why);
+    else
+      CHECK(p->steps[1].runs_here && !strcmp(p->steps[1].argv[1], "f.jsonl") && p->steps[1].n_needs == 2, "need met");
+    free_plan(p);
+  }
+}
+
 static void shipped(void) {
+  /* the served plan requires its two servers; the others ignore these variables */
+  const char *sets[] = {"server=http://127.0.0.1:1", "ref=http://127.0.0.1:2"};
   for (const vplan_text *t = vouch_plans; t->name; t++)
     for (int gpu = 0; gpu < 2; gpu++) {
-      const vplan_opts o = {.steps = &ANY, .gpu = gpu};
+      const vplan_opts o = {.steps = &ANY, .gpu = gpu, .sets = sets, .n_sets = 2};
       vplan *p = NULL;
       vstatus s = build_plan(t->name, &o, &p);
       CHECK(s == V_OK && p && p->n_steps > 0 && !strcmp(p->name, t->name), "plan %s (gpu %d): %s", t->name, gpu,
@@ -105,6 +138,7 @@ static void shipped(void) {
 int main(void) {
   shapes();
   variables();
+  needs();
   shipped();
   return test_finish();
 }
