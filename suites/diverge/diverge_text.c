@@ -28,6 +28,7 @@
 #include "common/interrupt.h"
 #include "common/read_file.h"
 #include "suites/diverge/diverge.h"
+#include "suites/diverge/diverge_prompts.h"
 #include "suites/diverge/diverge_text_score.h"
 #include "suites/engine/bounds.h"
 #include "suites/engine/cli.h"
@@ -37,12 +38,13 @@
 #include "suites/served/served_text.h"
 
 static const char USAGE[] =
-    "usage: vouch diverge --server URL --ref-server URL --prompts FILE.jsonl [--server-model NAME]\n"
+    "usage: vouch diverge --server URL --ref-server URL [--prompts FILE.jsonl] [--server-model NAME]\n"
     "                     [--tokens T] [--logprobs K] [--logprobs-api auto|prompt_logprobs|echo]\n"
     "                     [--concurrency C] [--limit N] [--timeout S] [--json FILE]\n" SERVED_LAUNCH_HELP
     "  The candidate build (--server) against the reference build of the same model (--ref-server; same\n"
     "  id, root and max_model_len in /v1/models, else refused before any request), teacher-forced on real\n"
-    "  text: each prompt of FILE (one JSON object per line with a string \"prompt\") is continued by the\n"
+    "  text: each prompt of FILE (one JSON object per line with a string \"prompt\"; no --prompts: vouch's\n"
+    "  own 32, mixed prose, code, arithmetic, tables, JSON and five languages) is continued by the\n"
     "  reference, greedy, T tokens; both servers then score prompt + continuation with the top-K logprobs\n"
     "  of every position (vLLM's prompt_logprobs, or echo + logprobs; auto: prompt_logprobs when the\n"
     "  reference gives them). Per position: KLD over the tokens both list plus one bucket for the rest (a\n"
@@ -118,7 +120,6 @@ static bool dt_option(void *st, int argc, char **argv, int *i, vstatus *err) {
 static vstatus dt_options_done(void *st) {
   dt_state *s = st;
   if (!s->server) return VERR("option --server URL is required with --ref-server (the candidate build)");
-  if (!s->file) return VERR("option --prompts FILE is required with --ref-server (the text to teacher-force on)");
   VTRY(served_spec_check("--server", s->server));
   vstatus e = served_spec_check("--ref-server", s->ref_server);
   if (e) { verr_prefix("--ref-server"); return e; }
@@ -162,11 +163,20 @@ static vstatus read_prompts(dt_state *s) {
   return e;
 }
 
+/* Without --prompts: the built-in set (diverge_prompts.h), its first --limit. */
+static vstatus builtin_prompts(dt_state *s) {
+  const int n = s->limit && s->limit < dt_n_builtin_prompts ? s->limit : dt_n_builtin_prompts;
+  if (!(s->prompts = calloc((size_t)n, sizeof *s->prompts))) return VERR("--prompts: out of memory");
+  for (; s->n_prompts < n; s->n_prompts++)
+    if (!(s->prompts[s->n_prompts] = strdup(dt_builtin_prompts[s->n_prompts]))) return VERR("--prompts: out of memory");
+  return V_OK;
+}
+
 /* The prompts are read here, so a malformed file is a usage error before anything runs. */
 static vstatus dt_check(void *st, const vsuite_ctx *x) {
   (void)x;
   dt_state *s = st;
-  return s->n_prompts ? V_OK : read_prompts(s);
+  return s->n_prompts ? V_OK : s->file ? read_prompts(s) : builtin_prompts(s);
 }
 
 static vstatus dt_prepare(void *st, const vsuite_ctx *x, bool *done) {
@@ -183,11 +193,12 @@ static int dt_n_cases(const void *st, const vsuite_ctx *x) {
 }
 
 static void case_id(const dt_state *s, char *id, size_t cap) {
-  snprintf(id, cap, "text_t%ld_k%ld", s->tokens, s->logprobs);
+  /* the built-in prompts are their own case: a plan may run them beside a file's */
+  snprintf(id, cap, "text%s_t%ld_k%ld", s->file ? "" : "_builtin", s->tokens, s->logprobs);
 }
 
 static void add_params(const dt_state *s, const vsuite_ctx *x, vrecord *r) {
-  rec_param_str(r, "prompts", s->file);
+  rec_param_str(r, "prompts", s->file ? s->file : "built-in"); /* built-in: diverge_prompts.c */
   rec_param_int(r, "n_prompts", s->n_prompts);
   rec_param_int(r, "tokens", s->tokens);
   rec_param_int(r, "logprobs", s->logprobs);
@@ -481,7 +492,7 @@ static void dt_print(const void *st, const vsuite_ctx *x, const veng *recs) {
   (void)recs;
   const dt_state *s = st;
   printf("diverge --ref-server: %d prompts from %s, %ld greedy tokens each from the reference, top-%ld logprobs (%s); "
-         "wall %.1f s\n", s->n_prompts, s->file, s->tokens, s->logprobs, s->echo ? "echo" : "prompt_logprobs", x->wall_s);
+         "wall %.1f s\n", s->n_prompts, s->file ? s->file : "built-in", s->tokens, s->logprobs, s->echo ? "echo" : "prompt_logprobs", x->wall_s);
   for (int k = 0; k < s->n_sv; k++) served_side_print(&s->sv[k]);
   if (!s->ran) {
     printf("not compared: %s\n", s->error[0] ? s->error : "the run stopped");

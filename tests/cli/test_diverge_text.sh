@@ -47,7 +47,12 @@ grep -q '^rule: mean KLD .*: FAIL' "$t/shift.out" && ok || bad "shift: the KLD r
 for n in aa q4 shift; do grep -E '^(server:|floor|rule)' "$t/$n.out" | sed "s/^/$n: /"; done
 
 # bad input: one line, the usage exit code (2) or 1
-expect_error 2 "option --prompts FILE is required" "$VOUCH" diverge --server "$W" --ref-server "$R"
+# no --prompts: the built-in set (suites/diverge/diverge_prompts.c), A/A must pass on it too
+"$VOUCH" diverge --server "$W" --ref-server "$R" --tokens 8 --concurrency 4 --json "$t/builtin.json" >"$t/builtin.out" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] && ok || bad "built-in prompts, A/A: exit $rc, want 0: $(tail -4 "$t/builtin.out")"
+python3 -c 'import json,sys; r=[r for r in json.load(open(sys.argv[1]))["records"] if r["path"]=="server:tiny-text"][0]; p=r["params"]; sys.exit(0 if p["prompts"]=="built-in" and p["n_prompts"]==32 else 1)' \
+  "$t/builtin.json" && ok || bad "built-in prompts: record params not prompts=built-in, n_prompts=32"
 printf '{"prompt": "ok"}\n{"prompt": 3}\n' >"$t/bad.jsonl"
 expect_error 2 "bad.jsonl:2: field 'prompt'" "$VOUCH" diverge --server "$W" --ref-server "$R" --prompts "$t/bad.jsonl"
 printf 'not json\n' >"$t/bad2.jsonl"
