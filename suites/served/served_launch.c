@@ -147,6 +147,7 @@ static vstatus spawn(served_launch *L, const char *option, const char *cmd) {
   setpgid(pid, pid); /* also here: no window in which a stop signal would miss the group */
   close(p[1]);
   L->pid = pid;
+  L->pgid = pid;
   L->out_fd = p[0];
   return V_OK;
 }
@@ -213,17 +214,26 @@ vstatus served_launch_start(served_launch *L, const char *option, const char *sp
   return V_OK;
 }
 
+/* True while any process is left in group g (the leader reaped or not). */
+static bool group_alive(pid_t g) { return kill(-g, 0) == 0 || errno == EPERM; }
+
 void served_launch_stop(served_launch *L) {
   if (!L->live) return;
-  if (L->pid > 0) {
-    kill(-L->pid, SIGTERM);
+  if (L->pgid > 0) {
+    /* SIGTERM to the whole group, then up to 10 s for the leader to be reaped and every member to
+     * leave; SIGKILL to whatever is left. The group is signalled even when the shell already exited
+     * (reaped by wait_ready or here): a server started by a non-exec command outlives it. */
+    kill(-L->pgid, SIGTERM);
     int st;
-    for (int i = 0; i < 100 && waitpid(L->pid, &st, WNOHANG) == 0; i++) usleep(100 * 1000);
-    if (waitpid(L->pid, &st, WNOHANG) == 0) {
-      kill(-L->pid, SIGKILL);
-      waitpid(L->pid, &st, 0);
+    for (int i = 0; i < 100; i++) {
+      if (L->pid > 0 && waitpid(L->pid, &st, WNOHANG) == L->pid) L->pid = 0;
+      if (L->pid == 0 && !group_alive(L->pgid)) break;
+      usleep(100 * 1000);
     }
+    if (L->pid > 0 || group_alive(L->pgid)) kill(-L->pgid, SIGKILL);
+    if (L->pid > 0) waitpid(L->pid, &st, 0);
     L->pid = 0;
+    L->pgid = 0;
   }
   if (L->copying) { /* the group is gone: EOF, or the stop flag for a process that left the group */
     pthread_mutex_lock(&L->mu);

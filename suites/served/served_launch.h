@@ -24,7 +24,9 @@
 #define SERVED_LAUNCH_TAIL 1024 /* bytes of the server's last output kept for an error message */
 
 typedef struct {
-  pid_t pid;               /* /bin/sh running CMD, leader of its process group; 0: nothing started */
+  pid_t pid;               /* /bin/sh running CMD, leader of its process group; 0: not started or reaped */
+  pid_t pgid;              /* that group (= the leader's first pid): signalled at stop even after the
+                            * leader exits, since what CMD started may outlive the shell; 0: none */
   int port;                /* the port {port} became */
   char url[64];            /* http://127.0.0.1:PORT */
   int out_fd;              /* read end of the server's stdout + stderr (-1: closed) */

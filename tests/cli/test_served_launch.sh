@@ -47,6 +47,15 @@ rc=$?
 sleep 0.3
 pgrep -f "vouch-launch-test-$$" >/dev/null && bad "the other launched server is still running after the error" || ok
 
+# a server that outlives its shell and ignores SIGTERM: the shell dies at the stop, the server is in the
+# same process group and must get SIGKILL after the 10 s grace (not be left running)
+stubborn="(trap '' TERM; PYTHONPATH=$VOUCH_SRC/tests/cli exec python3 $VOUCH_SRC/tests/cli/aime_fake.py port:{port} vouch-launch-test-$$-stubborn) & wait"
+"$VOUCH" eval aime --dataset "$t/d.jsonl" --server "launch:$stubborn" --ref-server "launch:$fake" >"$t/stub.out" 2>"$t/stub.err"
+rc=$?
+[ $rc -eq 0 ] && ok || bad "a server behind a non-exec shell: exit $rc: $(cat "$t/stub.err")"
+sleep 0.3
+pgrep -f "vouch-launch-test-$$-stubborn" >/dev/null && bad "a server that ignores SIGTERM outlived its shell and the stop" || ok
+
 # usage: a command without {port}
 "$VOUCH" eval aime --dataset "$t/d.jsonl" --server "launch:python3 -m http.server" >"$t/use.out" 2>&1
 rc=$?
