@@ -120,8 +120,10 @@ static vstatus coverage_run(void *st, const vsuite_ctx *x, int c) {
   return V_OK;
 }
 
-/* The envelope's parameters on a record. */
-static vstatus env_params(vrecord *r, const vpath_envelope *e) {
+/* The model and the envelope's parameters on a record (the report joins a choice with the records of the
+ * same path on the same model). */
+static vstatus env_params(vrecord *r, const vsuite_ctx *x, const vpath_envelope *e) {
+  VTRY(rec_param_str(r, "model", x->model->source));
   VTRY(rec_param_int(r, "max_batch", e->max_batch));
   VTRY(rec_param_int(r, "max_context", e->max_context));
   return rec_param_int(r, "max_tokens", e->max_tokens);
@@ -133,7 +135,7 @@ static vstatus coverage_record(void *st, const vsuite_ctx *x, int c, veng *recs)
   if (s->why[c][0]) {
     vrecord *r = eng_new(recs, "coverage", "-", path);
     if (!r) return V_ERR;
-    VTRY(env_params(r, &s->env));
+    VTRY(env_params(r, x, &s->env));
     rec_set_status(r, s->st[c], s->why[c]);
     return V_OK;
   }
@@ -145,7 +147,7 @@ static vstatus coverage_record(void *st, const vsuite_ctx *x, int c, veng *recs)
     rec_ran_key(key, sizeof key, path, e->path, e->op, e->variant);
     vrecord *r = eng_new(recs, "coverage", e->kind == TR_RAN ? key : "-", path);
     if (!r) return V_ERR;
-    VTRY(env_params(r, &s->env));
+    VTRY(env_params(r, x, &s->env));
     if (e->kind == TR_FALLBACK) { /* the path hands its steps to another: nothing of its own to cover */
       char why[256];
       snprintf(why, sizeof why, "the path hands its steps to %.40s at %.32s: %.150s", e->variant, e->op, e->detail);

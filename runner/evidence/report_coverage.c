@@ -1,0 +1,247 @@
+/* The report's coverage table (issue 37): the (op, variant) pairs each path's own rules can pick (the
+ * records of `vouch coverage`, suites/coverage/) joined with what the decode steps of the run say ran
+ * (every other record's `ran`, runner/evidence/report_ran.c). A pair no step ran is a gap: the plan
+ * never exercised that choice of the path, whatever its other cases say. The kernels suite tests
+ * variants in isolation, not as the path chose them in a step, so its records do not cover a pair. */
+#include "runner/evidence/report_coverage.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#define COV_MD_ROWS 60 /* rows of the table in the comment, gaps first; the rest are counted */
+#define COV_STEPS 6    /* steps named per row; more are counted */
+
+/* One plan step that ran a pair: the suite and the model of its records (records carry no step index). */
+typedef struct {
+  char what[160]; /* "diverge synth:small" */
+  long records;   /* records of that step naming the pair */
+} cov_step;
+
+typedef struct {
+  const vrecord *sel;       /* the coverage record: path, case_id "OP/VARIANT", params.when */
+  cov_step steps[COV_STEPS];
+  int n_steps;
+  int more_steps;           /* distinct steps past COV_STEPS */
+  long records;             /* records naming the pair */
+} cov_row;
+
+/* True when a `ran` path name q is the coverage path p or a spelling of the same registered path
+ * ("latency@attn_gemm" runs latency's kernels; "cpu-ref:tp2" is cpu-ref's): the base names agree. */
+static bool same_base(const char *q, const char *p) {
+  const size_t a = strcspn(q, ":@"), b = strcspn(p, ":@");
+  return a == b && !strncmp(q, p, a);
+}
+
+static bool is_choice(const vrecord *x) { return !strcmp(x->suite, "coverage") && x->status == REC_PASS; }
+static bool is_decode_record(const vrecord *x) {
+  return x->ran && strcmp(x->suite, "coverage") && strcmp(x->suite, "kernels");
+}
+
+static void step_label(const vrecord *x, char *out, size_t cap) {
+  const char *model = rt_str(x->params, "model", NULL);
+  snprintf(out, cap, "%s%s%.120s", x->suite, model[0] ? " " : "", model);
+}
+
+/* "PATH on MODEL" of a coverage record (PATH alone without a model). */
+static void path_model(const vrecord *x, char *out, size_t cap) {
+  const char *model = rt_str(x->params, "model", NULL);
+  snprintf(out, cap, "%.100s%s%.90s", x->path, model[0] ? " on " : "", model);
+}
+
+/* Joins row w with every decode record of r on the same model (a choice is the path's on that model's
+ * shapes; a coverage record without a model matches any). */
+static void join(cov_row *w, const vresults *r) {
+  const char *model = rt_str(w->sel->params, "model", NULL);
+  for (int i = 0; i < r->n; i++) {
+    const vrecord *x = r->recs[i];
+    if (!is_decode_record(x) || (model[0] && strcmp(rt_str(x->params, "model", NULL), model))) continue;
+    bool hit = false;
+    const cJSON *path;
+    cJSON_ArrayForEach(path, x->ran) {
+      if (!path->string || !same_base(path->string, w->sel->path)) continue;
+      if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(path, w->sel->case_id))) hit = true;
+    }
+    if (!hit) continue;
+    w->records++;
+    char lab[160];
+    step_label(x, lab, sizeof lab);
+    int s;
+    for (s = 0; s < w->n_steps; s++)
+      if (!strcmp(w->steps[s].what, lab)) break;
+    if (s < w->n_steps) w->steps[s].records++;
+    else if (w->n_steps < COV_STEPS) {
+      snprintf(w->steps[w->n_steps].what, sizeof w->steps[0].what, "%s", lab);
+      w->steps[w->n_steps++].records = 1;
+    } else w->more_steps++; /* counts records past the named steps: a bound on the steps left out */
+  }
+}
+
+static int gaps_first(const void *a, const void *b) {
+  const cov_row *x = a, *y = b;
+  if ((x->records == 0) != (y->records == 0)) return x->records == 0 ? -1 : 1;
+  int c = strcmp(x->sel->path, y->sel->path);
+  if (!c) c = strcmp(rt_str(x->sel->params, "model", NULL), rt_str(y->sel->params, "model", NULL));
+  return c ? c : strcmp(x->sel->case_id, y->sel->case_id);
+}
+
+/* The rows of r, joined and sorted (gaps first); *n rows. NULL with *n 0 when r has no choices, or on out
+ * of memory (*oom set). */
+static cov_row *build_rows(const vresults *r, int *n, int *oom) {
+  *n = 0;
+  int k = 0;
+  for (int i = 0; i < r->n; i++) k += is_choice(r->recs[i]);
+  if (!k) return NULL;
+  cov_row *rows = calloc((size_t)k, sizeof *rows);
+  if (!rows) { *oom = 1; return NULL; }
+  for (int i = 0; i < r->n; i++)
+    if (is_choice(r->recs[i])) rows[(*n)++].sel = r->recs[i];
+  for (int i = 0; i < *n; i++) join(&rows[i], r);
+  qsort(rows, (size_t)*n, sizeof *rows, gaps_first);
+  return rows;
+}
+
+int coverage_gaps(const vresults *r) {
+  int n = 0, oom = 0, gaps = 0;
+  cov_row *rows = build_rows(r, &n, &oom);
+  for (int i = 0; i < n; i++) gaps += rows[i].records == 0;
+  free(rows);
+  return n ? gaps : -1;
+}
+
+/* The coverage records that are not choices: a path that does not enumerate, or could not. */
+static int not_enumerated(const vresults *r) {
+  int k = 0;
+  for (int i = 0; i < r->n; i++) k += !strcmp(r->recs[i]->suite, "coverage") && r->recs[i]->status != REC_PASS;
+  return k;
+}
+
+static bool has_coverage(const vresults *r) {
+  for (int i = 0; i < r->n; i++)
+    if (!strcmp(r->recs[i]->suite, "coverage")) return true;
+  return false;
+}
+
+void coverage_summary_md(sbuf *b, const vresults *r) {
+  if (!has_coverage(r)) {
+    sb_add(b, "\n**Coverage:** this run has no coverage records (no `vouch coverage` step, or a run made before "
+              "it): which of the paths' choices never ran is not known.\n");
+    return;
+  }
+  int n = 0, oom = 0, gaps = 0;
+  cov_row *rows = build_rows(r, &n, &oom);
+  if (oom) { b->oom = 1; return; }
+  for (int i = 0; i < n; i++) gaps += rows[i].records == 0;
+  free(rows);
+  const int ne = not_enumerated(r);
+  sb_add(b, "\n**Coverage:** %d (path, op, variant) choices the paths' rules can pick; ", n);
+  if (gaps) sb_add(b, "**%d never ran (GAP)**", gaps);
+  else sb_add(b, "every one ran in some step");
+  if (ne) sb_add(b, "; %d path%s without an enumeration (not covered)", ne, ne == 1 ? "" : "s");
+  sb_add(b, ".\n");
+}
+
+static void ran_by_md(sbuf *b, const cov_row *w) {
+  if (!w->records) {
+    sb_add(b, "**GAP: never ran**");
+    return;
+  }
+  for (int s = 0; s < w->n_steps; s++) {
+    sb_add(b, "%s", s ? ", " : "");
+    sb_md_cell(b, w->steps[s].what);
+    sb_add(b, " ×%ld", w->steps[s].records);
+  }
+  if (w->more_steps) sb_add(b, ", +%d records of other steps", w->more_steps);
+}
+
+void coverage_md(sbuf *b, const vresults *r) {
+  if (!has_coverage(r)) return; /* the summary says so */
+  int n = 0, oom = 0;
+  cov_row *rows = build_rows(r, &n, &oom);
+  if (oom) { b->oom = 1; return; }
+  sb_add(b, "\n### Coverage: each choice of the paths' rules, and the steps that ran it\n\n"
+            "| path | op/variant | first selected at | ran in (suite model ×records) |\n|---|---|---|---|\n");
+  const int shown = n < COV_MD_ROWS ? n : COV_MD_ROWS;
+  for (int i = 0; i < shown; i++) {
+    const cov_row *w = &rows[i];
+    char when[120];
+    snprintf(when, sizeof when, "%.110s", rt_str(w->sel->params, "when", NULL));
+    char who[200];
+    path_model(w->sel, who, sizeof who);
+    sb_add(b, "| ");
+    sb_md_cell(b, who);
+    sb_add(b, " | `");
+    sb_md_cell(b, w->sel->case_id);
+    sb_add(b, "` | ");
+    sb_md_cell(b, when);
+    sb_add(b, " | ");
+    ran_by_md(b, w);
+    sb_add(b, " |\n");
+  }
+  for (int i = 0; i < r->n; i++) { /* paths without an enumeration, at most a few */
+    const vrecord *x = r->recs[i];
+    if (strcmp(x->suite, "coverage") || x->status == REC_PASS) continue;
+    char why[200];
+    snprintf(why, sizeof why, "%.180s", x->reason);
+    char who[200];
+    path_model(x, who, sizeof who);
+    sb_add(b, "| ");
+    sb_md_cell(b, who);
+    sb_add(b, " | (none) | | ");
+    sb_md_cell(b, why);
+    sb_add(b, " |\n");
+  }
+  if (n > shown) sb_add(b, "\n…%d more choices (all ran) in the full report.\n", n - shown);
+  free(rows);
+}
+
+void coverage_html(sbuf *b, const vresults *r) {
+  sb_add(b, "<h2>Coverage</h2>\n");
+  if (!has_coverage(r)) {
+    sb_add(b, "<p>This run has no coverage records (no <code>vouch coverage</code> step, or a run made before it): "
+              "which of the paths' choices never ran is not known.</p>\n");
+    return;
+  }
+  int n = 0, oom = 0, gaps = 0;
+  cov_row *rows = build_rows(r, &n, &oom);
+  if (oom) { b->oom = 1; return; }
+  for (int i = 0; i < n; i++) gaps += rows[i].records == 0;
+  sb_add(b, "<p>%d choices the paths' rules can pick, %d never ran (GAP). A choice is covered by a record of a "
+            "decode step (not the kernels suite) whose trace names it for the same path.</p>\n", n, gaps);
+  sb_add(b, "<table><tr><th>path</th><th>op/variant</th><th>first selected at</th><th>ran in (suite model "
+            "&times;records)</th></tr>\n");
+  for (int i = 0; i < n; i++) {
+    const cov_row *w = &rows[i];
+    char who[200];
+    path_model(w->sel, who, sizeof who);
+    sb_add(b, "<tr><td>");
+    sb_html(b, who);
+    sb_add(b, "</td><td>");
+    sb_html(b, w->sel->case_id);
+    sb_add(b, "</td><td>");
+    sb_html(b, rt_str(w->sel->params, "when", NULL));
+    sb_add(b, "</td><td%s>", w->records ? "" : " class=\"fail\"");
+    if (!w->records) sb_add(b, "GAP: never ran");
+    for (int s = 0; s < w->n_steps; s++) {
+      sb_add(b, "%s", s ? ", " : "");
+      sb_html(b, w->steps[s].what);
+      sb_add(b, " &times;%ld", w->steps[s].records);
+    }
+    if (w->more_steps) sb_add(b, ", +%d records of other steps", w->more_steps);
+    sb_add(b, "</td></tr>\n");
+  }
+  for (int i = 0; i < r->n; i++) {
+    const vrecord *x = r->recs[i];
+    if (strcmp(x->suite, "coverage") || x->status == REC_PASS) continue;
+    char who[200];
+    path_model(x, who, sizeof who);
+    sb_add(b, "<tr><td>");
+    sb_html(b, who);
+    sb_add(b, "</td><td>(none)</td><td></td><td class=\"not_supported\">");
+    sb_html(b, x->reason);
+    sb_add(b, "</td></tr>\n");
+  }
+  sb_add(b, "</table>\n");
+  free(rows);
+}
