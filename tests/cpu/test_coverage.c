@@ -141,7 +141,7 @@ static void test_report_join(void) {
       rec_with("coverage", "-", "cuda-ref", "synth:small", NULL, NULL, REC_NOT_SUPPORTED),
       rec_with("diverge", "b1", "latency", "synth:small", "latency", k_mma, REC_PASS),
       rec_with("diverge", "b8", "latency@attn_split", "synth:small", "latency@attn_split", k_split, REC_PASS),
-      rec_with("evals", "mrcr", "latency", "synth:small", "latency", k_mma, REC_PASS),
+      rec_with("evals", "mrcr", "latency", "synth:small (seed 9, 4 layers)", "latency", k_mma, REC_PASS),
       rec_with("kernels", "mla", "latency", "synth:small", "latency", k_gemm, REC_PASS),
       rec_with("diverge", "k2", "latency", "synth:k2-lite", "latency", k_gemm, REC_PASS),
   };
