@@ -100,28 +100,36 @@ static int gaps_first(const void *a, const void *b) {
   return c ? c : strcmp(x->sel->case_id, y->sel->case_id);
 }
 
-/* The rows of r, joined and sorted (gaps first); *n rows. NULL with *n 0 when r has no choices, or on out
- * of memory (*oom set). */
-static cov_row *build_rows(const vresults *r, int *n, int *oom) {
-  *n = 0;
+/* The table of r: its rows joined and sorted (gaps first), the gaps counted. */
+typedef struct {
+  cov_row *rows; /* [n]; NULL when r has no choices */
+  int n;         /* choices (coverage records that passed) */
+  int gaps;      /* rows no decode record ran */
+} cov_table;
+
+/* Builds t from r. False on out of memory (t empty). */
+static bool build_table(const vresults *r, cov_table *t) {
+  memset(t, 0, sizeof *t);
   int k = 0;
   for (int i = 0; i < r->n; i++) k += is_choice(r->recs[i]);
-  if (!k) return NULL;
-  cov_row *rows = calloc((size_t)k, sizeof *rows);
-  if (!rows) { *oom = 1; return NULL; }
+  if (!k) return true;
+  t->rows = calloc((size_t)k, sizeof *t->rows);
+  if (!t->rows) return false;
   for (int i = 0; i < r->n; i++)
-    if (is_choice(r->recs[i])) rows[(*n)++].sel = r->recs[i];
-  for (int i = 0; i < *n; i++) join(&rows[i], r);
-  qsort(rows, (size_t)*n, sizeof *rows, gaps_first);
-  return rows;
+    if (is_choice(r->recs[i])) t->rows[t->n++].sel = r->recs[i];
+  for (int i = 0; i < t->n; i++) {
+    join(&t->rows[i], r);
+    t->gaps += t->rows[i].records == 0;
+  }
+  qsort(t->rows, (size_t)t->n, sizeof *t->rows, gaps_first);
+  return true;
 }
 
 int coverage_gaps(const vresults *r) {
-  int n = 0, oom = 0, gaps = 0;
-  cov_row *rows = build_rows(r, &n, &oom);
-  for (int i = 0; i < n; i++) gaps += rows[i].records == 0;
-  free(rows);
-  return n ? gaps : -1;
+  cov_table t;
+  if (!build_table(r, &t)) return -1;
+  free(t.rows);
+  return t.n ? t.gaps : -1;
 }
 
 /* The coverage records that are not choices: a path that does not enumerate, or could not. */
@@ -137,20 +145,21 @@ static bool has_coverage(const vresults *r) {
   return false;
 }
 
+/* Why a run has no coverage records (the summary and the HTML say it). */
+#define NO_COVERAGE "this run has no coverage records (no `vouch coverage` step, or a run made before it): which of " \
+                    "the paths' choices never ran is not known"
+
 void coverage_summary_md(sbuf *b, const vresults *r) {
   if (!has_coverage(r)) {
-    sb_add(b, "\n**Coverage:** this run has no coverage records (no `vouch coverage` step, or a run made before "
-              "it): which of the paths' choices never ran is not known.\n");
+    sb_add(b, "\n**Coverage:** %s.\n", NO_COVERAGE);
     return;
   }
-  int n = 0, oom = 0, gaps = 0;
-  cov_row *rows = build_rows(r, &n, &oom);
-  if (oom) { b->oom = 1; return; }
-  for (int i = 0; i < n; i++) gaps += rows[i].records == 0;
-  free(rows);
+  cov_table t;
+  if (!build_table(r, &t)) { b->oom = 1; return; }
+  free(t.rows);
   const int ne = not_enumerated(r);
-  sb_add(b, "\n**Coverage:** %d (path, op, variant) choices the paths' rules can pick; ", n);
-  if (gaps) sb_add(b, "**%d never ran (GAP)**", gaps);
+  sb_add(b, "\n**Coverage:** %d (path, op, variant) choices the paths' rules can pick; ", t.n);
+  if (t.gaps) sb_add(b, "**%d never ran (GAP)**", t.gaps);
   else sb_add(b, "every one ran in some step");
   if (ne) sb_add(b, "; %d path%s without an enumeration (not covered)", ne, ne == 1 ? "" : "s");
   sb_add(b, ".\n");
@@ -171,9 +180,10 @@ static void ran_by_md(sbuf *b, const cov_row *w) {
 
 void coverage_md(sbuf *b, const vresults *r) {
   if (!has_coverage(r)) return; /* the summary says so */
-  int n = 0, oom = 0;
-  cov_row *rows = build_rows(r, &n, &oom);
-  if (oom) { b->oom = 1; return; }
+  cov_table t;
+  if (!build_table(r, &t)) { b->oom = 1; return; }
+  const cov_row *rows = t.rows;
+  const int n = t.n;
   sb_add(b, "\n### Coverage: each choice of the paths' rules, and the steps that ran it\n\n"
             "| path | op/variant | first selected at | ran in (suite model ×records) |\n|---|---|---|---|\n");
   const int shown = n < COV_MD_ROWS ? n : COV_MD_ROWS;
@@ -207,22 +217,24 @@ void coverage_md(sbuf *b, const vresults *r) {
     sb_add(b, " |\n");
   }
   if (n > shown) sb_add(b, "\n…%d more choices (all ran) in the full report.\n", n - shown);
-  free(rows);
+  free(t.rows);
 }
 
 void coverage_html(sbuf *b, const vresults *r) {
   sb_add(b, "<h2>Coverage</h2>\n");
   if (!has_coverage(r)) {
-    sb_add(b, "<p>This run has no coverage records (no <code>vouch coverage</code> step, or a run made before it): "
-              "which of the paths' choices never ran is not known.</p>\n");
+    sb_add(b, "<p>");
+    sb_html(b, NO_COVERAGE);
+    sb_add(b, ".</p>\n");
     return;
   }
-  int n = 0, oom = 0, gaps = 0;
-  cov_row *rows = build_rows(r, &n, &oom);
-  if (oom) { b->oom = 1; return; }
-  for (int i = 0; i < n; i++) gaps += rows[i].records == 0;
+  cov_table t;
+  if (!build_table(r, &t)) { b->oom = 1; return; }
+  const cov_row *rows = t.rows;
+  const int n = t.n;
   sb_add(b, "<p>%d choices the paths' rules can pick, %d never ran (GAP). A choice is covered by a record of a "
-            "decode step (not the kernels suite) whose trace names it for the same path.</p>\n", n, gaps);
+            "decode step (not the kernels suite) of the same path on the same model whose trace names it.</p>\n", n,
+         t.gaps);
   sb_add(b, "<table><tr><th>path</th><th>op/variant</th><th>first selected at</th><th>ran in (suite model "
             "&times;records)</th></tr>\n");
   for (int i = 0; i < n; i++) {
@@ -257,5 +269,5 @@ void coverage_html(sbuf *b, const vresults *r) {
     sb_add(b, "</td></tr>\n");
   }
   sb_add(b, "</table>\n");
-  free(rows);
+  free(t.rows);
 }

@@ -7,7 +7,7 @@
 #include "runner/evidence/report_text.h"
 
 /* The gaps of r: choices no decode step ran; -1 when r has no choices (no coverage records, or only
- * paths that do not enumerate). */
+ * paths that do not enumerate) or on out of memory. */
 int coverage_gaps(const vresults *r);
 /* One summary line: the choices and the gaps, or that the run has no coverage records (an older run, or a
  * plan without a coverage step). b->oom on allocation failure. */

@@ -176,7 +176,7 @@ static void test_report_join(void) {
   CHECK(md && strstr(md, "**Coverage:** this run has no coverage records") && !strstr(md, "### Coverage"),
         "markdown: no coverage records, said, no table");
   CHECK_OK(report_html(&r, &html));
-  CHECK(html && strstr(html, "This run has no coverage records"), "html: no coverage records, said");
+  CHECK(html && strstr(html, "this run has no coverage records"), "html: no coverage records, said");
   free(md);
   free(html);
   for (size_t i = 0; i < sizeof recs / sizeof *recs; i++) rec_free(recs[i]);
