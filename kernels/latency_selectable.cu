@@ -69,7 +69,7 @@ static vstatus one_shape(lstate *S, int b, int n, int ctx, bool ragged, bool for
   const char *to = "";
   lt_envelope_reason(&s, why, sizeof why, &to);
   if (why[0]) vtrace_ran(out, PATH_NAME, "decode_step", to, when);
-  const bool graph = !why[0] && S->use_graphs;
+  const bool graph = !why[0] && !S->prof && S->use_graphs; /* as lt_forward_impl: profiling runs eagerly */
   const int T = b * n;
   vstatus err = V_OK;
   for (int t0 = 0, i = 0, j = 0; t0 < T;) {
