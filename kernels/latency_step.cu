@@ -545,13 +545,16 @@ const char *lt_graph_event(bool captured) { return captured ? "capture+replay" :
 vstatus lt_capture_events(lstate *S, const lt_step_key *k, gentry *g) {
   memset(g, 0, sizeof *g);
   g->key = *k;
-  vtrace *keep = S->trace;
-  S->trace = NULL; /* the events are choices, not what ran: into g only */
   CUDA_CHECK(cudaStreamBeginCapture(S->st, cudaStreamCaptureModeThreadLocal));
+  vtrace *keep = S->trace;
+  const bool prof = S->prof;
+  S->trace = NULL; /* the events are choices, not what ran: into g only */
+  S->prof = false; /* no per-op timing events of a step that never runs */
   S->rec = g;
   vstatus s = enqueue_step(S, k);
   S->rec = NULL;
   S->trace = keep;
+  S->prof = prof;
   cudaGraph_t graph = NULL;
   cudaError_t e = cudaStreamEndCapture(S->st, &graph);
   if (graph) cudaGraphDestroy(graph); /* never instantiated: none of its kernels ran */
