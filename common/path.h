@@ -75,6 +75,17 @@ typedef enum {
   VPATH_TP_KINDS     /* the number of kinds (for validating a loaded path's declaration) */
 } vpath_tp_kind;
 
+/* The step shapes a path enumerates its choices over (vpath_ops.selectable): every step of 1..max_batch
+ * sequences, each bringing 1 token (decode) or, when max_tokens > 1, max_tokens tokens (speculative
+ * verification, logits for every token), at cached lengths 0..max_context (uniform, and ragged: one
+ * sequence at the length, the others at the start), with the checkpoint's router and, for a model with
+ * MoE layers, with forced experts. */
+typedef struct vpath_envelope {
+  int max_batch;    /* sequences per step, >= 1 */
+  int max_context;  /* cached positions before the step, >= 0 (the open's max_ctx bounds it) */
+  int max_tokens;   /* tokens per sequence of a verification step (K+1); 1: decode steps only */
+} vpath_envelope;
+
 /* What a path can do, declared by the path in its ops (`caps`): the runner and the suites decide by
  * these fields and never by a path's name or its ops pointer (docs/plugins.md). All zero: the path
  * places its weights itself, runs unsharded only, and has the plain byte model. Other
@@ -132,8 +143,19 @@ typedef struct vpath_ops {
    * unknown (no step run yet, no MoE layer). Must not add to last_step_ms (read the ids outside the
    * timed work). NULL when the path cannot tell. */
   double (*last_experts)(void *state);
-  /* What the path can do (above); keep this field last (the CUDA paths' positional initializers). */
+  /* What the path can do (above). The CUDA paths' positional initializers end here: a member added
+   * below is zero in them and must be optional (NULL: not provided). */
   vpath_caps caps;
+  /* ---- VOUCH_PATH_ABI 2 (suites/paths/plugin.h; a library of ABI 1 has none of these: NULL) ---- */
+  /* The (op, variant) pairs the path's own selection rules can pick for steps within env on this open
+   * path (its model shape, TP degree, dcp, variant words): one TR_RAN event per pair in `out` (a tally,
+   * common/trace.h) in the path's own trace names (those its forward() records), path the path's name,
+   * detail the condition of the first step shape that selects it ("batch 8 x 1 token, context 64k").
+   * Computed by the same rule functions the step runs, never a second list (issue 37: the coverage
+   * table joins this set with what the plan's records say ran). A path that hands every step to
+   * another records that fallback event (TR_FALLBACK) instead. Error: the path cannot enumerate on
+   * this open (out holds what was found before). NULL: the path does not enumerate its choices. */
+  vstatus (*selectable)(void *state, const struct vpath_envelope *env, vtrace *out);
 } vpath_ops;
 
 /* True when the comma-separated `variant` has the word w ("tp_nccl,tp_split_in" has "tp_split_in").

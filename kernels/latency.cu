@@ -29,6 +29,26 @@ static vstatus lt_supports(void *st, const vstep *s) {
   return lt_check_step(S, s); /* forward() runs every valid step (outside the envelope as a traced fallback) */
 }
 
+int lt_fill_chunk(lstate *S, const vstep *s, int t0, int *i, int *j, int *R, int *max_keys, int *seq_of, int *j_of) {
+  const int T = vstep_total_tokens(s);
+  int c = 0;
+  *R = 0;
+  *max_keys = 1;
+  while (c < TC && t0 + c < T) {
+    S->h_tok[c] = s->tokens[t0 + c];
+    S->h_slot[c] = s->seq[*i];
+    S->h_pos[c] = s->start_pos[*i] + *j;
+    if (S->h_pos[c] + 1 > *max_keys) *max_keys = S->h_pos[c] + 1;
+    if (seq_of) seq_of[c] = *i, j_of[c] = *j;
+    const bool last = *j == s->n_tokens[*i] - 1;
+    if (s->all_logits || last) S->h_rows[(*R)++] = c;
+    c++;
+    if (++*j == s->n_tokens[*i]) ++*i, *j = 0;
+  }
+  if (*R == 0 && c > 0) S->h_rows[(*R)++] = c - 1; /* lm_head needs a row; its logits are dropped */
+  return c;
+}
+
 static vstatus lt_forward_impl(lstate *S, const vstep *s, float *logits) {
   VTRY(lt_check_step(S, s));
   if (!logits) return VERR("forward: logits buffer is NULL");
@@ -68,24 +88,13 @@ static vstatus lt_forward_impl(lstate *S, const vstep *s, float *logits) {
     int seq_of[TC], j_of[TC];
     int t0 = 0, i = 0, j = 0;
     while (t0 < T) {
-      int c = 0, max_keys = 1, R = 0;
-      while (c < TC && t0 + c < T) {
-        S->h_tok[c] = s->tokens[t0 + c];
-        S->h_slot[c] = s->seq[i];
-        S->h_pos[c] = s->start_pos[i] + j;
-        if (S->h_pos[c] + 1 > max_keys) max_keys = S->h_pos[c] + 1;
-        seq_of[c] = i, j_of[c] = j;
-        const bool last = j == s->n_tokens[i] - 1;
-        if (s->all_logits || last) S->h_rows[R++] = c;
-        c++;
-        if (++j == s->n_tokens[i]) i++, j = 0;
-      }
+      int max_keys = 1, R = 0;
+      const int c = lt_fill_chunk(S, s, t0, &i, &j, &R, &max_keys, seq_of, j_of);
       if (forced)
         for (int mi = 0; mi < S->n_moe; mi++)
           memcpy(S->h_forced + (size_t)mi * c * S->K, s->forced_experts + ((size_t)mi * T + t0) * S->K,
                  (size_t)c * S->K * sizeof(int32_t));
       if (R > 0 || c > 0) {
-        if (R == 0) S->h_rows[R++] = c - 1; /* lm_head needs a row; its logits are dropped */
         VTRY(lt_run_core(S, c, R, max_keys, forced, false, &ms));
         {
           int r = 0;
@@ -297,4 +306,5 @@ extern "C" const vpath_ops latency_ops = {
     /* caps: device weights, TP over NCCL, dcp on the latent cache, no ep */
     {false, VPATH_TP_NCCL, true, false, NULL,
      ": the GPU paths split every routed expert along its intermediate dimension under TP", lt_tp_splits_inputs},
+    latency_selectable, /* kernels/latency_selectable.cu */
 };

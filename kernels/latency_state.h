@@ -242,6 +242,24 @@ void lt_graph_free(gentry *g);
 /* Runs one in-envelope step of T token rows and R logit rows over at most max_keys keys, from a
  * captured graph when `graph` (capturing it first), else enqueued directly; *ms: its device time. */
 vstatus lt_run_core(lstate *S, int T, int R, int max_keys, bool forced, bool graph, float *ms);
+/* The step key lt_run_core runs T rows under (positions in S->h_pos[0..T), at most max_keys keys, R logit
+ * rows): the attention kernel, its splits, its key bucket. */
+lt_step_key lt_choose_key(const lstate *S, int T, int R, int max_keys, bool forced);
+/* The cuda_graph event's variant for a step whose graph was captured now (or replayed). */
+const char *lt_graph_event(bool captured);
+/* The trace events the step of key k records, without running it: the step is enqueued into a stream
+ * capture that is discarded (no kernel runs, the caller's trace gets nothing). g (overwritten) holds them;
+ * lt_graph_free frees them, also on error (the capture failed: named). */
+vstatus lt_capture_events(lstate *S, const lt_step_key *k, gentry *g);
+/* The next chunk of step s into the host arrays (h_tok, h_slot, h_pos, h_rows; seq_of, j_of [TC] when not
+ * NULL: each row's sequence and token in it): at most TC consecutive tokens (flat order) from token t0,
+ * which is token *j of sequence *i (both advanced past the chunk). *R: its logit rows (each sequence's
+ * last token, or every row with all_logits; at least one: lm_head needs a row, its logits dropped),
+ * *max_keys: its longest row's keys. Returns the chunk's tokens (t0 < total tokens). */
+int lt_fill_chunk(lstate *S, const vstep *s, int t0, int *i, int *j, int *R, int *max_keys, int *seq_of, int *j_of);
+/* kernels/latency_selectable.cu: vpath_ops.selectable (common/path.h), over lt_fill_chunk, lt_choose_key
+ * and lt_capture_events: the choices lt_forward makes for every step shape of env. */
+extern "C" vstatus latency_selectable(void *st, const vpath_envelope *env, vtrace *out);
 /* Error unless step s fits the opened model and cache (slots, positions, token ids). */
 vstatus lt_check_step(lstate *S, const vstep *s);
 /* Why step s is outside the graphs' envelope, and (*to) the mode latency's own kernels run it in instead

@@ -506,16 +506,11 @@ static vstatus graph_get(lstate *S, const lt_step_key *k, gentry **out, bool *ca
   return V_OK;
 }
 
-/* Runs T rows whose host arrays are filled (h_tok, h_slot, h_pos, h_rows, h_forced). */
-vstatus lt_run_core(lstate *S, int T, int R, int max_keys, bool forced, bool graph, float *ms) {
-  const size_t ib = (size_t)T * sizeof(int32_t);
-  CUDA_CHECK(cudaMemcpyAsync(S->d_tok, S->h_tok, ib, cudaMemcpyHostToDevice, S->st));
-  CUDA_CHECK(cudaMemcpyAsync(S->d_slot, S->h_slot, ib, cudaMemcpyHostToDevice, S->st));
-  CUDA_CHECK(cudaMemcpyAsync(S->d_pos, S->h_pos, ib, cudaMemcpyHostToDevice, S->st));
-  CUDA_CHECK(cudaMemcpyAsync(S->d_rows, S->h_rows, (size_t)R * sizeof(int32_t), cudaMemcpyHostToDevice, S->st));
-  if (forced)
-    CUDA_CHECK(cudaMemcpyAsync(S->d_forced, S->h_forced, (size_t)S->n_moe * T * S->K * sizeof(int32_t),
-                               cudaMemcpyHostToDevice, S->st));
+/* The step key (lt_step_key) of T rows whose positions are in S->h_pos[0..T), over at most max_keys
+ * keys, R logit rows: which attention kernel (the table, lt_attn_mode, and what the open could allocate),
+ * its splits and key bucket. The one rule: lt_run_core runs what it picks, latency_selectable
+ * (kernels/latency_selectable.cu) enumerates it. */
+lt_step_key lt_choose_key(const lstate *S, int T, int R, int max_keys, bool forced) {
   /* DCP: v3_mma or v1_split over this rank's keys (at most ceil(max_keys / N)), all Ha heads */
   const int keys = S->dcp ? (max_keys + S->dcp_n - 1) / S->dcp_n : max_keys;
   const bool gemm_long = table_prefers_gemm(T, max_keys) && S->ag.rows >= T;
@@ -541,13 +536,52 @@ vstatus lt_run_core(lstate *S, int T, int R, int max_keys, bool forced, bool gra
   }
   if (attn == LT_ATTN_GEMM) S_att = 1;
   const lt_step_key key = {T, R, S_att, forced, attn, gemm_keys};
+  return key;
+}
+
+/* The cuda_graph event's variant: the step's graph was captured now and replayed, or replayed. */
+const char *lt_graph_event(bool captured) { return captured ? "capture+replay" : "replay"; }
+
+vstatus lt_capture_events(lstate *S, const lt_step_key *k, gentry *g) {
+  memset(g, 0, sizeof *g);
+  g->key = *k;
+  CUDA_CHECK(cudaStreamBeginCapture(S->st, cudaStreamCaptureModeThreadLocal));
+  vtrace *keep = S->trace;
+  const bool prof = S->prof;
+  S->trace = NULL; /* the events are choices, not what ran: into g only */
+  S->prof = false; /* no per-op timing events of a step that never runs */
+  S->rec = g;
+  vstatus s = enqueue_step(S, k);
+  S->rec = NULL;
+  S->trace = keep;
+  S->prof = prof;
+  cudaGraph_t graph = NULL;
+  cudaError_t e = cudaStreamEndCapture(S->st, &graph);
+  if (graph) cudaGraphDestroy(graph); /* never instantiated: none of its kernels ran */
+  if (s == V_OK && e != cudaSuccess)
+    s = VERR(PATH_NAME ": capture of the step for %d rows failed: %s", k->T, cudaGetErrorString(e));
+  if (s != V_OK) (void)cudaGetLastError();
+  return s;
+}
+
+/* Runs T rows whose host arrays are filled (h_tok, h_slot, h_pos, h_rows, h_forced). */
+vstatus lt_run_core(lstate *S, int T, int R, int max_keys, bool forced, bool graph, float *ms) {
+  const size_t ib = (size_t)T * sizeof(int32_t);
+  CUDA_CHECK(cudaMemcpyAsync(S->d_tok, S->h_tok, ib, cudaMemcpyHostToDevice, S->st));
+  CUDA_CHECK(cudaMemcpyAsync(S->d_slot, S->h_slot, ib, cudaMemcpyHostToDevice, S->st));
+  CUDA_CHECK(cudaMemcpyAsync(S->d_pos, S->h_pos, ib, cudaMemcpyHostToDevice, S->st));
+  CUDA_CHECK(cudaMemcpyAsync(S->d_rows, S->h_rows, (size_t)R * sizeof(int32_t), cudaMemcpyHostToDevice, S->st));
+  if (forced)
+    CUDA_CHECK(cudaMemcpyAsync(S->d_forced, S->h_forced, (size_t)S->n_moe * T * S->K * sizeof(int32_t),
+                               cudaMemcpyHostToDevice, S->st));
+  const lt_step_key key = lt_choose_key(S, T, R, max_keys, forced);
   if (graph) {
     gentry *g = NULL;
     bool captured = false;
     VTRY(graph_get(S, &key, &g, &captured));
     if (!captured && S->trace && S->trace->enabled)
       for (int i = 0; i < g->n_ev; i++) vtrace_ran(S->trace, PATH_NAME, g->ev[i].op, g->ev[i].variant, g->ev[i].detail);
-    lt_trace(S, "cuda_graph", captured ? "capture+replay" : "replay", "rows=%d logit rows=%d splits=%d%s", T, R, S_att, forced ? " forced experts" : "");
+    lt_trace(S, "cuda_graph", lt_graph_event(captured), "rows=%d logit rows=%d splits=%d%s", T, R, key.S_att, forced ? " forced experts" : "");
     CUDA_CHECK(cudaEventRecord(S->ev0, S->st));
     CUDA_CHECK(cudaGraphLaunch(g->exec, S->st));
     CUDA_CHECK(cudaEventRecord(S->ev1, S->st));

@@ -677,6 +677,21 @@ static double ref_last_experts(void *state) {
   return r && r->experts_layers > 0 ? r->experts_sum / r->experts_layers : -1.0;
 }
 
+/* cpu-ref runs one variant of each op whatever the step's shape: its choices are what trace_step records
+ * of any step (batch 1, one token), recorded into out by trace_step itself (no second list). */
+static vstatus ref_selectable(void *state, const vpath_envelope *env, vtrace *out) {
+  cpu_ref *r = state;
+  if (!r || !env || !out) return VERR(PATH_NAME ": selectable: NULL state, envelope or trace");
+  const int seq = 0, one = 1, pos = 0;
+  const int32_t tok = 0;
+  const vstep s = {.n_seq = 1, .seq = &seq, .n_tokens = &one, .start_pos = &pos, .tokens = &tok};
+  vtrace *keep = r->o.trace;
+  r->o.trace = out;
+  trace_step(r, &s, 1, 1);
+  r->o.trace = keep;
+  return V_OK;
+}
+
 const vpath_ops cpu_ref_ops = {
     .name = PATH_NAME,
     .desc = "CPU reference: plain C, float32, HF DeepseekV3 semantics, expanded per-head KV cache",
@@ -689,4 +704,5 @@ const vpath_ops cpu_ref_ops = {
     .last_experts = ref_last_experts,
     /* host weights; simulated TP ranks (threads), with dcp (reference/cpu/cpu_dcp.c) and ep */
     .caps = {.host_weights = true, .tp = VPATH_TP_THREADS, .dcp = true, .ep = true},
+    .selectable = ref_selectable,
 };

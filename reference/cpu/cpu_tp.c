@@ -10,7 +10,7 @@
 
 #include "model/shard.h"
 
-enum { JOB_OPEN, JOB_FORWARD, JOB_RESET, JOB_FILL, JOB_CLOSE };
+enum { JOB_OPEN, JOB_FORWARD, JOB_RESET, JOB_FILL, JOB_CLOSE, JOB_SELECT };
 
 struct tp_state;
 
@@ -26,6 +26,7 @@ typedef struct {
   float *logits;         /* [cap] scratch logits of ranks > 0 */
   size_t cap;            /* floats in logits */
   char err[1024];        /* message of this rank's last failure */
+  vtrace sel;            /* JOB_SELECT: this rank's selectable pairs (a tally) */
 } tp_rank;
 
 typedef struct tp_state {
@@ -48,6 +49,7 @@ typedef struct tp_state {
   float *out;            /* forward: the caller's logits (rank 0) */
   int seq, len;          /* reset / fill_cache */
   uint64_t seed;         /* fill_cache */
+  const vpath_envelope *env; /* selectable */
 } tp_state;
 
 static vstatus run_job(tp_state *tp, tp_rank *k) {
@@ -69,6 +71,10 @@ static vstatus run_job(tp_state *tp, tp_rank *k) {
     }
     case JOB_RESET: return tp->inner->reset(k->st, tp->seq);
     case JOB_FILL: return tp->inner->fill_cache(k->st, tp->seq, tp->len, tp->seed);
+    case JOB_SELECT: /* every rank: a rank's choices may differ (its shard, its dcp positions) and a GPU
+                      * path may need all ranks in a collective call */
+      vtrace_init_tally(&k->sel);
+      return tp->inner->selectable(k->st, tp->env, &k->sel);
     case JOB_CLOSE:
       if (k->st) tp->inner->close(k->st);
       k->st = NULL;
@@ -239,6 +245,11 @@ static vstatus tp_supports(void *state, const vstep *s) {
   return tp->inner->supports(tp->rk[0].st, s);
 }
 
+/* The wrapper's own event: the ranks ran (or can run) a step in tp's communicators. */
+static void trace_tp(const tp_state *tp, vtrace *t, const char *detail) {
+  vtrace_ran(t, tp->inner->name, "tp", tp->g->name, detail);
+}
+
 static vstatus tp_forward(void *state, const vstep *s, float *logits) {
   tp_state *tp = state;
   if (!tp) return VERR("tp: forward on a path that is not open");
@@ -252,7 +263,31 @@ static vstatus tp_forward(void *state, const vstep *s, float *logits) {
     char d[160];
     snprintf(d, sizeof d, "tp=%d%s ranks in threads, allreduce x2 per layer + logits allgather", tp->N,
              tp->ep ? " (ep: routed experts whole per rank)" : "");
-    vtrace_ran(tp->trace, tp->inner->name, "tp", tp->g->name, d);
+    trace_tp(tp, tp->trace, d);
+  }
+  return st;
+}
+
+/* Every rank's choices (JOB_SELECT), merged into out (a tally: a pair any rank picks, with the first
+ * condition found), and the wrapper's own event. */
+static vstatus tp_selectable(void *state, const vpath_envelope *env, vtrace *out) {
+  tp_state *tp = state;
+  tp->env = env;
+  vstatus st = run_all(tp, JOB_SELECT);
+  tp->env = NULL;
+  for (int r = 0; r < tp->N; r++) {
+    const vtrace *t = &tp->rk[r].sel;
+    for (int i = 0; st == V_OK && i < t->n; i++) {
+      const vtrace_event *e = &t->ev[i];
+      if (e->kind == TR_RAN) vtrace_ran(out, e->path, e->op, e->variant, e->detail);
+      else if (e->kind == TR_FALLBACK) vtrace_fallback(out, e->path, e->op, e->variant, e->detail);
+    }
+    vtrace_free(&tp->rk[r].sel);
+  }
+  if (st == V_OK) {
+    char d[96];
+    snprintf(d, sizeof d, "any step: tp=%d ranks in threads", tp->N);
+    trace_tp(tp, out, d);
   }
   return st;
 }
@@ -300,6 +335,7 @@ void tp_path_make_ops(vpath_ops *ops, const vpath_ops *inner) {
   ops->last_step_ms = inner->last_step_ms ? tp_last_ms : NULL;
   ops->last_experts = inner->last_experts ? tp_last_experts : NULL;
   ops->close = tp_close;
+  ops->selectable = inner->selectable ? tp_selectable : NULL;
 }
 
 vstatus tp_threads_group(vcomm_group **g, int size, const vpath_opts *o) {
@@ -380,6 +416,11 @@ static double one_last_ms(void *state) {
   return k->inner->last_step_ms(k->st);
 }
 
+static vstatus one_selectable(void *state, const vpath_envelope *env, vtrace *out) {
+  tp_one *k = state;
+  return k->inner->selectable(k->st, env, out);
+}
+
 static double one_last_experts(void *state) {
   tp_one *k = state;
   return k->inner->last_experts(k->st);
@@ -398,4 +439,5 @@ void tp_path_make_rank_ops(vpath_ops *ops, const vpath_ops *inner) {
   ops->last_step_ms = inner->last_step_ms ? one_last_ms : NULL;
   ops->last_experts = inner->last_experts ? one_last_experts : NULL;
   ops->close = one_close;
+  ops->selectable = inner->selectable ? one_selectable : NULL;
 }

@@ -7,6 +7,7 @@
 
 #include "suites/engine/cli.h"
 #include "runner/cli/cmd_ab.h"
+#include "suites/coverage/coverage_suite.h"
 #include "suites/diverge/diverge_suite.h"
 #include "suites/evals/eval_cmd.h"
 #include "suites/features/features_suite.h"
@@ -54,6 +55,8 @@ const vcommand vcommands[] = {
      NULL, NULL},
     {"sweep", NULL, cmd_sweep, NULL, "throughput sweeps over batch x context (x TP) of decode paths, or of a server (--server)",
      sweep_check_args, sweep_estimate_args},
+    {"coverage", NULL, NULL, &vsuite_coverage, "the (op, variant) pairs each path's own rules can pick, for the report's coverage table",
+     NULL, NULL},
     {"serve", cmd_serve, NULL, NULL, "OpenAI-compatible HTTP server over a path, with continuous batching", NULL, NULL},
     {"run", cmd_run_steps, NULL, NULL, "run a plan's suites (default: smoke) into a result directory and bundle it", NULL,
      NULL},

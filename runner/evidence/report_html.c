@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runner/evidence/report_coverage.h"
 #include "runner/evidence/report_text.h"
 
 #define MAX_SERIES 10
@@ -374,6 +375,7 @@ vstatus report_html(const vresults *r, char **out) {
   charts += eval_charts(&b, r);
   charts += diverge_chart(&b, r);
   if (!charts) sb_add(&b, "<p>No sweep, eval or divergence records to chart in this run.</p>\n");
+  coverage_html(&b, r);
   const char *suites[64];
   int ns = rt_suites(r, suites, 64);
   char ptxt[512], mtxt[1024];

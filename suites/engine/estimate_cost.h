@@ -37,6 +37,8 @@
                                           floor's; before the top-k heap (aac8f0e) it took 93-106 s */
 #define COST_FEAT_STEPS 160.0        /* features on the CPU: decode steps per path at the full context
                                         (smoke features, tiny at 2048, 5.9 s) */
+#define COST_COVERAGE_S 3.0 /* s for one path's choices after its open (coverage suite: no step runs; latency
+                                 * captures one CUDA graph per distinct step key, about 1 ms each: not measured) */
 #define COST_SWEEP_MEMBW_S 3.0       /* sweep: the host bandwidth copy (2 x 1 GiB), once when a CPU path runs */
 #define COST_SWEEP_GPU_MEMBW_S 0.5   /* sweep: the GPU bandwidth kernel, once when a GPU path runs */
 #define COST_KERNELS_GPU_S 74.0      /* kernels --quick --path latency, default presets, 1 seed: 74 s (51-61 s

@@ -621,6 +621,13 @@ const char *rec_verdict(vrecord *const *recs, int n, bool complete) {
   return "pass";
 }
 
+void rec_ran_key(char *key, size_t cap, const char *path, const char *ev_path, const char *op, const char *variant) {
+  /* an event another path recorded (the one handed over to, or code a plugin reuses) names it */
+  const size_t base = strcspn(path, ":@");
+  const bool own = strlen(ev_path) == base && !strncmp(ev_path, path, base);
+  snprintf(key, cap, "%s%s%s/%s", own ? "" : ev_path, own ? "" : ":", op, variant);
+}
+
 vstatus rec_ran(vrecord *r, const char *path, const vtrace *t) {
   if (!t) return V_OK;
   if (!r->ran) r->ran = cJSON_CreateObject();
@@ -635,11 +642,8 @@ vstatus rec_ran(vrecord *r, const char *path, const vtrace *t) {
   for (int i = 0; i < t->n; i++) {
     const vtrace_event *e = &t->ev[i];
     if (e->kind == TR_RAN) {
-      /* an event another path recorded (the one handed over to, or code a plugin reuses) names it */
-      const size_t base = strcspn(path, ":@");
-      const bool own = strlen(e->path) == base && !strncmp(e->path, path, base);
-      char key[sizeof e->path + sizeof e->op + sizeof e->variant + 2];
-      snprintf(key, sizeof key, "%s%s%s/%s", own ? "" : e->path, own ? "" : ":", e->op, e->variant);
+      char key[REC_RAN_KEY_MAX];
+      rec_ran_key(key, sizeof key, path, e->path, e->op, e->variant);
       cJSON *have = cJSON_GetObjectItemCaseSensitive(ops, key); /* the same op/variant from two path names */
       if (have) cJSON_SetNumberValue(have, have->valuedouble + (double)e->count);
       else cJSON_AddNumberToObject(ops, key, (double)e->count);

@@ -117,6 +117,11 @@ vstatus rec_metric_ratio(vrecord *r, const char *name, const char *unit, rec_bet
 vstatus rec_set_threshold(vrecord *r, const char *metric, const char *op, double bound);
 vstatus rec_check_add(vrecord *r, const char *name, bool ok);
 struct vtrace_s;
+#define REC_RAN_KEY_MAX 128 /* a `ran` key's bytes: trace path 24 + op 32 + variant 48 + ':' '/' NUL */
+/* The key in `ran` of an event (ev_path, op, variant) that path `path` (its name as given) recorded:
+ * "OP/VARIANT", or "THAT:OP/VARIANT" when ev_path is another path's (not path's base name). Also the
+ * case id of a coverage record (suites/coverage/), so the report can join the two. */
+void rec_ran_key(char *key, size_t cap, const char *path, const char *ev_path, const char *op, const char *variant);
 /* Adds what path `path` ran in the case to r->ran and its fallbacks to r->fallbacks, from its tally t
  * (common/trace.h; vpath_ran): each `ran` event as "OP/VARIANT" with its count, each fallback event;
  * notes are left out. t NULL: nothing (the path did not open). Error on out of memory, naming r. */

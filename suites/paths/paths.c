@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -110,15 +111,26 @@ static vstatus lib_ops(void *h, const char *file, const vpath_ops **ops) {
   if (!abi)
     return VERR("%s: symbol 'vouch_path_abi' not found: write VOUCH_PLUGIN_ABI; once in the library (suites/paths/plugin.h, "
                 "docs/plugins.md)", file);
-  if (*abi != VOUCH_PATH_ABI)
-    return VERR("%s: vouch_path_abi is %d, this vouch's is %d: rebuild the library against this vouch's headers", file,
-                *abi, VOUCH_PATH_ABI);
+  if (*abi < VOUCH_PATH_ABI_OLDEST || *abi > VOUCH_PATH_ABI)
+    return VERR("%s: vouch_path_abi is %d, this vouch's is %d (it loads %d..%d): rebuild the library against this "
+                "vouch's headers", file, *abi, VOUCH_PATH_ABI, VOUCH_PATH_ABI_OLDEST, VOUCH_PATH_ABI);
   if (dlsym(h, "verr_set"))
     return VERR("%s: the library carries its own copy of vouch (it defines verr_set): link it against nothing of "
                 "vouch's; the vouch binary exports its functions (docs/plugins.md)", file);
   *ops = dlsym(h, "vouch_path_ops");
   if (!*ops)
     return VERR("%s: symbol 'vouch_path_ops' not found (a path library exports const vpath_ops vouch_path_ops)", file);
+  if (*abi == 1) { /* its vpath_ops ends at caps: copy that far into a slot of ours, the ABI 2 members NULL */
+    static vpath_ops g_abi1[MAX_LOADED];
+    static int g_n_abi1;
+    if (g_n_abi1 == MAX_LOADED) return VERR("%s: too many loaded paths (max %d)", file, MAX_LOADED);
+    for (int i = 0; i < g_n_abi1; i++)
+      if (!memcmp(&g_abi1[i], *ops, offsetof(vpath_ops, selectable))) { *ops = &g_abi1[i]; return V_OK; }
+    vpath_ops *o = &g_abi1[g_n_abi1++];
+    memset(o, 0, sizeof *o);
+    memcpy(o, *ops, offsetof(vpath_ops, selectable));
+    *ops = o;
+  }
   return V_OK;
 }
 

@@ -36,8 +36,10 @@ extern "C" {
 #endif
 
 /* Layout version of what a library and vouch share: vpath_ops, vpath_caps, vpath_opts, vstep,
- * ds_model and vtrace. Bumped whenever one of them changes layout. */
-#define VOUCH_PATH_ABI 1
+ * ds_model and vtrace. Bumped whenever one of them changes layout. 2: vpath_ops grew `selectable` after
+ * caps; vouch still loads a library of ABI 1 (its vpath_ops ends at caps: read that far, the rest NULL). */
+#define VOUCH_PATH_ABI 2
+#define VOUCH_PATH_ABI_OLDEST 1 /* the oldest ABI vouch still loads */
 
 /* Defines `const int vouch_path_abi`, the symbol vouch checks first (write it once, at file scope,
  * followed by ';'). extern "C" in C++ and CUDA, where the ops need it too:

@@ -83,6 +83,12 @@ static double w_last_experts(void *s) {
   return w->inner->last_experts(w->st);
 }
 
+/* The choices are the path's; they are not what ran, so they go to `out` only, not to the tally. */
+static vstatus w_selectable(void *s, const vpath_envelope *env, vtrace *out) {
+  ran_state *w = s;
+  return w->inner->selectable(w->st, env, out);
+}
+
 void ran_free(void *s) {
   ran_state *w = s;
   if (!w) return;
@@ -114,6 +120,7 @@ static const vpath_ops *ops_around(const vpath_ops *inner) {
     o->last_step_ms = inner->last_step_ms ? w_last_ms : NULL;
     o->last_experts = inner->last_experts ? w_last_experts : NULL;
     o->close = w_close;
+    o->selectable = inner->selectable ? w_selectable : NULL;
     g_inner[g_n++] = inner;
     out = o;
   }

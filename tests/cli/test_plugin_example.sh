@@ -145,7 +145,7 @@ fault() { # KIND RC WANT...: build kind KIND, load it into diverge; expect exit 
     || bad "fault $k: exit $rc (want $want_rc): $e"
 }
 fault 2 2 "./bad2.so: symbol 'vouch_path_abi' not found"
-fault 3 2 "./bad3.so: vouch_path_abi is 42, this vouch's is 1"
+fault 3 2 "./bad3.so: vouch_path_abi is 43, this vouch's is 2 (it loads 1..2)"
 fault 4 2 "./bad4.so: vouch_path_ops.caps.tp = 7"
 fault 5 2 "./bad5.so: the library carries its own copy of vouch"
 fault 7 2 "./bad7.so: vouch_path_ops.name 'cpu-ref' is already a path"

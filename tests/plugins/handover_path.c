@@ -79,6 +79,7 @@ __attribute__((constructor)) static void handover_init(void) {
   vouch_path_ops.close = h_close;
   vouch_path_ops.last_step_ms = NULL;
   vouch_path_ops.last_experts = NULL;
+  vouch_path_ops.selectable = NULL; /* its state is not cpu-ref's: no enumeration */
   vouch_path_ops.caps.tp = VPATH_TP_NONE; /* its state is not cpu-ref's: no TP wrapper */
   vouch_path_ops.caps.dcp = false;
   vouch_path_ops.caps.ep = false;
