@@ -146,17 +146,18 @@ static vstatus sample_run(const vop_case *c, const vop_layout *l, void *const *b
 
 /* ---------------- plain float32 C variants ---------------- */
 
-/* Absorbed MLA for one sequence: q_lat = W_UK^T q_nope per head, scores over [ckv, kpe],
- * o_lat = p . ckv, out = W_UV o_lat. */
-static vstatus mla_absorbed_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+/* Absorbed MLA per row: q_lat = W_UK^T q_nope per head, scores over [ckv, kpe] of the row's sequence
+ * (slot[i]; slot NULL: row i's own), o_lat = p . ckv, out = W_UV o_lat. Fails only out of memory. */
+static vstatus mla_absorbed_rows(const vop_case *c, void *const *b, const int32_t *slot) {
   const int H = c->d[0], n = c->d[1], r = c->d[2], v = c->d[3], kvl = c->d[4], L = c->d[5];
   const int32_t *lens = b[5];
   const uint16_t *w = b[4];
   float *ql = malloc(sizeof(float) * (size_t)kvl * 2), *s = malloc(sizeof(float) * (size_t)L);
-  if (!ql || !s) { free(ql); free(s); return VERR("mla_absorbed cpu: out of memory (ctx %d)", L); }
+  if (!ql || !s) { free(ql); free(s); return VERR("%s cpu: out of memory (ctx %d)", c->op->name, L); }
   float *ol = ql + kvl;
   for (int i = 0; i < c->batch; i++) {
-    const float *ckv = (const float *)b[2] + (int64_t)i * L * kvl, *kpe = (const float *)b[3] + (int64_t)i * L * r;
+    const int64_t sq = slot ? slot[i] : i;
+    const float *ckv = (const float *)b[2] + sq * L * kvl, *kpe = (const float *)b[3] + sq * L * r;
     for (int h = 0; h < H; h++) {
       const uint16_t *wuk = w + (int64_t)h * (n + v) * kvl, *wuv = wuk + (int64_t)n * kvl;
       const float *qn = (const float *)b[0] + ((int64_t)i * H + h) * n;
@@ -188,6 +189,16 @@ static vstatus mla_absorbed_run(const vop_case *c, const vop_layout *l, void *co
   }
   free(ql);
   free(s);
+  return V_OK;
+}
+static vstatus mla_absorbed_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  VTRY(mla_absorbed_rows(c, b, NULL));
+  ran(t, c, "cpu-ref", "cpu");
+  return V_OK;
+}
+/* DCP: the unsplit attention (cpu-ref has one cache, no ranks), rows through their slot (b[7]). */
+static vstatus mla_absorbed_dcp_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  VTRY(mla_absorbed_rows(c, b, b[7]));
   ran(t, c, "cpu-ref", "cpu");
   return V_OK;
 }
@@ -401,6 +412,8 @@ static const entry k_entries[] = {
     {"rope", "cpu-ref", "cpu", "cpu_rope per head", rope_supports, rope_run},
     {"mla_decode", "cpu-ref", "cpu", "cpu_attend per head", any_case, mla_decode_run},
     {"mla_absorbed", "cpu-ref", "cpu", "plain f32 absorbed MLA", any_case, mla_absorbed_run},
+    {"mla_absorbed_dcp", "cpu-ref", "cpu", "plain f32 absorbed MLA over the whole cache (no ranks)", any_case,
+     mla_absorbed_dcp_run},
     {"attn_partial", "cpu-ref", "cpu", "plain f32 split-KV partials", any_case, attn_partial_run},
     {"lse_combine", "cpu-ref", "cpu", "plain f32 log-sum-exp combine", any_case, lse_combine_run},
     {"router", "cpu-ref", "cpu", "cpu_router_topk", router_supports, router_run},
