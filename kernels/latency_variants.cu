@@ -652,8 +652,8 @@ static vstatus mla_dcp_seq(const vop_case *c, const vop_layout *l, void *const *
     VTRY(gemm(&a, vb, NULL, "mla_absorbed_dcp W_UV"));
   }
   VTRY(to_f32(b[6], attn, l->b[6].n));
-  snprintf(what, 96, "dcp=%d: %s W_UK; pack/place_q; lpos; %s splits=%d; merge_local; dcp_combine; %s W_UV", N,
-           lat_gemm_variant_name(va), mma ? "lat_mla_attn_mma" : "lat_mla_attn", S, lat_gemm_variant_name(vb));
+  snprintf(what, 96, "dcp=%d: %s W_UK; pack/place_q; lpos; %s splits=%d; merge; combine; %s W_UV", N,
+           lat_gemm_variant_name(va), mma ? "attn_mma" : "attn", S, lat_gemm_variant_name(vb));
   return V_OK;
 }
 static vstatus mla_dcp_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {

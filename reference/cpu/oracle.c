@@ -1231,8 +1231,8 @@ OP("mla_decode", "MLA decode, expanded form: per-head q.k softmax over the cache
 OP("mla_absorbed", "MLA decode, absorbed form: q_nope through W_UK into the latent, scores over "
    "[latent, k_pe], W_UV after", DN("heads", "nope", "rope", "v", "kv_lora", "ctx"), mla_absorbed, NULL);
 OP("mla_absorbed_dcp", "absorbed MLA decode with the latent cache split by position over N ranks (DCP): rows "
-   "of a slot share its cache; out is the unsplit attention", DN("heads", "nope", "rope", "v", "kv_lora", "ctx", "ranks"),
-   mla_absorbed_dcp, NULL);
+   "of a slot share its cache; out is the unsplit attention",
+   DN("heads", "nope", "rope", "v", "kv_lora", "ctx", "ranks"), mla_absorbed_dcp, NULL);
 OP("attn_partial", "split-KV partial attention: per split, normalized output and log-sum-exp",
    DN("heads", "qk", "v", "ctx", "splits"), attn_partial, NULL);
 OP("lse_combine", "split-KV combine: out = sum_s exp(lse_s - max) o_s / sum_s exp(lse_s - max)",
@@ -1249,8 +1249,9 @@ OP("allreduce_add_rmsnorm", "TP reduce fused with residual add + RMSNorm: x = re
 
 void oracle_register_ops(void) {
   static const vop *const all[] = {&op_embed, &op_rmsnorm, &op_add_rmsnorm, &op_linear, &op_rope,
-                                   &op_mla_decode, &op_mla_absorbed, &op_mla_absorbed_dcp, &op_attn_partial, &op_lse_combine,
-                                   &op_router, &op_swiglu, &op_moe_combine, &op_sample, &op_allreduce, &op_arn};
+                                   &op_mla_decode, &op_mla_absorbed, &op_mla_absorbed_dcp, &op_attn_partial,
+                                   &op_lse_combine, &op_router, &op_swiglu, &op_moe_combine, &op_sample,
+                                   &op_allreduce, &op_arn};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (vopreg_add_op(all[i]) != V_OK) fprintf(stderr, "vouch: %s\n", verr_msg());
 }

@@ -39,7 +39,8 @@ static double macs_of(const vop_case *c) {
   if (!strcmp(c->op->name, "swiglu")) return B * 3.0 * d[0] * (double)d[1];
   if (!strcmp(c->op->name, "mla_decode") || !strcmp(c->op->name, "attn_partial"))
     return B * d[0] * (double)d[3] * (d[1] + d[2]);
-  if (!strcmp(c->op->name, "mla_absorbed") || !strcmp(c->op->name, "mla_absorbed_dcp")) return B * d[0] * ((double)d[4] * (d[1] + d[3]) + (double)d[5] * (2.0 * d[4] + d[2]));
+  if (!strcmp(c->op->name, "mla_absorbed") || !strcmp(c->op->name, "mla_absorbed_dcp"))
+    return B * d[0] * ((double)d[4] * (d[1] + d[3]) + (double)d[5] * (2.0 * d[4] + d[2]));
   if (!strcmp(c->op->name, "sample")) return B * d[0] * 4.0 * log2(d[0] + 2.0); /* sorts, 3x */
   if (!strcmp(c->op->name, "embed")) return B * d[1];
   return B * 1e4;

@@ -104,7 +104,8 @@ static void test_planted_bugs(void) {
    * (a 2-token step from position 0 among them) by more than the bf16 bound 2e-2 the latency variants
    * get, and pass at N = 1, where neither changes anything */
   CHECK(count(&r, "dcp_split", KS_FAIL, NULL) == 0 && count(&r, "dcp_split", KS_PASS, NULL) >= 40,
-        "dcp_split: %d failed, %d passed", count(&r, "dcp_split", KS_FAIL, NULL), count(&r, "dcp_split", KS_PASS, NULL));
+        "dcp_split: %d failed, %d passed", count(&r, "dcp_split", KS_FAIL, NULL),
+        count(&r, "dcp_split", KS_PASS, NULL));
   for (int k = 0; k < 2; k++) {
     const char *vn = k ? "dcp_floor" : "dcp_nomax";
     int split = 0, caught = 0, n1 = 0, n1_pass = 0;
@@ -117,8 +118,8 @@ static void test_planted_bugs(void) {
       }
     }
     CHECK(split >= 24 && caught == split && n1 > 0 && n1_pass == n1,
-          "%s: %d of %d cases with N >= 2, B >= 3 fail above 2e-2; %d of %d N = 1 cases pass", vn, caught, split, n1_pass,
-          n1);
+          "%s: %d of %d cases with N >= 2, B >= 3 fail above 2e-2; %d of %d N = 1 cases pass", vn, caught, split,
+          n1_pass, n1);
   }
   /* correct numbers, but the trace shows another variant: fails */
   CHECK(count(&r, "notrace", KS_PASS, NULL) == 0 && count(&r, "notrace", KS_FAIL, "trace") > 0, "notrace not caught");
