@@ -46,6 +46,12 @@
  *                lat_gemm (fp32 q_lat), lat_mla_attn with lat_mla_splits' count, lat_mla_combine,
  *                W_UV batched lat_gemm (bf16), widened. q_pe and kpe are the op's (already
  *                rotated) values: RoPE (curef_rope / lat_mla_prep) is not part of this op.
+ *   mla_absorbed_dcp v1_split / v3_mma: decode context parallelism with N ranks simulated in turn on
+ *                this GPU (tests/gpu/test_latency_dcp.c's sequence): the latent cache of each rank in
+ *                lat_mla_prep_dcp's owned-position layout; per rank W_UK of its heads, lat_dcp_pack_q
+ *                into its block of the gathered queries (the all-gather), lat_dcp_place_q, lat_dcp_lpos,
+ *                the split-KV attention of all heads over its positions, lat_dcp_merge_local into its
+ *                block of the gathered partials; per rank lat_dcp_combine of its heads and W_UV.
  *   lse_combine  v1: lat_mla_combine with pm = lse, pl = 1, pacc = o_part (its [B][H][S][vd]
  *                layout), which is exactly the normalized log-sum-exp merge; bf16 out widened.
  * Not registered: mla_decode / attn_partial (expanded per-head K/V; the latency kernels only
@@ -525,6 +531,140 @@ static vstatus mla_absorbed_mma_body(const vop_case *c, const vop_layout *l, voi
 VARIANT(mla_absorbed_body, "v1_split")
 VARIANT(mla_absorbed_mma_body, "v3_mma")
 
+/* ---------------- mla_absorbed_dcp: mla_absorbed's buffers + slot, N simulated ranks ---------------- */
+
+/* Every rank's latent cache under DCP, lc [N][B][lctx][kl + r] bf16: row j of slot s on rank k is position
+ * j*N + k of ckv/kpe (lat_mla_prep_dcp's owned-position layout); a row past the ctx (p >= L) is zero, as
+ * the path's cache before a store. */
+static __global__ void mla_cache_dcp_kernel(uint16_t *lc, const float *ckv, const float *kpe, int B, int L, int lctx,
+                                            int N, int kl, int r) {
+  const int W = kl + r;
+  const int64_t total = (int64_t)N * B * lctx * W;
+  GRID_STRIDE(i, total) {
+    const int e = (int)(i % W);
+    int64_t rest = i / W;
+    const int j = (int)(rest % lctx);
+    rest /= lctx;
+    const int s = (int)(rest % B), k = (int)(rest / B), p = j * N + k;
+    const int64_t sp = (int64_t)s * L + p;
+    lc[i] = p >= L ? (uint16_t)0 : f2bf(e < kl ? ckv[sp * kl + e] : kpe[sp * r + (e - kl)]);
+  }
+}
+
+static vstatus mla_dcp_ranks_ok(const vop_case *c) {
+  const int N = c->d[6];
+  if (N < 1 || N > LAT_DCP_MAX_RANKS || c->d[0] % N)
+    return VUNSUPPORTED("mla_absorbed_dcp: %d ranks (1..%d) over %d heads (a multiple of the ranks: TP shards the "
+                        "heads)", N, LAT_DCP_MAX_RANKS, c->d[0]);
+  return V_OK;
+}
+static vstatus mla_dcp_supports(const vop_case *c) {
+  VTRY(mla_absorbed_supports(c));
+  return mla_dcp_ranks_ok(c);
+}
+static vstatus mla_dcp_mma_supports(const vop_case *c) {
+  VTRY(mla_absorbed_mma_supports(c));
+  return mla_dcp_ranks_ok(c);
+}
+
+/* The path's DCP attention (latency_step.cu dcp_attention) with N ranks simulated one after another
+ * on this GPU, as tests/gpu/test_latency_dcp.c: each rank absorbs its H = Ha/N heads' queries (W_UK)
+ * and packs them (lat_dcp_pack_q) into its block of the gathered buffer (the all-gather); place_q puts
+ * all Ha heads in order; per rank lat_dcp_lpos, the split-KV attention of all heads over its own
+ * positions (mma: v3_mma, else v1_split; split count over ceil(max_keys / N) keys, as lt_run_core) and
+ * lat_dcp_merge_local into its block of the gathered partials; then per rank lat_dcp_combine of its
+ * heads and W_UV of its heads into its columns of out. */
+static vstatus mla_dcp_seq(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what, bool mma) {
+  const int B = c->batch, Ha = c->d[0], n = c->d[1], r = c->d[2], v = c->d[3], kl = c->d[4], L = c->d[5];
+  const int N = c->d[6], H = Ha / N, dk = n + r, W = kl + r, lctx = (L + N - 1) / N;
+  int32_t h_sp[2 * MAX_B];
+  VTRY(host_ints(h_sp, b[7], B));
+  VTRY(host_ints(h_sp + B, b[5], B));
+  int max_keys = 1;
+  for (int i = 0; i < B; i++) { /* row i: slot[i], position lens[i]-1 (keys [0, pos] of its slot) */
+    const int len = h_sp[B + i];
+    if (h_sp[i] < 0 || h_sp[i] >= B)
+      return VERR("latency_variants.cu: mla_absorbed_dcp: field 'slot[%d]': %d outside [0, %d)", i, h_sp[i], B);
+    if (len < 1 || len > L)
+      return VERR("latency_variants.cu: mla_absorbed_dcp: field 'lens[%d]': %d outside [1, %d]", i, len, L);
+    h_sp[B + i] = len - 1;
+    if (len > max_keys) max_keys = len;
+  }
+  int32_t *sp, *lp;
+  VTRY(upload_ints(A, &sp, h_sp, 2 * B, "slot_pos"));
+  const int keys = (max_keys + N - 1) / N;
+  const int hb = mma ? lat_mla_mma_heads(B, Ha, keys, g_sms) : 32;
+  const int S = mma ? lat_mla_mma_splits(B, Ha, keys, g_sms, hb) : lat_mla_splits(B, Ha, keys, g_sms);
+  const size_t qw = (size_t)B * H * W, pw = (size_t)B * Ha * (kl + 1), lw = (size_t)B * lctx * W;
+  uint16_t *wukt, *q, *lc, *qrot_all, *olat, *attn;
+  float *qlat, *gath, *qlat_all, *pm, *pl, *pacc, *parts, *ws;
+  VTRY(tmp_alloc(A, (void **)&wukt, (size_t)Ha * kl * n * 2, "wukt"));
+  VTRY(lat_transpose_wuk(wukt, (const uint16_t *)b[4], Ha, n, v, kl, 0));
+  VTRY(tmp_alloc(A, (void **)&q, (size_t)B * Ha * dk * 2, "q_bf16"));
+  LAUNCH(mla_q_kernel, (int64_t)B * Ha * dk, q, (const float *)b[0], (const float *)b[1], (int64_t)B * Ha, n, r);
+  VTRY(tmp_alloc(A, (void **)&lc, lw * N * 2, "latent_cache_ranks"));
+  LAUNCH(mla_cache_dcp_kernel, (int64_t)lw * N, lc, (const float *)b[2], (const float *)b[3], B, L, lctx, N, kl, r);
+  VTRY(tmp_alloc(A, (void **)&qlat, (size_t)B * H * kl * sizeof(float), "q_lat_rank"));
+  VTRY(tmp_alloc(A, (void **)&gath, qw * N * sizeof(float), "q_gathered"));
+  VTRY(tmp_alloc(A, (void **)&qlat_all, (size_t)B * Ha * kl * sizeof(float), "q_lat_all"));
+  VTRY(tmp_alloc(A, (void **)&qrot_all, (size_t)B * Ha * r * 2, "q_rot_all"));
+  VTRY(tmp_alloc(A, (void **)&lp, (size_t)N * B * sizeof(int32_t), "lpos"));
+  VTRY(tmp_alloc(A, (void **)&pm, (size_t)B * Ha * S * sizeof(float), "pm"));
+  VTRY(tmp_alloc(A, (void **)&pl, (size_t)B * Ha * S * sizeof(float), "pl"));
+  VTRY(tmp_alloc(A, (void **)&pacc, (size_t)B * Ha * S * kl * sizeof(float), "pacc"));
+  VTRY(tmp_alloc(A, (void **)&parts, pw * N * sizeof(float), "parts_gathered"));
+  VTRY(tmp_alloc(A, (void **)&olat, (size_t)B * H * kl * 2, "o_lat_rank"));
+  VTRY(tmp_alloc(A, (void **)&attn, (size_t)B * Ha * v * 2, "attn_bf16"));
+  VTRY(tmp_alloc(A, (void **)&ws, WS_BYTES, "splitk_scratch"));
+  const int va = latency_table_gemm(B, kl, n, LAT_EP_F32, false), vb = latency_table_gemm(B, v, kl, LAT_EP_BF16, false);
+  for (int k = 0; k < N; k++) { /* rank k: q_lat of its heads = W_UK_h^T q_nope (fp32), packed with q_rot */
+    lat_gemm_args a = dense_args(wukt + (size_t)k * H * kl * n, q + (size_t)k * H * dk, Ha * dk, qlat, H * kl, kl, n,
+                                 B, LAT_EP_F32, ws);
+    a.Z = H;
+    a.w_bstride = (long long)kl * n;
+    a.x_bstride = dk;
+    a.o_bstride = kl;
+    VTRY(gemm(&a, va, NULL, "mla_absorbed_dcp W_UK"));
+    VTRY(lat_dcp_pack_q(gath + qw * k, qlat, q + (size_t)k * H * dk, Ha * dk, dk, n, B, H, kl, r, 0));
+  }
+  VTRY(lat_dcp_place_q(qlat_all, qrot_all, gath, N, B, H, kl, r, 0));
+  if (mma) VTRY(lat_mla_mma_init(Ha, kl, r));
+  else VTRY(lat_mla_init(kl, r));
+  for (int k = 0; k < N; k++) { /* rank k: all heads over its own positions, merged to o | lse */
+    VTRY(lat_dcp_lpos(lp + (size_t)k * B, sp + B, B, N, k, 0));
+    const uint16_t *lck = lc + lw * k;
+    if (mma)
+      VTRY(lat_mla_attn_mma(pm, pl, pacc, qlat_all, qrot_all, Ha * r, r, 0, lck, sp, lp + (size_t)k * B, B, Ha, kl, r,
+                            lctx, S, hb, (float)c->f[0], NULL, 0));
+    else
+      VTRY(lat_mla_attn(pm, pl, pacc, qlat_all, qrot_all, Ha * r, r, 0, lck, sp, lp + (size_t)k * B, B, Ha, kl, r, lctx,
+                        S, (float)c->f[0], 0));
+    VTRY(lat_dcp_merge_local(parts + pw * k, pm, pl, pacc, B, Ha, kl, S, 0));
+  }
+  for (int k = 0; k < N; k++) { /* rank k: its heads over the N parts, then W_UV of its heads (bf16, as the path) */
+    VTRY(lat_dcp_combine(olat, parts, N, B, Ha, H, k * H, kl, 0));
+    lat_gemm_args a = dense_args((const uint16_t *)b[4] + ((size_t)k * H * (n + v) + n) * kl, olat, H * kl,
+                                 attn + (size_t)k * H * v, Ha * v, v, kl, B, LAT_EP_BF16, ws);
+    a.Z = H;
+    a.w_bstride = (long long)(n + v) * kl;
+    a.x_bstride = kl;
+    a.o_bstride = v;
+    VTRY(gemm(&a, vb, NULL, "mla_absorbed_dcp W_UV"));
+  }
+  VTRY(to_f32(b[6], attn, l->b[6].n));
+  snprintf(what, 96, "dcp=%d: %s W_UK; pack/place_q; lpos; %s splits=%d; merge; combine; %s W_UV", N,
+           lat_gemm_variant_name(va), mma ? "attn_mma" : "attn", S, lat_gemm_variant_name(vb));
+  return V_OK;
+}
+static vstatus mla_dcp_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
+  return mla_dcp_seq(c, l, b, A, what, false);
+}
+static vstatus mla_dcp_mma_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
+  return mla_dcp_seq(c, l, b, A, what, true);
+}
+VARIANT(mla_dcp_body, "v1_split")
+VARIANT(mla_dcp_mma_body, "v3_mma")
+
 /* ---------------- lse_combine: o_part, lse -> out ---------------- */
 
 static vstatus lse_combine_supports(const vop_case *c) {
@@ -593,6 +733,12 @@ static const entry k_entries[] = {
     {"mla_absorbed", "v3_mma",
      "W_UK lat_gemm, lat_mla_attn_mma (heads as the M side of mma.sync, hi/lo query), lat_mla_combine, W_UV",
      mla_absorbed_mma_supports, mla_absorbed_mma_body_run},
+    {"mla_absorbed_dcp", "v1_split",
+     "DCP over N simulated ranks: per rank W_UK, lat_dcp_pack_q, lat_mla_attn over its positions, lat_dcp_merge_local; "
+     "lat_dcp_place_q, lat_dcp_combine, W_UV",
+     mla_dcp_supports, mla_dcp_body_run},
+    {"mla_absorbed_dcp", "v3_mma", "as v1_split with lat_mla_attn_mma over each rank's positions",
+     mla_dcp_mma_supports, mla_dcp_mma_body_run},
     {"lse_combine", "v1", "lat_mla_combine with pm = lse, pl = 1 (log-sum-exp merge), bf16 out", lse_combine_supports,
      lse_combine_body_run},
 };

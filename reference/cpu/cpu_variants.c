@@ -146,17 +146,57 @@ static vstatus sample_run(const vop_case *c, const vop_layout *l, void *const *b
 
 /* ---------------- plain float32 C variants ---------------- */
 
-/* Absorbed MLA for one sequence: q_lat = W_UK^T q_nope per head, scores over [ckv, kpe],
- * o_lat = p . ckv, out = W_UV o_lat. */
-static vstatus mla_absorbed_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+/* How the test variants of mla_absorbed_dcp merge the ranks (DCP_NONE: the unsplit softmax). */
+enum { DCP_NONE = -1, DCP_OK = 0, DCP_NOMAX = 1, DCP_FLOOR = 2 };
+#define DCP_MAX_RANKS 64
+
+/* o_lat [kvl] of one head from its scores s [len] over the values ckv [len][kvl] as
+ * kernels/latency_dcp.cu merges N ranks: rank k owns the positions p % N == k (count
+ * (len - 1 - k) / N + 1; DCP_FLOOR: (len - k) / N, defects/32); its part is o_k = sum e^(s_p - m_k)
+ * v_p / l_k with lse_k = m_k + log l_k (DCP_NOMAX: log l_k, defects/31), lse -inf when it owns none;
+ * o = sum_k e^(lse_k - M) o_k / sum_k e^(lse_k - M). ok [kvl] is scratch. */
+static void dcp_pv(float *ol, float *ok, const float *s, const float *ckv, int len, int kvl, int N, int bug) {
+  float lse[DCP_MAX_RANKS], M = -INFINITY, W = 0;
+  int cnt[DCP_MAX_RANKS];
+  for (int k = 0; k < N; k++) {
+    cnt[k] = len > k ? (bug == DCP_FLOOR ? (len - k) / N : (len - 1 - k) / N + 1) : 0;
+    float m = -INFINITY, l = 0;
+    for (int j = 0; j < cnt[k]; j++) m = fmaxf(m, s[j * N + k]);
+    for (int j = 0; j < cnt[k]; j++) l += expf(s[j * N + k] - m);
+    lse[k] = cnt[k] == 0 ? -INFINITY : bug == DCP_NOMAX ? logf(l) : m + logf(l);
+    M = fmaxf(M, lse[k]);
+  }
+  for (int cc = 0; cc < kvl; cc++) ol[cc] = 0;
+  for (int k = 0; k < N; k++) {
+    if (lse[k] == -INFINITY) continue; /* a rank without keys weighs 0 */
+    float m = -INFINITY, l = 0;
+    for (int j = 0; j < cnt[k]; j++) m = fmaxf(m, s[j * N + k]);
+    for (int cc = 0; cc < kvl; cc++) ok[cc] = 0;
+    for (int j = 0; j < cnt[k]; j++) {
+      const float e = expf(s[j * N + k] - m);
+      l += e;
+      for (int cc = 0; cc < kvl; cc++) ok[cc] += e * ckv[(int64_t)(j * N + k) * kvl + cc];
+    }
+    const float w = expf(lse[k] - M);
+    W += w;
+    for (int cc = 0; cc < kvl; cc++) ol[cc] += w * ok[cc] / l;
+  }
+  for (int cc = 0; cc < kvl; cc++) ol[cc] = W > 0 ? ol[cc] / W : 0.0f;
+}
+
+/* Absorbed MLA per row: q_lat = W_UK^T q_nope per head, scores over [ckv, kpe] of the row's sequence
+ * (slot[i]; slot NULL: row i's own), o_lat = p . ckv (dcp DCP_NONE; else dcp_pv over c->d[6] ranks),
+ * out = W_UV o_lat. Fails only out of memory. */
+static vstatus mla_absorbed_rows(const vop_case *c, void *const *b, const int32_t *slot, int dcp) {
   const int H = c->d[0], n = c->d[1], r = c->d[2], v = c->d[3], kvl = c->d[4], L = c->d[5];
   const int32_t *lens = b[5];
   const uint16_t *w = b[4];
-  float *ql = malloc(sizeof(float) * (size_t)kvl * 2), *s = malloc(sizeof(float) * (size_t)L);
-  if (!ql || !s) { free(ql); free(s); return VERR("mla_absorbed cpu: out of memory (ctx %d)", L); }
+  float *ql = malloc(sizeof(float) * (size_t)kvl * 3), *s = malloc(sizeof(float) * (size_t)L);
+  if (!ql || !s) { free(ql); free(s); return VERR("%s cpu: out of memory (ctx %d)", c->op->name, L); }
   float *ol = ql + kvl;
   for (int i = 0; i < c->batch; i++) {
-    const float *ckv = (const float *)b[2] + (int64_t)i * L * kvl, *kpe = (const float *)b[3] + (int64_t)i * L * r;
+    const int64_t sq = slot ? slot[i] : i;
+    const float *ckv = (const float *)b[2] + sq * L * kvl, *kpe = (const float *)b[3] + sq * L * r;
     for (int h = 0; h < H; h++) {
       const uint16_t *wuk = w + (int64_t)h * (n + v) * kvl, *wuv = wuk + (int64_t)n * kvl;
       const float *qn = (const float *)b[0] + ((int64_t)i * H + h) * n;
@@ -172,11 +212,15 @@ static vstatus mla_absorbed_run(const vop_case *c, const vop_layout *l, void *co
         s[tt] = d * (float)c->f[0];
         if (s[tt] > m) m = s[tt];
       }
-      for (int tt = 0; tt < lens[i]; tt++) z += (s[tt] = expf(s[tt] - m));
-      for (int cc = 0; cc < kvl; cc++) ol[cc] = 0;
-      for (int tt = 0; tt < lens[i]; tt++) {
-        float p = s[tt] / z;
-        for (int cc = 0; cc < kvl; cc++) ol[cc] += p * ckv[(int64_t)tt * kvl + cc];
+      if (dcp != DCP_NONE) {
+        dcp_pv(ol, ol + kvl, s, ckv, lens[i], kvl, c->d[6], dcp);
+      } else {
+        for (int tt = 0; tt < lens[i]; tt++) z += (s[tt] = expf(s[tt] - m));
+        for (int cc = 0; cc < kvl; cc++) ol[cc] = 0;
+        for (int tt = 0; tt < lens[i]; tt++) {
+          float p = s[tt] / z;
+          for (int cc = 0; cc < kvl; cc++) ol[cc] += p * ckv[(int64_t)tt * kvl + cc];
+        }
       }
       float *out = (float *)b[6] + ((int64_t)i * H + h) * v;
       for (int j = 0; j < v; j++) {
@@ -188,9 +232,33 @@ static vstatus mla_absorbed_run(const vop_case *c, const vop_layout *l, void *co
   }
   free(ql);
   free(s);
+  return V_OK;
+}
+static vstatus mla_absorbed_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  VTRY(mla_absorbed_rows(c, b, NULL, DCP_NONE));
   ran(t, c, "cpu-ref", "cpu");
   return V_OK;
 }
+/* DCP: the unsplit attention (cpu-ref has one cache, no ranks), rows through their slot (b[7]). */
+static vstatus mla_absorbed_dcp_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
+  VTRY(mla_absorbed_rows(c, b, b[7], DCP_NONE));
+  ran(t, c, "cpu-ref", "cpu");
+  return V_OK;
+}
+/* Test variants: the DCP merge in f32 over c->d[6] ranks, correct and with the latency defects. */
+static vstatus dcp_ranks_supports(const vop_case *c) {
+  if (c->d[6] < 1 || c->d[6] > DCP_MAX_RANKS) return VUNSUPPORTED("dcp test: %d ranks (1..%d)", c->d[6], DCP_MAX_RANKS);
+  return V_OK;
+}
+#define DCP_TEST(fn, mode, vname)                                                          \
+  static vstatus fn(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) { \
+    VTRY(mla_absorbed_rows(c, b, b[7], mode));                                             \
+    ran(t, c, "test", vname);                                                              \
+    return V_OK;                                                                           \
+  }
+DCP_TEST(dcp_split_run, DCP_OK, "dcp_split")
+DCP_TEST(dcp_nomax_run, DCP_NOMAX, "dcp_nomax")
+DCP_TEST(dcp_floor_run, DCP_FLOOR, "dcp_floor")
 
 /* Split-KV partials: per split, softmax-normalized output and lse = max + log(sum). */
 static vstatus attn_partial_run(const vop_case *c, const vop_layout *l, void *const *b, vtrace *t) {
@@ -401,6 +469,8 @@ static const entry k_entries[] = {
     {"rope", "cpu-ref", "cpu", "cpu_rope per head", rope_supports, rope_run},
     {"mla_decode", "cpu-ref", "cpu", "cpu_attend per head", any_case, mla_decode_run},
     {"mla_absorbed", "cpu-ref", "cpu", "plain f32 absorbed MLA", any_case, mla_absorbed_run},
+    {"mla_absorbed_dcp", "cpu-ref", "cpu", "plain f32 absorbed MLA over the whole cache (no ranks)", any_case,
+     mla_absorbed_dcp_run},
     {"attn_partial", "cpu-ref", "cpu", "plain f32 split-KV partials", any_case, attn_partial_run},
     {"lse_combine", "cpu-ref", "cpu", "plain f32 log-sum-exp combine", any_case, lse_combine_run},
     {"router", "cpu-ref", "cpu", "cpu_router_topk", router_supports, router_run},
@@ -409,6 +479,12 @@ static const entry k_entries[] = {
     {"sample", "cpu-ref", "cpu", "vsample_with_u (common/sampling.c)", any_case, sample_run},
     {"allreduce", "cpu-ref", "cpu", "simulated ring: reduce-scatter + all-gather", any_case, allreduce_run},
     {"lse_combine", "test", "nomax", "PLANTED BUG: no max subtraction before exp", any_case, combine_nomax_run},
+    {"mla_absorbed_dcp", "test", "dcp_split", "f32 DCP merge over the ranks as kernels/latency_dcp.cu (must pass)",
+     dcp_ranks_supports, dcp_split_run},
+    {"mla_absorbed_dcp", "test", "dcp_nomax", "PLANTED BUG (defects/31): a rank's lse without its local max",
+     dcp_ranks_supports, dcp_nomax_run},
+    {"mla_absorbed_dcp", "test", "dcp_floor", "PLANTED BUG (defects/32): owned positions counted (len - rank) / N",
+     dcp_ranks_supports, dcp_floor_run},
     {"rmsnorm", "test", "skiplast", "PLANTED BUG: last element missing from the sum of squares", any_case,
      rms_skiplast_run},
     {"rmsnorm", "test", "unwritten", "PLANTED BUG: last output element of each row not written", any_case,

@@ -492,14 +492,20 @@ static vstatus mla_absorbed_gen(const vop_case *c, const vop_layout *l, void **h
   gen_lens(c, h[5], c->batch, 1, c->d[5]);
   return V_OK;
 }
-static vstatus mla_absorbed_oracle(const vop_case *c, const vop_layout *l, void *const *h, double **ref) {
+/* Row b attends the cache of sequence slot[b] (slot NULL: its own, b) over its first lens[b] positions. */
+static void mla_absorbed_rows(const vop_case *c, void *const *h, double **ref, const int32_t *slot) {
   const int H = c->d[0], n = c->d[1], r = c->d[2], v = c->d[3], kvl = c->d[4], L = c->d[5];
   const int32_t *lens = h[5];
 #pragma omp parallel for schedule(dynamic)
-  for (int b = 0; b < c->batch; b++)
+  for (int b = 0; b < c->batch; b++) {
+    const int64_t s = slot ? slot[b] : b;
     oracle_mla_absorbed_f64(ref[6] + (int64_t)b * H * v, (const float *)h[0] + (int64_t)b * H * n,
-                            (const float *)h[1] + (int64_t)b * H * r, (const float *)h[2] + (int64_t)b * L * kvl,
-                            (const float *)h[3] + (int64_t)b * L * r, h[4], H, n, r, v, kvl, lens[b], c->f[0]);
+                            (const float *)h[1] + (int64_t)b * H * r, (const float *)h[2] + s * L * kvl,
+                            (const float *)h[3] + s * L * r, h[4], H, n, r, v, kvl, lens[b], c->f[0]);
+  }
+}
+static vstatus mla_absorbed_oracle(const vop_case *c, const vop_layout *l, void *const *h, double **ref) {
+  mla_absorbed_rows(c, h, ref, NULL);
   return V_OK;
 }
 static vop_tol mla_absorbed_tol(const vop_case *c, int out, vdtype act) {
@@ -515,6 +521,46 @@ static vop_tol mla_absorbed_tol(const vop_case *c, int out, vdtype act) {
   /* float32 chains: q_nope through W_UK (n terms), scores over kv_lora (512) terms, W_UV over kv_lora. */
   return tol(3e-5, 0, "f32 products over n, kv_lora and ctx terms: ~u*sqrt(terms) each, x10 margin");
 }
+
+/* ---- absorbed MLA under decode context parallelism ---- */
+
+/* mla_absorbed's buffers plus slot [B] after the output (row b attends the cache of sequence slot[b]:
+ * the rows of a multi-token step share one) and d6 = N ranks. The oracle is the UNSPLIT attention
+ * (oracle_mla_absorbed_f64 over the slot's first lens[b] positions), so the answer is known
+ * independently of DCP: a variant that spreads the positions over N ranks must merge them back. */
+static vstatus mla_absorbed_dcp_layout(const vop_case *c, vop_layout *l) {
+  VTRY(mla_absorbed_layout(c, l));
+  set_buf(l, "slot", DT_I32, c->batch, false, 0);
+  return V_OK;
+}
+/* Rows as decode steps: sequence k (slot k) takes 1, 2, 3, 1, 2, 3, ... rows, cut at B (a causal step
+ * of g tokens: its row j sees len - g + 1 + j keys). Sequence 0 ends at ctx keys; sequence 1 is a
+ * 2-token step from position 0 (1 and 2 keys: fewer than the ranks from N = 3 on, and at 1 key every
+ * rank but 0 owns none); the others end uniformly in [g, ctx]. Key counts are clamped to [1, ctx]. */
+static vstatus mla_absorbed_dcp_gen(const vop_case *c, const vop_layout *l, void **h) {
+  VTRY(mla_absorbed_gen(c, l, h));
+  const int L = c->d[5];
+  int32_t *lens = h[5], *slot = h[7];
+  const uint64_t key = key_of(c, "rows");
+  int b = 0;
+  for (int k = 0; b < c->batch; k++) {
+    const int g = k % 3 + 1;
+    const int end = k == 0 ? L : k == 1 ? 2 : g + (int)(unit01(key, (uint64_t)k) * (double)(L - g + 1));
+    for (int j = 0; j < g && b < c->batch; j++, b++) {
+      const int len = end - g + 1 + j;
+      slot[b] = k;
+      lens[b] = len < 1 ? 1 : len > L ? L : len;
+    }
+  }
+  return V_OK;
+}
+static vstatus mla_absorbed_dcp_oracle(const vop_case *c, const vop_layout *l, void *const *h, double **ref) {
+  mla_absorbed_rows(c, h, ref, h[7]);
+  return V_OK;
+}
+/* mla_absorbed's bounds: DCP adds an fp32 merge per rank and an fp32 combine of N parts before the
+ * same bf16 rounding of the output (no rounding the unsplit path does not have). */
+static vop_tol mla_absorbed_dcp_tol(const vop_case *c, int out, vdtype act) { return mla_absorbed_tol(c, out, act); }
 
 /* ---- split-KV partials ---- */
 
@@ -1184,6 +1230,9 @@ OP("mla_decode", "MLA decode, expanded form: per-head q.k softmax over the cache
    DN("heads", "qk", "v", "ctx"), mla_decode, NULL);
 OP("mla_absorbed", "MLA decode, absorbed form: q_nope through W_UK into the latent, scores over "
    "[latent, k_pe], W_UV after", DN("heads", "nope", "rope", "v", "kv_lora", "ctx"), mla_absorbed, NULL);
+OP("mla_absorbed_dcp", "absorbed MLA decode with the latent cache split by position over N ranks (DCP): rows "
+   "of a slot share its cache; out is the unsplit attention",
+   DN("heads", "nope", "rope", "v", "kv_lora", "ctx", "ranks"), mla_absorbed_dcp, NULL);
 OP("attn_partial", "split-KV partial attention: per split, normalized output and log-sum-exp",
    DN("heads", "qk", "v", "ctx", "splits"), attn_partial, NULL);
 OP("lse_combine", "split-KV combine: out = sum_s exp(lse_s - max) o_s / sum_s exp(lse_s - max)",
@@ -1200,8 +1249,9 @@ OP("allreduce_add_rmsnorm", "TP reduce fused with residual add + RMSNorm: x = re
 
 void oracle_register_ops(void) {
   static const vop *const all[] = {&op_embed, &op_rmsnorm, &op_add_rmsnorm, &op_linear, &op_rope,
-                                   &op_mla_decode, &op_mla_absorbed, &op_attn_partial, &op_lse_combine,
-                                   &op_router, &op_swiglu, &op_moe_combine, &op_sample, &op_allreduce, &op_arn};
+                                   &op_mla_decode, &op_mla_absorbed, &op_mla_absorbed_dcp, &op_attn_partial,
+                                   &op_lse_combine, &op_router, &op_swiglu, &op_moe_combine, &op_sample,
+                                   &op_allreduce, &op_arn};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (vopreg_add_op(all[i]) != V_OK) fprintf(stderr, "vouch: %s\n", verr_msg());
 }

@@ -11,6 +11,7 @@
  *   rope         d0 heads, d1 rope dim, d2 interleave (0/1), d3 max position
  *   mla_decode   d0 heads, d1 qk dim (nope+rope), d2 v dim, d3 max ctx     f0 softmax scale
  *   mla_absorbed d0 heads, d1 nope, d2 rope, d3 v dim, d4 kv_lora, d5 max ctx   f0 softmax scale
+ *   mla_absorbed_dcp  as mla_absorbed, d6 ranks N (heads a multiple of N); input slot [B] after out
  *   attn_partial d0 heads, d1 qk dim, d2 v dim, d3 max ctx, d4 splits        f0 softmax scale
  *   lse_combine  d0 heads, d1 v dim, d2 splits
  *   router       d0 experts, d1 top-k, d2 n_group, d3 topk_group, d4 norm_topk_prob  f0 routed scaling

@@ -39,7 +39,8 @@ static double macs_of(const vop_case *c) {
   if (!strcmp(c->op->name, "swiglu")) return B * 3.0 * d[0] * (double)d[1];
   if (!strcmp(c->op->name, "mla_decode") || !strcmp(c->op->name, "attn_partial"))
     return B * d[0] * (double)d[3] * (d[1] + d[2]);
-  if (!strcmp(c->op->name, "mla_absorbed")) return B * d[0] * ((double)d[4] * (d[1] + d[3]) + (double)d[5] * (2.0 * d[4] + d[2]));
+  if (!strcmp(c->op->name, "mla_absorbed") || !strcmp(c->op->name, "mla_absorbed_dcp"))
+    return B * d[0] * ((double)d[4] * (d[1] + d[3]) + (double)d[5] * (2.0 * d[4] + d[2]));
   if (!strcmp(c->op->name, "sample")) return B * d[0] * 4.0 * log2(d[0] + 2.0); /* sorts, 3x */
   if (!strcmp(c->op->name, "embed")) return B * d[1];
   return B * 1e4;
@@ -222,6 +223,30 @@ static vstatus gen_mla_absorbed(gen_ctx *x) {
               &s, 1, d_std, 2, false, NULL);
 }
 
+/* Decode context parallelism: mla_absorbed's latent shape with its positions over N = 1, 2, 3, 4, 8
+ * simulated ranks (the CUDA path's DCP sizes, N = 1 the degenerate split), heads rounded up to a
+ * multiple of N (each rank owns ceil(H / N) query heads, as TP N shards them). The rows (key counts
+ * not multiples of N, a slot with fewer positions than ranks, 2-3 token causal steps) are the op's
+ * input generator's (reference/cpu/oracle.c). */
+static vstatus gen_mla_absorbed_dcp(gen_ctx *x) {
+  const ds_config *c = x->cfg;
+  if (x->edge) {
+    double s1 = attn_scale(c, 9), s2 = attn_scale(c, 7);
+    VTRY(emit(x, "h3_ctx13_dcp3", ARR(3, 5, 4, 3, 9, 13, 3), &s1, 1, d_std, 2, false, NULL));
+    return emit(x, "h2_ctx2_dcp2", ARR(2, 3, 4, 5, 7, 2, 2), &s2, 1, d_std, 2, false, NULL);
+  }
+  static const int ranks[] = {1, 2, 3, 4, 8};
+  const double s = ds_attention_scale(c);
+  for (int i = 0; i < 5; i++) {
+    const int N = ranks[i], H = (c->num_attention_heads + N - 1) / N * N;
+    char nm[16];
+    snprintf(nm, sizeof nm, "dcp%d", N);
+    VTRY(emit(x, nm, ARR(H, c->qk_nope_head_dim, c->qk_rope_head_dim, c->v_head_dim, c->kv_lora_rank, x->ctx, N), &s,
+              1, d_std, 2, false, NULL));
+  }
+  return V_OK;
+}
+
 static vstatus gen_attn_partial(gen_ctx *x) {
   const ds_config *c = x->cfg;
   if (x->edge) {
@@ -363,6 +388,7 @@ static const struct {
     {"rope", gen_rope},
     {"mla_decode", gen_mla_decode},
     {"mla_absorbed", gen_mla_absorbed},
+    {"mla_absorbed_dcp", gen_mla_absorbed_dcp},
     {"attn_partial", gen_attn_partial},
     {"lse_combine", gen_lse_combine},
     {"router", gen_router},

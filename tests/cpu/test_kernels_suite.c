@@ -98,6 +98,29 @@ static void test_planted_bugs(void) {
   CHECK(count(&r, "scaled", KS_PASS, NULL) == 0 && count(&r, "scaled", KS_FAIL, "bound") > 0,
         "swiglu scaled by 1 + 2^-10: %d passed, %d failed by the bound", count(&r, "scaled", KS_PASS, NULL),
         count(&r, "scaled", KS_FAIL, "bound"));
+  /* DCP merge over simulated ranks (mla_absorbed_dcp against the unsplit oracle): the f32 merge as
+   * kernels/latency_dcp.cu does it passes; the latency defects 31 (a rank's lse without its local max)
+   * and 32 (owned positions counted (len - rank) / N) fail every case with N >= 2 ranks and >= 3 rows
+   * (a 2-token step from position 0 among them) by more than the bf16 bound 2e-2 the latency variants
+   * get, and pass at N = 1, where neither changes anything */
+  CHECK(count(&r, "dcp_split", KS_FAIL, NULL) == 0 && count(&r, "dcp_split", KS_PASS, NULL) >= 40,
+        "dcp_split: %d failed, %d passed", count(&r, "dcp_split", KS_FAIL, NULL),
+        count(&r, "dcp_split", KS_PASS, NULL));
+  for (int k = 0; k < 2; k++) {
+    const char *vn = k ? "dcp_floor" : "dcp_nomax";
+    int split = 0, caught = 0, n1 = 0, n1_pass = 0;
+    for (int i = 0; i < r.n; i++) {
+      if (strcmp(r.r[i].variant, vn)) continue;
+      if (strstr(r.r[i].id, "/dcp1/")) {
+        n1++, n1_pass += r.r[i].status == KS_PASS;
+      } else if (r.r[i].batch >= 3) {
+        split++, caught += r.r[i].status == KS_FAIL && r.r[i].error > 2e-2;
+      }
+    }
+    CHECK(split >= 24 && caught == split && n1 > 0 && n1_pass == n1,
+          "%s: %d of %d cases with N >= 2, B >= 3 fail above 2e-2; %d of %d N = 1 cases pass", vn, caught, split,
+          n1_pass, n1);
+  }
   /* correct numbers, but the trace shows another variant: fails */
   CHECK(count(&r, "notrace", KS_PASS, NULL) == 0 && count(&r, "notrace", KS_FAIL, "trace") > 0, "notrace not caught");
   /* unsupported above batch 4: never pass/fail, and all of them one record (count, first reason) */

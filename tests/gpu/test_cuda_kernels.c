@@ -44,7 +44,7 @@ static bool is_comm(const char *op) { return !strcmp(op, "allreduce"); }
 static void test_registration(void) {
   static const char *const has[] = {"embed", "rmsnorm", "add_rmsnorm", "linear",      "rope",
                                     "mla_decode", "router", "swiglu", "moe_combine", "allreduce"};
-  static const char *const lacks[] = {"mla_absorbed", "attn_partial", "lse_combine", "sample"};
+  static const char *const lacks[] = {"mla_absorbed", "mla_absorbed_dcp", "attn_partial", "lse_combine", "sample"};
   CHECK(vopreg_cuda_backend() != NULL && !strcmp(vopreg_cuda_backend()->name, "cuda") &&
             !vopreg_cuda_backend()->host_mem,
         "the cuda backend is not set");
