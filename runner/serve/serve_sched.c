@@ -1,4 +1,5 @@
 /* vouch serve's scheduler: continuous batching over one decode path (runner/serve/serve.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,6 +320,14 @@ static vstatus run_step(serve_sched *s, step_buf *b, int i0, int i1, bool all_lo
   /* logits of this sub-step go to the front of the buffer: consume() reads them from there */
   vstatus r = ops->forward(s->path->state, &st, b->logits);
   *secs = vclock_now() - t0;
+  bool decode = s->test_slowdown > 0;
+  for (int i = i0; decode && i < i1; i++) decode = b->decode[i];
+  if (decode && r == V_OK) { /* --test-slowdown: the step takes (1 + F) times as long, as a slower path would */
+    const double wait = *secs * s->test_slowdown;
+    struct timespec ts = {.tv_sec = (time_t)wait, .tv_nsec = (long)((wait - (double)(time_t)wait) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    *secs = vclock_now() - t0;
+  }
   return r;
 }
 
@@ -426,8 +435,9 @@ static void *sched_main(void *arg) {
 }
 
 vstatus serve_sched_start(serve_sched *s, const vpath *p, const ds_model *m, const char *model_name, int max_seq,
-                          int max_ctx, int max_batched_tokens, int spec_k, int spec_al) {
+                          int max_ctx, int max_batched_tokens, int spec_k, int spec_al, double test_slowdown) {
   memset(s, 0, sizeof *s);
+  s->test_slowdown = test_slowdown;
   s->path = p;
   s->model = m;
   s->model_name = model_name;
