@@ -101,7 +101,7 @@ typedef struct serve_sched {
   int spec_k, spec_al;     /* synthetic speculative decoding; 0, 1 when off */
   int eos;                 /* model EOS id, -1 when none */
   double test_slowdown;    /* vouch serve --test-slowdown F (a test device, 0: off): every pure decode step
-                            * sleeps F x its forward time after it, and counts as that much longer */
+                            * spins F x its forward time after it, and counts as that much longer */
   /* state */
   pthread_mutex_t mu;
   pthread_cond_t work_cv;  /* scheduler waits for requests */
