@@ -121,7 +121,8 @@ static const char USAGE[] =
     "  DIR (default vouch-sweep-ab/<UTC time>): base-K/ head-K/ (a result directory per side and round, each\n"
     "  bundled to <name>.vouch.tar.gz), compare.json, compare.md, logs/ (launched servers' output).\n"
     "  Exit 0 no regression, 1 regression or a problem of the head (failed requests, missing levels),\n"
-    "  2 usage error or a side that could not be measured. defaults: --rounds 3 --threshold 0.05\n";
+    "  2 usage error or a side that could not be measured. defaults: --rounds 3 --threshold 0.05\n"
+    SERVED_LAUNCH_HELP;
 
 /* A sink that keeps only logs, in DIR/logs (the launched servers' output, redacted): served_pair_open's.
  * The servers' identities go to each round's manifest instead (sweep_srv_note). */
@@ -482,7 +483,7 @@ int cmd_sweep_any(int argc, char **argv, const vrec_sink *sink) {
   vstatus s = sab_parse(argc, argv, &o, &help);
   int rc;
   if (help) { fputs(USAGE, stdout); rc = EXIT_OK; }
-  else if (s) { cli_print_error("sweep"); fputs(USAGE, stderr); rc = EXIT_USAGE; }
+  else if (s) { cli_print_error("sweep"); rc = EXIT_USAGE; }
   else rc = sweep_ab(argc, argv, &o);
   free(o.args);
   return rc;

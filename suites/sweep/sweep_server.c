@@ -64,6 +64,9 @@ static const char USAGE[] =
     "  API key: $VOUCH_SERVER_API_KEY, else $OPENAI_API_KEY, sent as a bearer token, never recorded.\n"
     "  The server must return token ids (choices[].token_ids; vLLM: return_token_ids). Exit 1 when a\n"
     "  request failed (each failure listed), 2 on usage errors.\n"
+    "  --ref-server URL|launch:CMD [--rounds N] [--threshold T] [--out DIR]: this sweep on two servers,\n"
+    "  rounds interleaved per level and the head (--server) gated against the base as vouch ab gates\n"
+    "  (vouch sweep --server x --ref-server y --help).\n"
     "  defaults: --concurrency 1 --input-len 32 --output-len 32 --num-prompts 4 x concurrency --warmup 1\n"
     "            --vocab (the server's vocab_size, else 1000) --timeout 600 --trace-speed 1 --trace-block 512\n";
 
