@@ -61,7 +61,7 @@ itl = m["itl_ms"]
 assert itl["regression"] and itl["ci95"][0] > 1.05 and 1.3 < itl["ratio"] < 3, itl
 assert not m["tokens_per_s_per_user"]["verdict"] == "faster", m["tokens_per_s_per_user"]
 PY
-grep -q "regression: served/c1/in16/out32/rate-inf itl_ms x1" "$t/slow.out" && ok || bad "slowed head: not named: $(tail -5 "$t/slow.out")"
+grep -Eq "regression: served/c1/in16/out32/rate-inf itl_ms x[0-9.]+ \[1\.[0-9]+, " "$t/slow.out" && ok || bad "slowed head: not named: $(tail -5 "$t/slow.out")"
 
 # usage: what the A/B does not take, and no plan step
 expect_error 2 "--json: not taken with --ref-server" "$VOUCH" sweep --server http://127.0.0.1:9 --ref-server http://127.0.0.1:9 --json x
