@@ -46,6 +46,7 @@
 #include "suites/sweep/sweep_suite.h"
 
 #define SAB_MAX_ROUNDS 50
+#define SAB_LAUNCH_WAIT_S 900.0 /* a relaunched server may take as long to answer as served_pair gives one */
 
 /* The A/B's own options; the rest of argv goes to each side's served sweep. */
 typedef struct {
@@ -53,6 +54,7 @@ typedef struct {
   const char *model;         /* --server-model (NULL: each server's first) */
   const char *out;           /* --out DIR (NULL: vouch-sweep-ab/<UTC time>) */
   int rounds;                /* --rounds: runs per side and level */
+  bool relaunch;             /* --relaunch: a launched side is started afresh for every run */
   double threshold;          /* --threshold: fraction */
   double timeout;            /* --timeout: per request and for a launched server to answer */
   uint64_t seed;             /* --seed (the manifests' seed) */
@@ -78,6 +80,7 @@ static vstatus sab_parse(int argc, char **argv, sab_opts *o, bool *help) {
     if (cli_opt(argc, argv, &i, "--ref-server", &v, &err)) { if (v) o->ref = v; continue; }
     if (cli_opt(argc, argv, &i, "--rounds", &v, &err)) { if (v) err = cli_int("--rounds", v, 1, SAB_MAX_ROUNDS, &rounds); continue; }
     if (cli_opt(argc, argv, &i, "--out", &v, &err)) { if (v) o->out = v; continue; }
+    if (!strcmp(a, "--relaunch")) { o->relaunch = true; continue; }
     if (cli_opt(argc, argv, &i, "--threshold", &v, &err)) {
       if (v && (cli_double("--threshold", v, &o->threshold) || !(o->threshold >= 0 && o->threshold < 1)))
         err = VERR("--threshold %s: must be in [0, 1)", v);
@@ -102,13 +105,15 @@ static vstatus sab_parse(int argc, char **argv, sab_opts *o, bool *help) {
   VTRY(served_spec_check("--server", o->server));
   VTRY(served_spec_check("--ref-server", o->ref));
   if (!(o->timeout >= 0)) return VERR("--timeout must be >= 0");
+  if (o->relaunch && !served_launch_wanted(o->server) && !served_launch_wanted(o->ref))
+    return VERR("--relaunch: neither --server nor --ref-server is a 'launch:CMD'");
   /* every other option as the one-server sweep checks it (a launched side's URL is not known yet) */
   return sweep_srv_check(o->n_args, o->args, served_launch_wanted(o->server) ? "http://127.0.0.1:1" : NULL);
 }
 
 static const char USAGE[] =
     "usage: vouch sweep --server URL|launch:CMD --ref-server URL|launch:CMD [--rounds N] [--threshold T]\n"
-    "                   [--out DIR] [the options of vouch sweep --server, but --json and --send-times]\n"
+    "                   [--relaunch] [--out DIR] [the options of vouch sweep --server, but --json, --send-times]\n"
     "  Two servers for speed: per --concurrency level, --rounds runs of the level on each server in the\n"
     "  order base, head, head, base, base, head, ... (--ref-server is the base, --server the head), so a\n"
     "  drift of the machine lands on both alike; then per level the ratio head / base of output tok/s,\n"
@@ -122,6 +127,9 @@ static const char USAGE[] =
     "  bundled to <name>.vouch.tar.gz), compare.json, compare.md, logs/ (launched servers' output).\n"
     "  Exit 0 no regression, 1 regression or a problem of the head (failed requests, missing levels),\n"
     "  2 usage error or a side that could not be measured. defaults: --rounds 3 --threshold 0.05\n"
+    "  --relaunch: a 'launch:' side is stopped and started afresh before each of its runs (warm-up\n"
+    "  requests first), so a difference of one server process from another (where it runs, its memory)\n"
+    "  is noise between rounds, which the interval covers, not a difference of the sides.\n"
     SERVED_LAUNCH_HELP;
 
 /* A sink that keeps only logs, in DIR/logs (the launched servers' output, redacted): served_pair_open's.
@@ -431,8 +439,17 @@ static int sweep_ab(int argc, char **argv, sab_opts *o) {
         sab_run *r = &runs[2 * k + side];
         char lead[32];
         snprintf(lead, sizeof lead, "%s-%-3d", SIDE[side], k + 1);
+        served_side *sd = &sv[1 - side]; /* sv[0] the head, sv[1] the base */
+        const bool fresh = o->relaunch && sd->launch.live && (li > 0 || k > 0);
+        if (fresh) { /* stop the side's server and start its command again, on a new port */
+          const char *spec = side ? o->server : o->ref, *opt = side ? "--server" : "--ref-server";
+          served_launch_stop(&sd->launch);
+          if ((s = served_launch_start(&sd->launch, opt, spec, &logs, side ? "server" : "ref-server", SAB_LAUNCH_WAIT_S)) ||
+              (s = sweep_srv_set_url(w[side], sd->launch.url)))
+            goto out;
+        }
         vrecord *rec = NULL;
-        s = sweep_srv_level(w[side], li, vrundir_sink(r->rd), lead, &rec, &r->rc);
+        s = sweep_srv_level(w[side], li, li == 0 || fresh, vrundir_sink(r->rd), lead, &rec, &r->rc);
         rec_free(rec);
         if (s) goto out;
       }

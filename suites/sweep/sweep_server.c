@@ -461,7 +461,9 @@ void sweep_srv_print_columns(const char *lead) {
          "req/s", "TTFT p50", "p90", "p99", "TPOT p50", "p90", "ITL p50", "p99", "E2E p50", "p99");
 }
 
-vstatus sweep_srv_level(sweep_srv *w, int li, const vrec_sink *sink, const char *lead, vrecord **out, int *rc) {
+vstatus sweep_srv_set_url(sweep_srv *w, const char *url) { return served_conn_init(&w->c, url, w->o.timeout); }
+
+vstatus sweep_srv_level(sweep_srv *w, int li, bool warm, const vrec_sink *sink, const char *lead, vrecord **out, int *rc) {
   *out = NULL;
   const srv_opts *o = &w->o;
   const char *const rate_s = o->rate_s, *const trace_file = o->trace_file, *const sess_s = o->sess_s, *const replay = w->replay;
@@ -473,7 +475,7 @@ vstatus sweep_srv_level(sweep_srv *w, int li, const vrec_sink *sink, const char 
   const int n_tr = w->n_tr, vocab = w->vocab;
   const int cc = (int)o->conc[li];
   const int n = replay ? n_tr : (int)(n_prompts ? n_prompts : 4 * cc);
-  const int nw = li == 0 ? (int)o->warmup : 0;
+  const int nw = warm ? (int)o->warmup : 0;
   served_req *reqs = calloc((size_t)(n + nw), sizeof *reqs);
   int32_t **prompts = calloc((size_t)(n + nw), sizeof *prompts);
   if (!reqs || !prompts) { free(reqs); free(prompts); return VERR("out of memory"); }
@@ -566,7 +568,7 @@ int cmd_sweep_server(int argc, char **argv, const vrec_sink *sink) {
   sweep_srv_print_columns("");
   for (int li = 0; s == V_OK && li < n_conc && !vinterrupted(); li++) {
     vrecord *r = NULL;
-    s = sweep_srv_level(w, li, sink, "", &r, &rc);
+    s = sweep_srv_level(w, li, li == 0, sink, "", &r, &rc);
     if (r) recs[n_recs++] = r;
   }
   if (s == V_OK && w->o.json_file) {

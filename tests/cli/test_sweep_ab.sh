@@ -3,7 +3,8 @@
 # as both sides) passes (exit 0, no regression) with the rounds in the order base, head, head, base, ...,
 # a result directory and bundle per side and round, compare.json / compare.md, and each side's
 # spec-decode acceptance next to its draft length; the head slowed by vouch serve's planted
-# --test-slowdown (per decode step; both sides launched, launch:CMD {port}, logs in DIR/logs) is named a
+# --test-slowdown (per decode step; both sides launched, launch:CMD {port}, afresh for every run with
+# --relaunch, logs in DIR/logs) is named a
 # regression (exit 1) on the inter-token latency; the options the A/B refuses. The 20 % slowdown's
 # figures and the A/A of two processes: docs/serving.md.
 . "$VOUCH_SRC/tests/cli/counters.sh"
@@ -54,11 +55,13 @@ stop_server "$spid" && ok || bad "the A/A's server did not exit 0"
 # planted factor is 1.0 (steps twice as long), not the 20 % measured in docs/serving.md: on this test's
 # loaded 2-core machines two identical server processes differ by up to 20 % (which the A/B rightly
 # cannot tell from a slower build), so 20 % in a few rounds is named in 2 of 5 runs there, 100 % always
-"$VOUCH" sweep --server "launch:$srv --test-slowdown 1.0" --ref-server "launch:$srv" "${small[@]}" --rounds 4 \
+"$VOUCH" sweep --server "launch:$srv --test-slowdown 1.0" --ref-server "launch:$srv" "${small[@]}" --rounds 4 --relaunch \
   --out "$t/slow" >"$t/slow.out" 2>"$t/slow.err"
 rc=$?
 [ $rc -eq 1 ] && grep -q "^REGRESSION: 0 correctness" "$t/slow.out" && ok || bad "slowed head: exit $rc: $(cat "$t/slow.err" "$t/slow.out")"
-[ -s "$t/slow/logs/server.log" ] && [ -s "$t/slow/logs/ref-server.log" ] && ok || bad "the launched servers' logs: $(ls "$t/slow/logs")"
+# --relaunch: each side started afresh for each of its 4 runs, all in the one log per side
+[ "$(grep -c 'listening on' "$t/slow/logs/server.log")" = 4 ] && [ "$(grep -c 'listening on' "$t/slow/logs/ref-server.log")" = 4 ] \
+  && ok || bad "the launched servers' logs: $(ls "$t/slow/logs"; cat "$t/slow/logs/server.log")"
 python3 - "$t/slow/compare.json" <<'PY' && ok || bad "slowed head: compare.json: $(grep -E 'ITL|TPOT' "$t/slow.out")"
 import json, sys
 c = json.load(open(sys.argv[1]))
@@ -74,6 +77,7 @@ expect_error 2 "--json: not taken with --ref-server" "$VOUCH" sweep --server htt
 expect_error 2 "--server URL is required" "$VOUCH" sweep --ref-server http://127.0.0.1:9
 expect_error 2 "'nosuch': expected an http" "$VOUCH" sweep --server http://127.0.0.1:9 --ref-server nosuch
 expect_error 2 "--rounds" "$VOUCH" sweep --server http://127.0.0.1:9 --ref-server http://127.0.0.1:9 --rounds 0
+expect_error 2 "--relaunch: neither" "$VOUCH" sweep --server http://127.0.0.1:9 --ref-server http://127.0.0.1:9 --relaunch
 "$VOUCH" sweep --server x --ref-server y --help | grep -q "base, head, head, base" && ok || bad "--help"
 cat >"$t/plan.json" <<'EOF'
 {"name": "ab", "description": "test", "vars": {}, "steps": [
