@@ -18,6 +18,7 @@
 #include "runner/plan/cmd_run.h"
 #include "runner/serve/cmd_serve.h"
 #include "suites/sweep/sweep_suite.h"
+#include "runner/cli/cmd_sweep_ab.h"
 
 /* `vouch trace ARGS` is `vouch generate --trace ARGS`: the per-step op variants and fallbacks. */
 static int cmd_trace(int argc, char **argv) {
@@ -53,8 +54,8 @@ const vcommand vcommands[] = {
      eval_estimate_args},
     {"features", NULL, NULL, &vsuite_features, "full context, sampling, structured output, speculative verify, stop tokens",
      NULL, NULL},
-    {"sweep", NULL, cmd_sweep, NULL, "throughput sweeps over batch x context (x TP) of decode paths, or of a server (--server)",
-     sweep_check_args, sweep_estimate_args},
+    {"sweep", NULL, cmd_sweep_any, NULL, "throughput sweeps over batch x context (x TP) of decode paths, or of a server (--server)",
+     sweep_any_check_args, sweep_estimate_args},
     {"coverage", NULL, NULL, &vsuite_coverage, "the (op, variant) pairs each path's own rules can pick, for the report's coverage table",
      NULL, NULL},
     {"serve", cmd_serve, NULL, NULL, "OpenAI-compatible HTTP server over a path, with continuous batching", NULL, NULL},

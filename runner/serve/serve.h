@@ -100,6 +100,8 @@ typedef struct serve_sched {
   int max_batched_tokens;  /* tokens per forward step (decode + prefill chunks) */
   int spec_k, spec_al;     /* synthetic speculative decoding; 0, 1 when off */
   int eos;                 /* model EOS id, -1 when none */
+  double test_slowdown;    /* vouch serve --test-slowdown F (a test device, 0: off): every pure decode step
+                            * spins F x its forward time after it, and counts as that much longer */
   /* state */
   pthread_mutex_t mu;
   pthread_cond_t work_cv;  /* scheduler waits for requests */
@@ -116,9 +118,9 @@ typedef struct serve_sched {
   bool started;
 } serve_sched;
 
-/* Opens the scheduler over an open path (the path stays the caller's). */
+/* Opens the scheduler over an open path (the path stays the caller's); test_slowdown: see the field (0: off). */
 vstatus serve_sched_start(serve_sched *s, const vpath *p, const ds_model *m, const char *model_name, int max_seq,
-                          int max_ctx, int max_batched_tokens, int spec_k, int spec_al);
+                          int max_ctx, int max_batched_tokens, int spec_k, int spec_al, double test_slowdown);
 /* Aborts every request (finish "abort"), wakes all waiters and joins the thread. */
 void serve_sched_stop(serve_sched *s);
 void serve_sched_free(serve_sched *s);

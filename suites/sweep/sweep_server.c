@@ -64,6 +64,9 @@ static const char USAGE[] =
     "  API key: $VOUCH_SERVER_API_KEY, else $OPENAI_API_KEY, sent as a bearer token, never recorded.\n"
     "  The server must return token ids (choices[].token_ids; vLLM: return_token_ids). Exit 1 when a\n"
     "  request failed (each failure listed), 2 on usage errors.\n"
+    "  --ref-server URL|launch:CMD [--rounds N] [--threshold T] [--out DIR]: this sweep on two servers,\n"
+    "  rounds interleaved per level and the head (--server) gated against the base as vouch ab gates\n"
+    "  (vouch sweep --server x --ref-server y --help).\n"
     "  defaults: --concurrency 1 --input-len 32 --output-len 32 --num-prompts 4 x concurrency --warmup 1\n"
     "            --vocab (the server's vocab_size, else 1000) --timeout 600 --trace-speed 1 --trace-block 512\n";
 
@@ -308,7 +311,7 @@ typedef struct {
 /* Parses argv into *o and checks everything that needs no server: values, the lists, the URL's
  * form, --sessions gen:'s spec. *help: --help given (nothing else parsed). Error: a usage error
  * naming the option; o holds nothing to free then. */
-static vstatus srv_parse(int argc, char **argv, srv_opts *o, served_conn *c, bool *help) {
+static vstatus srv_parse(int argc, char **argv, const char *url, srv_opts *o, served_conn *c, bool *help) {
   *o = (srv_opts){.model_opt = "", .conc_s = "1", .rate_s = "inf", .in_len = 32, .out_len = 32, .warmup = 1,
                   .trace_block = 512, .timeout = 600, .trace_speed = 1, .rate = INFINITY};
   const char *v;
@@ -340,6 +343,7 @@ static vstatus srv_parse(int argc, char **argv, srv_opts *o, served_conn *c, boo
     if (err) return err;
   }
   if (!o->url) return VERR("--server URL is required");
+  if (url) o->url = url; /* a side of --ref-server (the URL of a launched server) */
   if (o->in_len < 1 || o->out_len < 1 || o->in_len > (1 << 24) || o->out_len > (1 << 24))
     return VERR("--input-len and --output-len must be >= 1");
   if (!(o->trace_speed > 0) || !(o->timeout >= 0)) return VERR("--trace-speed must be > 0 and --timeout >= 0");
@@ -368,168 +372,220 @@ static vstatus srv_parse(int argc, char **argv, srv_opts *o, served_conn *c, boo
   return V_OK;
 }
 
-vstatus sweep_server_check_args(int argc, char **argv) {
+vstatus sweep_srv_check(int argc, char **argv, const char *url) {
   srv_opts o;
   served_conn c;
   bool help;
-  VTRY(srv_parse(argc, argv, &o, &c, &help));
+  VTRY(srv_parse(argc, argv, url, &o, &c, &help));
   free(o.conc);
   return V_OK;
 }
 
-int cmd_sweep_server(int argc, char **argv, const vrec_sink *sink) {
-  srv_opts o;
-  served_conn c;
-  bool help;
-  if (srv_parse(argc, argv, &o, &c, &help)) { cli_print_error("sweep"); return EXIT_USAGE; }
-  if (help) { fputs(USAGE, stdout); return EXIT_OK; }
-  /* the names the sweep below uses */
-  const char *const model_opt = o.model_opt, *const rate_s = o.rate_s, *const trace_file = o.trace_file,
-                    *const json_file = o.json_file, *const sess_s = o.sess_s, *const sess_out = o.sess_out;
-  const long in_len = o.in_len, out_len = o.out_len, n_prompts = o.n_prompts, warmup = o.warmup,
-             vocab_opt = o.vocab_opt, trace_block = o.trace_block;
-  const double trace_speed = o.trace_speed, rate = o.rate;
-  const uint64_t seed = o.seed;
-  const slo g = o.g;
-  long *const conc = o.conc;
-  const int n_conc = o.n_conc;
-  const bool poisson = o.poisson, gen = o.gen;
-  session_gen sg = o.sg;
+vstatus sweep_server_check_args(int argc, char **argv) { return sweep_srv_check(argc, argv, NULL); }
 
-  FILE *sends = o.sends_file ? fopen(o.sends_file, "w") : NULL; /* before anything is sent */
-  if (o.sends_file && !sends) {
-    (void)VERR("--send-times %s: cannot open for writing", o.sends_file);
-    cli_print_error("sweep");
-    free(conc);
-    return EXIT_CHECK_FAILED;
+/* A served sweep ready to run its levels (sweep_suite.h). */
+struct sweep_srv {
+  srv_opts o;          /* the options (o.conc owned) */
+  served_conn c;       /* the server */
+  char model[256];     /* the served model asked (--server-model) or the server's first */
+  int vocab, max_len;  /* token ids drawn below vocab; the server's context (0: not given) */
+  trace_line *tr;      /* [n_tr] the request lines of --trace / --sessions (owned; NULL: random prompts) */
+  int n_tr;
+  const char *replay;  /* the lines' source, NULL: random prompts */
+  FILE *sends;         /* --send-times (NULL: none) */
+};
+
+void sweep_srv_close(sweep_srv *w) {
+  if (!w) return;
+  if (w->sends) fclose(w->sends);
+  trace_free(w->tr, w->n_tr);
+  free(w->o.conc);
+  free(w);
+}
+
+vstatus sweep_srv_open(int argc, char **argv, const char *url, const vrec_sink *sink, sweep_srv **out, int *code) {
+  *out = NULL;
+  *code = EXIT_USAGE;
+  sweep_srv *w = calloc(1, sizeof *w);
+  if (!w) return VERR("out of memory");
+  bool help;
+  if (srv_parse(argc, argv, url, &w->o, &w->c, &help)) { free(w); return V_ERR; }
+  if (help) { free(w); *code = EXIT_OK; return V_OK; }
+  const srv_opts *o = &w->o;
+  *code = EXIT_CHECK_FAILED;
+  w->sends = o->sends_file ? fopen(o->sends_file, "w") : NULL; /* before anything is sent */
+  if (o->sends_file && !w->sends) {
+    (void)VERR("--send-times %s: cannot open for writing", o->sends_file);
+    sweep_srv_close(w);
+    return V_ERR;
   }
-  char model[256];
-  snprintf(model, sizeof model, "%s", model_opt);
-  int vocab = 0, max_len = 0;
-  trace_line *tr = NULL;
-  int n_tr = 0;
-  const char *replay = trace_file ? trace_file : sess_s; /* the lines' source, NULL: random prompts */
-  if (served_models(&c, model, sizeof model, &vocab, &max_len, NULL) ||
-      served_conn_note(sink, &c, model, "server") || /* its identity in the manifest */
-      (trace_file && trace_read(trace_file, (int)n_prompts, false, &tr, &n_tr)) ||
-      (sess_s && !gen && trace_read(sess_s, (int)n_prompts, true, &tr, &n_tr)) ||
-      (gen && session_generate(&sg, seed, (int)trace_block, &tr, &n_tr)) ||
-      (sess_out && trace_write(sess_out, tr, n_tr)) ||
-      (sess_s && trace_sessions_fit(sess_s, tr, n_tr, max_len))) {
-    cli_print_error("sweep");
-    free(conc);
-    trace_free(tr, n_tr);
-    if (sends) fclose(sends);
-    return EXIT_CHECK_FAILED;
+  snprintf(w->model, sizeof w->model, "%s", o->model_opt);
+  const char *sess_s = o->sess_s;
+  w->replay = o->trace_file ? o->trace_file : sess_s;
+  if (served_models(&w->c, w->model, sizeof w->model, &w->vocab, &w->max_len, NULL) ||
+      served_conn_note(sink, &w->c, w->model, "server") || /* its identity in the manifest */
+      (o->trace_file && trace_read(o->trace_file, (int)o->n_prompts, false, &w->tr, &w->n_tr)) ||
+      (sess_s && !o->gen && trace_read(sess_s, (int)o->n_prompts, true, &w->tr, &w->n_tr)) ||
+      (o->gen && session_generate(&o->sg, o->seed, (int)o->trace_block, &w->tr, &w->n_tr)) ||
+      (o->sess_out && trace_write(o->sess_out, w->tr, w->n_tr)) ||
+      (sess_s && trace_sessions_fit(sess_s, w->tr, w->n_tr, w->max_len))) {
+    sweep_srv_close(w);
+    return V_ERR;
   }
-  if (vocab_opt) vocab = (int)vocab_opt;
-  if (!vocab) vocab = 1000;
+  if (o->vocab_opt) w->vocab = (int)o->vocab_opt;
+  if (!w->vocab) w->vocab = 1000;
+  *out = w;
+  *code = EXIT_OK;
+  return V_OK;
+}
+
+int sweep_srv_levels(const sweep_srv *w) { return w->o.n_conc; }
+int sweep_srv_concurrency(const sweep_srv *w, int li) { return (int)w->o.conc[li]; }
+const char *sweep_srv_shown(const sweep_srv *w) { return w->c.shown; }
+const char *sweep_srv_model(const sweep_srv *w) { return w->model; }
+vstatus sweep_srv_note(const sweep_srv *w, const vrec_sink *sink) { return served_conn_note(sink, &w->c, w->model, "server"); }
+
+void sweep_srv_print_intro(const sweep_srv *w) {
+  const srv_opts *o = &w->o;
+  printf("served sweep: %s, model %s, %s\n", w->c.shown, w->model,
+         o->trace_file ? "Mooncake trace replay" : o->sess_s ? "multi-turn session replay" : "random token-id prompts, ignore_eos");
+  if (o->trace_file) printf("trace %s: %d requests, speed x%g, block %ld tokens\n", o->trace_file, w->n_tr, o->trace_speed, o->trace_block);
+  else if (o->sess_s)
+    printf("sessions %s: %d sessions, %d turns, speed x%g, block %ld tokens\n", o->sess_s, w->tr[w->n_tr - 1].session + 1,
+           w->n_tr, o->trace_speed, o->trace_block);
+  else printf("input %ld, output %ld tokens, rate %s\n", o->in_len, o->out_len, o->rate_s);
+}
+
+void sweep_srv_print_columns(const char *lead) {
+  printf("%s%5s %9s %9s %8s %7s %8s %8s %8s %8s %8s %8s %8s %9s %9s\n", lead, "conc", "ok/sent", "tok/s", "tok/s/u",
+         "req/s", "TTFT p50", "p90", "p99", "TPOT p50", "p90", "ITL p50", "p99", "E2E p50", "p99");
+}
+
+vstatus sweep_srv_set_url(sweep_srv *w, const char *url) { return served_conn_init(&w->c, url, w->o.timeout); }
+
+vstatus sweep_srv_level(sweep_srv *w, int li, bool warm, const vrec_sink *sink, const char *lead, vrecord **out, int *rc) {
+  *out = NULL;
+  const srv_opts *o = &w->o;
+  const char *const rate_s = o->rate_s, *const trace_file = o->trace_file, *const sess_s = o->sess_s, *const replay = w->replay;
+  const long in_len = o->in_len, out_len = o->out_len, n_prompts = o->n_prompts, trace_block = o->trace_block;
+  const double trace_speed = o->trace_speed, rate = o->rate;
+  const uint64_t seed = o->seed;
+  const bool poisson = o->poisson, gen = o->gen;
+  const trace_line *tr = w->tr;
+  const int n_tr = w->n_tr, vocab = w->vocab;
+  const int cc = (int)o->conc[li];
+  const int n = replay ? n_tr : (int)(n_prompts ? n_prompts : 4 * cc);
+  const int nw = warm ? (int)o->warmup : 0;
+  served_req *reqs = calloc((size_t)(n + nw), sizeof *reqs);
+  int32_t **prompts = calloc((size_t)(n + nw), sizeof *prompts);
+  if (!reqs || !prompts) { free(reqs); free(prompts); return VERR("out of memory"); }
+  vstatus s = V_OK;
+  uint64_t rs = mix(seed, (uint64_t)li + 1);
+  double t = 0;
+  for (int i = 0; s == V_OK && i < n + nw; i++) {
+    const trace_line *L = replay && i >= nw ? &tr[i - nw] : NULL;
+    const int ilen = L ? L->in : (int)in_len, olen = L ? L->out : (int)out_len;
+    prompts[i] = malloc((size_t)ilen * sizeof(int32_t));
+    if (!prompts[i]) { s = VERR("out of memory"); break; }
+    for (int k = 0; k < ilen; k++) {
+      const int blk = k / (int)trace_block;
+      const uint64_t key = L && blk < L->n_hash ? mix(seed ^ 0x4D6F6F6Eull, (uint64_t)L->hash[blk])
+                                                : mix(seed, ((uint64_t)li << 40) ^ (uint64_t)i);
+      prompts[i][k] = (int32_t)(mix(key, (uint64_t)k) % (uint64_t)vocab);
+    }
+    served_req *q = &reqs[i];
+    q->prompt = prompts[i], q->n_prompt = ilen, q->max_tokens = olen;
+    if (i < nw) continue;
+    if (L && trace_file) q->arrival_s = (L->t_ms - tr[0].t_ms) / 1e3 / trace_speed;
+    else if (isfinite(rate)) {
+      q->arrival_s = t;
+      const double u = (double)(rec_rng_next(&rs) >> 11) * 0x1.0p-53;
+      t += poisson ? -log(1 - u) / rate : 1 / rate;
+    }
+  }
+  served_metrics before, after;
+  const served_conn *c = &w->c;
+  const char *model = w->model;
+  if (s == V_OK && nw) s = served_run(c, model, reqs, nw, 1, vinterrupted);
+  for (int i = 0; s == V_OK && i < nw; i++)
+    if (!reqs[i].ok) s = VERR("warm-up request failed: %s", reqs[i].error);
+  if (s == V_OK) s = served_metrics_read(c, &before);
+  replay_ctx rc_ = {0};
+  if (s == V_OK && sess_s) s = replay_init(&rc_, tr, prompts + nw, n, vocab, trace_speed, reqs + nw);
+  if (s == V_OK) s = served_run_hooked(c, model, reqs + nw, n, cc, vinterrupted, sess_s ? replay_done : NULL, &rc_);
+  if (s == V_OK) s = served_metrics_read(c, &after);
+  if (s == V_OK && w->sends) s = write_sends(w->sends, o->sends_file, cc, reqs + nw, n);
+  level_stats st = {0};
+  if (s == V_OK) s = stats_compute(reqs + nw, n, &o->g, &st);
+  if (s == V_OK) {
+    char id[160], rate_txt[40];
+    snprintf(rate_txt, sizeof rate_txt, "%s", isfinite(rate) ? rate_s : "inf");
+    if (replay) {
+      const char *base = gen ? NULL : strrchr(replay, '/');
+      snprintf(id, sizeof id, "%s/%.80s/c%d", trace_file ? "trace" : "sessions", base ? base + 1 : replay, cc);
+    } else {
+      snprintf(id, sizeof id, "served/c%d/in%ld/out%ld/rate-%.30s", cc, in_len, out_len, rate_txt);
+    }
+    level_info L = {.case_id = id, .conn = c, .model = model, .rate = rate_txt, .trace = replay, .concurrency = cc,
+                    .input_len = (int)in_len, .output_len = (int)out_len, .n_prompts = n, .seed = seed, .g = &o->g,
+                    .before = &before, .after = &after, .replay = sess_s ? &rc_ : NULL};
+    vrecord *r = level_record(&L, &st, reqs + nw, n, &s);
+    if (r) {
+      *out = r;
+      fputs(lead, stdout);
+      print_row(r, cc);
+      if (sess_s) print_turns(r);
+      if (st.failed) {
+        *rc = EXIT_CHECK_FAILED;
+        int shown = 0;
+        for (int i = 0; i < n && shown < 3; i++)
+          if (reqs[nw + i].t_send != 0 && !reqs[nw + i].ok) printf("  request %d failed: %s\n", i, reqs[nw + i].error), shown++;
+      }
+      if (st.ok == 0) *rc = EXIT_CHECK_FAILED;
+      s = rec_emit(sink, r, NULL);
+    }
+  }
+  stats_free(&st);
+  replay_free(&rc_);
+  for (int i = 0; i < n + nw; i++) served_req_free(&reqs[i]), free(prompts[i]);
+  free(reqs);
+  free(prompts);
+  return s;
+}
+
+int cmd_sweep_server(int argc, char **argv, const vrec_sink *sink) {
+  sweep_srv *w;
+  int rc;
+  if (sweep_srv_open(argc, argv, NULL, sink, &w, &rc)) { cli_print_error("sweep"); return rc; }
+  if (!w) { fputs(USAGE, stdout); return EXIT_OK; }
   vinterrupt_install();
-  int rc = EXIT_OK;
+  rc = EXIT_OK;
+  const int n_conc = w->o.n_conc;
   vrecord **recs = calloc((size_t)n_conc, sizeof *recs);
   int n_recs = 0;
   vstatus s = recs ? V_OK : VERR("out of memory");
-  printf("served sweep: %s, model %s, %s\n", c.shown, model,
-         trace_file ? "Mooncake trace replay" : sess_s ? "multi-turn session replay" : "random token-id prompts, ignore_eos");
-  if (trace_file) printf("trace %s: %d requests, speed x%g, block %ld tokens\n", trace_file, n_tr, trace_speed, trace_block);
-  else if (sess_s)
-    printf("sessions %s: %d sessions, %d turns, speed x%g, block %ld tokens\n", sess_s, tr[n_tr - 1].session + 1, n_tr,
-           trace_speed, trace_block);
-  else printf("input %ld, output %ld tokens, rate %s\n", in_len, out_len, rate_s);
-  printf("%5s %9s %9s %8s %7s %8s %8s %8s %8s %8s %8s %8s %9s %9s\n", "conc", "ok/sent", "tok/s", "tok/s/u",
-         "req/s", "TTFT p50", "p90", "p99", "TPOT p50", "p90", "ITL p50", "p99", "E2E p50", "p99");
+  sweep_srv_print_intro(w);
+  sweep_srv_print_columns("");
   for (int li = 0; s == V_OK && li < n_conc && !vinterrupted(); li++) {
-    const int cc = (int)conc[li];
-    const int n = replay ? n_tr : (int)(n_prompts ? n_prompts : 4 * cc);
-    const int nw = li == 0 ? (int)warmup : 0;
-    served_req *reqs = calloc((size_t)(n + nw), sizeof *reqs);
-    int32_t **prompts = calloc((size_t)(n + nw), sizeof *prompts);
-    if (!reqs || !prompts) { s = VERR("out of memory"); free(reqs); free(prompts); break; }
-    uint64_t rs = mix(seed, (uint64_t)li + 1);
-    double t = 0;
-    for (int i = 0; s == V_OK && i < n + nw; i++) {
-      const trace_line *L = replay && i >= nw ? &tr[i - nw] : NULL;
-      const int ilen = L ? L->in : (int)in_len, olen = L ? L->out : (int)out_len;
-      prompts[i] = malloc((size_t)ilen * sizeof(int32_t));
-      if (!prompts[i]) { s = VERR("out of memory"); break; }
-      for (int k = 0; k < ilen; k++) {
-        const int blk = k / (int)trace_block;
-        const uint64_t key = L && blk < L->n_hash ? mix(seed ^ 0x4D6F6F6Eull, (uint64_t)L->hash[blk])
-                                                  : mix(seed, ((uint64_t)li << 40) ^ (uint64_t)i);
-        prompts[i][k] = (int32_t)(mix(key, (uint64_t)k) % (uint64_t)vocab);
-      }
-      served_req *q = &reqs[i];
-      q->prompt = prompts[i], q->n_prompt = ilen, q->max_tokens = olen;
-      if (i < nw) continue;
-      if (L && trace_file) q->arrival_s = (L->t_ms - tr[0].t_ms) / 1e3 / trace_speed;
-      else if (isfinite(rate)) {
-        q->arrival_s = t;
-        const double u = (double)(rec_rng_next(&rs) >> 11) * 0x1.0p-53;
-        t += poisson ? -log(1 - u) / rate : 1 / rate;
-      }
-    }
-    served_metrics before, after;
-    if (s == V_OK && nw) s = served_run(&c, model, reqs, nw, 1, vinterrupted);
-    for (int i = 0; s == V_OK && i < nw; i++)
-      if (!reqs[i].ok) s = VERR("warm-up request failed: %s", reqs[i].error);
-    if (s == V_OK) s = served_metrics_read(&c, &before);
-    replay_ctx rc_ = {0};
-    if (s == V_OK && sess_s) s = replay_init(&rc_, tr, prompts + nw, n, vocab, trace_speed, reqs + nw);
-    if (s == V_OK) s = served_run_hooked(&c, model, reqs + nw, n, cc, vinterrupted, sess_s ? replay_done : NULL, &rc_);
-    if (s == V_OK) s = served_metrics_read(&c, &after);
-    if (s == V_OK && sends) s = write_sends(sends, o.sends_file, cc, reqs + nw, n);
-    level_stats st = {0};
-    if (s == V_OK) s = stats_compute(reqs + nw, n, &g, &st);
-    if (s == V_OK) {
-      char id[160], rate_txt[40];
-      snprintf(rate_txt, sizeof rate_txt, "%s", isfinite(rate) ? rate_s : "inf");
-      if (replay) {
-        const char *base = gen ? NULL : strrchr(replay, '/');
-        snprintf(id, sizeof id, "%s/%.80s/c%d", trace_file ? "trace" : "sessions", base ? base + 1 : replay, cc);
-      } else {
-        snprintf(id, sizeof id, "served/c%d/in%ld/out%ld/rate-%.30s", cc, in_len, out_len, rate_txt);
-      }
-      level_info L = {.case_id = id, .conn = &c, .model = model, .rate = rate_txt, .trace = replay, .concurrency = cc,
-                      .input_len = (int)in_len, .output_len = (int)out_len, .n_prompts = n, .seed = seed, .g = &g,
-                      .before = &before, .after = &after, .replay = sess_s ? &rc_ : NULL};
-      vrecord *r = level_record(&L, &st, reqs + nw, n, &s);
-      if (r) {
-        recs[n_recs++] = r;
-        print_row(r, cc);
-        if (sess_s) print_turns(r);
-        if (st.failed) {
-          rc = EXIT_CHECK_FAILED;
-          int shown = 0;
-          for (int i = 0; i < n && shown < 3; i++)
-            if (reqs[nw + i].t_send != 0 && !reqs[nw + i].ok) printf("  request %d failed: %s\n", i, reqs[nw + i].error), shown++;
-        }
-        if (st.ok == 0) rc = EXIT_CHECK_FAILED;
-        s = rec_emit(sink, r, NULL);
-      }
-    }
-    stats_free(&st);
-    replay_free(&rc_);
-    for (int i = 0; i < n + nw; i++) served_req_free(&reqs[i]), free(prompts[i]);
-    free(reqs);
-    free(prompts);
+    vrecord *r = NULL;
+    s = sweep_srv_level(w, li, li == 0, sink, "", &r, &rc);
+    if (r) recs[n_recs++] = r;
   }
-  if (s == V_OK && json_file) {
+  if (s == V_OK && w->o.json_file) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "schema", "vouch-serve-sweep/1");
     cJSON_AddStringToObject(root, "tool", "vouch " VOUCH_VERSION " " VOUCH_GIT_COMMIT);
-    cJSON_AddStringToObject(root, "server", c.shown);
-    cJSON_AddStringToObject(root, "model", model);
+    cJSON_AddStringToObject(root, "server", w->c.shown);
+    cJSON_AddStringToObject(root, "model", w->model);
     cJSON *arr = cJSON_AddArrayToObject(root, "records");
     for (int i = 0; i < n_recs; i++) cJSON_AddItemToArray(arr, rec_to_json(recs[i]));
-    s = vfile_write_json(json_file, root, true);
+    s = vfile_write_json(w->o.json_file, root, true);
     cJSON_Delete(root);
   }
   if (s != V_OK) { cli_print_error("sweep"); rc = EXIT_CHECK_FAILED; }
   if (vinterrupted() && rc == EXIT_OK) rc = EXIT_INTERRUPTED;
   for (int i = 0; i < n_recs; i++) rec_free(recs[i]);
   free(recs);
-  if (sends) fclose(sends);
-  trace_free(tr, n_tr);
-  free(conc);
+  sweep_srv_close(w);
   return rc;
 }

@@ -61,7 +61,8 @@ static const char USAGE[] =
     "  points left are listed as not run (time budget spent), so a time limit keeps what finished.\n"
     VSUITE_EXPECT_FALLBACK_HELP
     "  defaults: --model synth:tiny --paths cpu-ref --batch 1 --context 1k --steps 20 --warmup 3\n"
-    "  vouch sweep --server URL ... measures an OpenAI-compatible server instead (vouch sweep --server x --help).\n";
+    "  vouch sweep --server URL ... measures an OpenAI-compatible server instead (vouch sweep --server x --help);\n"
+    "  with --ref-server URL two servers for speed, interleaved and gated as vouch ab (--server x --ref-server y --help).\n";
 
 vstatus sweep_spec_parse(const char *s, int *k, int *al) {
   int kk = -1, aa = -1;
