@@ -60,6 +60,57 @@ double stat_chi2_sf(double x, int dof) {
   return gamma_q_cf(a, hx);
 }
 
+/* Continued fraction of the regularized incomplete beta I_x(a, b) (modified Lentz), valid for
+ * x < (a + 1) / (a + b + 2); the caller uses the symmetry I_x(a,b) = 1 - I_{1-x}(b,a) otherwise. */
+static double beta_cf(double a, double b, double x) {
+  const double tiny = 1e-300;
+  double c = 1.0, d = 1.0 - (a + b) * x / (a + 1.0);
+  d = fabs(d) < tiny ? 1.0 / tiny : 1.0 / d;
+  double h = d;
+  for (int m = 1; m <= 500; m++) {
+    const double m2 = 2.0 * m;
+    double num = m * (b - m) * x / ((a + m2 - 1.0) * (a + m2)); /* even step */
+    d = 1.0 + num * d, c = 1.0 + num / c;
+    d = fabs(d) < tiny ? 1.0 / tiny : 1.0 / d, c = fabs(c) < tiny ? tiny : c;
+    h *= d * c;
+    num = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0)); /* odd step */
+    d = 1.0 + num * d, c = 1.0 + num / c;
+    d = fabs(d) < tiny ? 1.0 / tiny : 1.0 / d, c = fabs(c) < tiny ? tiny : c;
+    const double del = d * c;
+    h *= del;
+    if (fabs(del - 1.0) < 1e-15) break;
+  }
+  return h;
+}
+
+/* Regularized incomplete beta I_x(a, b), a, b > 0, x in [0, 1]. */
+static double beta_inc(double a, double b, double x) {
+  if (x <= 0) return 0.0;
+  if (x >= 1) return 1.0;
+  const double front = exp(lgamma(a + b) - lgamma(a) - lgamma(b) + a * log(x) + b * log1p(-x));
+  if (x < (a + 1.0) / (a + b + 2.0)) return front * beta_cf(a, b, x) / a;
+  return 1.0 - front * beta_cf(b, a, 1.0 - x) / b;
+}
+
+double stat_t_sf2(double t, double df) {
+  if (isnan(t) || !(df > 0)) return NAN;
+  if (isinf(t)) return 0.0;
+  return beta_inc(df / 2.0, 0.5, df / (df + t * t));
+}
+
+double stat_t_quantile(double q, double df) {
+  if (!(q > 0.5 && q < 1.0) || !(df >= 1)) return NAN;
+  const double tail = 2.0 * (1.0 - q); /* two-sided tail the quantile leaves */
+  double lo = 0.0, hi = 1.0;
+  while (stat_t_sf2(hi, df) > tail && hi < 1e12) hi *= 2.0;
+  for (int i = 0; i < 200 && hi - lo > 1e-10 * hi; i++) {
+    const double mid = 0.5 * (lo + hi);
+    if (stat_t_sf2(mid, df) > tail) lo = mid;
+    else hi = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
 void stat_chi2_gof(const long *counts, const double *probs, int n, double *chi2, int *dof, double *p) {
   long total = 0;
   for (int i = 0; i < n; i++) total += counts[i];

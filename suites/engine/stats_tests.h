@@ -14,6 +14,12 @@ double stat_mcnemar_p(long b, long c);
 /* Upper tail P(X >= x) of the chi-square distribution with `dof` degrees of freedom
  * (regularized upper incomplete gamma Q(dof/2, x/2)). */
 double stat_chi2_sf(double x, int dof);
+/* Two-sided tail P(|T| >= t) of Student's t with `df` > 0 degrees of freedom (the regularized
+ * incomplete beta I_{df/(df+t^2)}(df/2, 1/2)); 1 at t = 0, NaN for NaN. */
+double stat_t_sf2(double t, double df);
+/* The q-quantile of Student's t with df >= 1 degrees of freedom, for q in (0.5, 1): the t whose
+ * upper tail is 1 - q (bisection on stat_t_sf2 to 1e-10 relative). NaN outside that range. */
+double stat_t_quantile(double q, double df);
 /* Pearson chi-square goodness of fit of `counts[n]` (total draws = sum) against the
  * probabilities `probs[n]` (sum 1). Cells with expected count < 5 are pooled into one
  * cell (expected < 5 after pooling: merged into the largest cell). Observed counts in
