@@ -10,8 +10,10 @@
  *    base, head, ... (as vouch ab orders its runs), so a drift of the machine during a level lands on
  *    both sides alike; each run's record (suite serve, one per level) goes to its round's directory.
  * 4. Closes and bundles every directory (DIR/<side>-K.vouch.tar.gz), loads them back and compares the
- *    sides over all rounds with compare_rounds (runner/evidence/compare.h), exactly as vouch ab's step 5:
- *    per figure the ratio head / base, a 95% interval covering the bootstrap of rounds and requests and
+ *    sides over all rounds with compare_rounds_family (runner/evidence/compare.h), as vouch ab's step 5
+ *    with the intervals family-wise (Bonferroni over the gated figures of all levels: an A/A pair of two
+ *    processes read 2 false regressions in 38 runs at 95 % per figure over ~28 figures a level):
+ *    per figure the ratio head / base, an interval covering the bootstrap of rounds and requests and
  *    the Student-t interval of the per-round ratios, a regression only when the whole interval is past
  *    the threshold, "not enough samples" and "too noisy" said as such, never passed off as a pass.
  * 5. Writes compare.json (compare's JSON plus "sweep_ab": servers, rounds, runs, per level the spec-decode
@@ -117,10 +119,12 @@ static const char USAGE[] =
     "  Two servers for speed: per --concurrency level, --rounds runs of the level on each server in the\n"
     "  order base, head, head, base, base, head, ... (--ref-server is the base, --server the head), so a\n"
     "  drift of the machine lands on both alike; then per level the ratio head / base of output tok/s,\n"
-    "  tok/s per user, TTFT / TPOT / ITL / E2E (p50, p90, p99, mean) with a 95% interval, gated as vouch ab\n"
-    "  gates (the interval covers the bootstrap of rounds and requests and the t interval of the per-round\n"
-    "  ratios; a regression only when the whole interval is beyond --threshold, default 0.05; a figure with\n"
-    "  too few samples or too noisy to judge says so). Timings need 3 rounds a side, figures measured once\n"
+    "  tok/s per user, TTFT / TPOT / ITL / E2E (p50, p90, p99, mean) with an interval, gated as vouch ab\n"
+    "  gates but family-wise (each interval at 1 - 0.05 / the number of gated figures, so an A/A pair is\n"
+    "  called a regression at most 5% of the time; the interval covers the bootstrap of rounds and\n"
+    "  requests and the t interval of the per-round ratios; a regression only when the whole interval is\n"
+    "  beyond --threshold, default 0.05; a figure with too few samples or too noisy to judge says so).\n"
+    "  Timings need 3 rounds a side, figures measured once\n"
     "  per run (output tok/s, req/s, acceptance) 8. Speculative decoding: each side's acceptance length\n"
     "  (mean, per position) from /metrics next to its draft length, when the server counts them.\n"
     "  DIR (default vouch-sweep-ab/<UTC time>): base-K/ head-K/ (a result directory per side and round, each\n"
@@ -284,13 +288,16 @@ static vstatus write_md(const char *dir, const sab_opts *o, const cJSON *cmp, co
   if (!f) return VERR("%s: cannot write: %s", path, strerror(errno));
   compare_markdown(cmp, f, COMPARE_MD_LIMIT - 12000); /* room for the levels below */
   fprintf(f, "\n## vouch sweep: `%s` (head) vs `%s` (base)\n\n", head_shown, base_shown);
+  const cJSON *conf = cJSON_GetObjectItemCaseSensitive(cmp, "interval_confidence");
   fprintf(f, "%d round%s per level in the order base, head, head, base, ...; ratio = head / base; a timing's interval "
-          "covers the bootstrap of rounds and requests and the t interval of the per-round ratios.\n",
-          o->rounds, o->rounds == 1 ? "" : "s");
+          "covers the bootstrap of rounds and requests and the t interval of the per-round ratios; each interval at "
+          "%.4g %% (family-wise 95 %% over %d gated figures).\n",
+          o->rounds, o->rounds == 1 ? "" : "s", cJSON_IsNumber(conf) ? 100 * conf->valuedouble : 95,
+          (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cmp, "gated_family")));
   const cJSON *L;
   cJSON_ArrayForEach(L, levels) {
     const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(L, "case_id"));
-    fprintf(f, "\n### `%s`\n\n| figure | base | head | unit | head / base | 95%% interval | verdict |\n|---|---|---|---|---|---|---|\n", id);
+    fprintf(f, "\n### `%s`\n\n| figure | base | head | unit | head / base | interval | verdict |\n|---|---|---|---|---|---|---|\n", id);
     print_level(f, cmp, id, true);
     print_spec(f, cJSON_GetObjectItemCaseSensitive(L, "spec"), "\n");
   }
@@ -322,7 +329,7 @@ static vstatus compare_sides(const char *dir, const sab_opts *o, sab_run *runs, 
       cJSON_AddItemToArray(list, e);
     }
   if (s == V_OK) {
-    cJSON *cmp = compare_rounds(rs[0], n, rs[1], n, o->threshold);
+    cJSON *cmp = compare_rounds_family(rs[0], n, rs[1], n, o->threshold);
     cJSON *meta = cJSON_AddObjectToObject(cmp, "sweep_ab");
     cJSON_AddStringToObject(meta, "base_server", shown[0]);
     cJSON_AddStringToObject(meta, "head_server", shown[1]);

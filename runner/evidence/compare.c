@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "suites/engine/stats_tests.h"
+
 static const vrecord *find_rec(const vresults *r, const vrecord *k) {
   for (int i = 0; i < r->n; i++) {
     const vrecord *x = r->recs[i];
@@ -106,18 +108,27 @@ static int resample_cap(const groups *g) {
   return mx * g->ng > g->total ? mx * g->ng : g->total;
 }
 
-/* 95% percentile-bootstrap interval of stat(cand)/stat(base). */
-static void boot_ratio(rec_derive d, const groups *ga, const groups *gb, double *lo, double *hi) {
+/* Resamples for a two-sided interval of error rate alpha: COMPARE_BOOT_ITERS at 5 %, more for a
+ * family-wise interval (about 20 resamples beyond each end), at most COMPARE_BOOT_ITERS_MAX. */
+static int boot_iters(double alpha) {
+  if (alpha >= 0.05) return COMPARE_BOOT_ITERS;
+  const double want = ceil(40.0 / alpha);
+  return want > COMPARE_BOOT_ITERS_MAX ? COMPARE_BOOT_ITERS_MAX : (int)want;
+}
+
+/* Percentile-bootstrap interval of stat(cand)/stat(base) at two-sided error rate alpha (0.05: 95 %). */
+static void boot_ratio(rec_derive d, const groups *ga, const groups *gb, double alpha, double *lo, double *hi) {
+  const int iters = boot_iters(alpha);
   double *ba = malloc((size_t)resample_cap(ga) * sizeof *ba), *bb = malloc((size_t)resample_cap(gb) * sizeof *bb);
-  double *rs = malloc(COMPARE_BOOT_ITERS * sizeof *rs);
+  double *rs = malloc((size_t)iters * sizeof *rs);
   if (ba && bb && rs) {
     uint64_t rng = COMPARE_SEED;
-    for (int it = 0; it < COMPARE_BOOT_ITERS; it++) {
+    for (int it = 0; it < iters; it++) {
       double a = resample_stat(d, ga, ba, &rng);
       rs[it] = resample_stat(d, gb, bb, &rng) / a;
     }
-    *lo = rec_stat_percentile(rs, COMPARE_BOOT_ITERS, 2.5);
-    *hi = rec_stat_percentile(rs, COMPARE_BOOT_ITERS, 97.5);
+    *lo = rec_stat_percentile(rs, iters, 50.0 * alpha);
+    *hi = rec_stat_percentile(rs, iters, 100.0 - 50.0 * alpha);
   }
   free(ba);
   free(bb);
@@ -134,11 +145,11 @@ static double round_stat(rec_derive d, const groups *g, int r, double *buf) {
  * round's ratio stat(cand_k)/stat(base_k) carries the machine's drift between rounds, which the
  * step samples of a round cannot show, and which resampling 3 rounds with replacement
  * underestimates (the CI of 763a39c read a 1.45x drift under ASan as a regression). Sets the
- * 95% Student-t interval of the geometric mean of those ratios (log ratios, n-1 degrees of
- * freedom); false (lo, hi untouched) when fewer than 2 rounds pair up (each of the n rounds
+ * Student-t interval (two-sided error rate alpha; 0.05: 95 %) of the geometric mean of those
+ * ratios (log ratios, n-1 degrees of freedom); false (lo, hi untouched) when fewer than 2 rounds pair up (each of the n rounds
  * of both sides must have the figure: ga and gb as gather made them), a ratio is not finite and
  * positive, or memory runs out. */
-static bool paired_ratio(rec_derive d, const groups *ga, const groups *gb, int n, double *lo, double *hi) {
+static bool paired_ratio(rec_derive d, const groups *ga, const groups *gb, int n, double alpha, double *lo, double *hi) {
   if (n < 2 || ga->ng != n || gb->ng != n) return false;
   int mx = 0, paired = 0;
   for (int r = 0; r < n; r++) {
@@ -155,7 +166,8 @@ static bool paired_ratio(rec_derive d, const groups *ga, const groups *gb, int n
   free(buf);
   if (paired < n) return false;
   double mean = sum / n, var = (sum2 - n * mean * mean) / (n - 1);
-  double half = rec_stat_t975(n - 1) * sqrt(var > 0 ? var : 0) / sqrt(n);
+  const double tq = alpha == 0.05 ? rec_stat_t975(n - 1) : stat_t_quantile(1.0 - alpha / 2.0, n - 1);
+  double half = tq * sqrt(var > 0 ? var : 0) / sqrt(n);
   *lo = exp(mean - half);
   *hi = exp(mean + half);
   return true;
@@ -167,8 +179,33 @@ typedef struct {
                           change of the threshold's size could not have been seen */
 } tally;
 
+/* What a figure is judged by: the threshold, and the two-sided error rate of each figure's interval
+ * (0.05, or 0.05 over the number of gated figures for a family-wise comparison). */
+typedef struct {
+  double thr;
+  double alpha;
+} cmp_rule;
+
+/* True when figure ma of record a is gated: it has a direction, is not itself a test statistic, and
+ * its derive can be tested. */
+static bool gated_metric(const rec_metric *ma) {
+  return ma->better != RB_NONE && !statistic_of_metric(ma->name) && compare_min_samples(ma->derive) > 0;
+}
+
+/* True when the figure (ma in base, mb in cand, their samples gathered in ga, gb) has enough samples
+ * and rounds on both sides to be tested at all. */
+static bool testable(const rec_metric *ma, const rec_metric *mb, const groups *ga, const groups *gb) {
+  const int need = compare_min_samples(ma->derive);
+  /* timings of separate runs differ by the machine's drift between them, which steps of one
+   * run cannot show: such figures need rounds (vouch ab) on both sides to be tested */
+  const int need_runs = perf_unit(ma->unit) ? COMPARE_MIN_TIMING_RUNS : 1;
+  return need > 0 && ma->derive == mb->derive && ga->total >= need && gb->total >= need && ga->ng >= need_runs &&
+         gb->ng >= need_runs;
+}
+
 static void compare_metric(const vresults *base, int nb, const vresults *cand, int nc, const vrecord *a,
-                           const rec_metric *ma, double thr, cJSON *mets, tally *t) {
+                           const rec_metric *ma, const cmp_rule *rule, cJSON *mets, tally *t) {
+  const double thr = rule->thr;
   groups ga, gb;
   gather(base, nb, a, ma->name, &ga);
   gather(cand, nc, a, ma->name, &gb);
@@ -181,18 +218,14 @@ static void compare_metric(const vresults *base, int nb, const vresults *cand, i
   free(buf);
   double ratio = vb / va, lo = NAN, hi = NAN;
   int need = compare_min_samples(ma->derive);
-  bool gated = ma->better != RB_NONE && !statistic_of_metric(ma->name) && need > 0;
-  /* timings of separate runs differ by the machine's drift between them, which steps of one
-   * run cannot show: such figures need rounds (vouch ab) on both sides to be tested */
-  int need_runs = perf_unit(ma->unit) ? COMPARE_MIN_TIMING_RUNS : 1;
-  bool enough = need > 0 && ma->derive == mb->derive && ga.total >= need && gb.total >= need &&
-                ga.ng >= need_runs && gb.ng >= need_runs;
-  if (enough && isfinite(ratio)) boot_ratio(ma->derive, &ga, &gb, &lo, &hi);
+  bool gated = gated_metric(ma);
+  bool enough = testable(ma, mb, &ga, &gb);
+  if (enough && isfinite(ratio)) boot_ratio(ma->derive, &ga, &gb, rule->alpha, &lo, &hi);
   /* a timing of paired rounds: the interval covers both the steps' sampling noise (bootstrap)
    * and the drift between rounds (paired t), so a change must stand out of both to count */
   double plo, phi;
   bool paired = enough && perf_unit(ma->unit) && nb == nc && nb >= COMPARE_MIN_TIMING_RUNS && isfinite(lo) && isfinite(hi) &&
-                paired_ratio(ma->derive, &ga, &gb, nb, &plo, &phi);
+                paired_ratio(ma->derive, &ga, &gb, nb, rule->alpha, &plo, &phi);
   if (paired) {
     lo = fmin(lo, plo);
     hi = fmax(hi, phi);
@@ -293,9 +326,34 @@ static void note_path_libs(const vresults *base, const vresults *cand, cJSON *no
   }
 }
 
-cJSON *compare_rounds(const vresults *base, int nb, const vresults *cand, int nc, double thr) {
+/* The gated figures both sides hold with enough samples to be tested: the hypotheses a family-wise
+ * comparison tests (a figure with too few samples is never a regression, so it is not in the family). */
+static int count_gated(const vresults *base, int nb, const vresults *cand, int nc) {
+  int m = 0;
+  for (int i = 0; i < base[0].n; i++) {
+    const vrecord *a = base[0].recs[i], *b = find_rec(&cand[0], a);
+    if (!b || (b->status == REC_NOT_RUN && a->status != REC_NOT_RUN)) continue;
+    for (int k = 0; k < a->n_metrics; k++) {
+      const rec_metric *ma = &a->metrics[k], *mb = rec_metric_find(b, ma->name);
+      if (!mb || !gated_metric(ma)) continue;
+      groups ga, gb;
+      gather(base, nb, a, ma->name, &ga);
+      gather(cand, nc, a, ma->name, &gb);
+      m += testable(ma, mb, &ga, &gb);
+    }
+  }
+  return m;
+}
+
+static cJSON *compare_with(const vresults *base, int nb, const vresults *cand, int nc, double thr, bool family_wise) {
+  cmp_rule rule = {.thr = thr, .alpha = 0.05};
+  const int family = family_wise ? count_gated(base, nb, cand, nc) : 1;
+  if (family > 1) rule.alpha = 0.05 / family;
   cJSON *out = cJSON_CreateObject();
   cJSON_AddNumberToObject(out, "threshold", thr);
+  /* each figure's interval: 95 %, or family-wise (Bonferroni: 1 - 0.05 / the number of gated figures) */
+  cJSON_AddNumberToObject(out, "interval_confidence", 1.0 - rule.alpha);
+  cJSON_AddNumberToObject(out, "gated_family", family_wise ? family : 0);
   cJSON *rounds = cJSON_AddObjectToObject(out, "rounds");
   cJSON_AddNumberToObject(rounds, "base", nb);
   cJSON_AddNumberToObject(rounds, "cand", nc);
@@ -328,7 +386,7 @@ cJSON *compare_rounds(const vresults *base, int nb, const vresults *cand, int nc
     }
     n_err += sb == REC_ERROR;
     for (int k = 0; k < a->n_metrics; k++)
-      if (rec_metric_find(b, a->metrics[k].name)) compare_metric(base, nb, cand, nc, a, &a->metrics[k], thr, mets, &t);
+      if (rec_metric_find(b, a->metrics[k].name)) compare_metric(base, nb, cand, nc, a, &a->metrics[k], &rule, mets, &t);
   }
   for (int i = 0; i < cand[0].n; i++) {
     const vrecord *b = cand[0].recs[i];
@@ -396,6 +454,14 @@ cJSON *compare_rounds(const vresults *base, int nb, const vresults *cand, int nc
   return out;
 }
 
+cJSON *compare_rounds(const vresults *base, int nb, const vresults *cand, int nc, double thr) {
+  return compare_with(base, nb, cand, nc, thr, false);
+}
+
+cJSON *compare_rounds_family(const vresults *base, int nb, const vresults *cand, int nc, double thr) {
+  return compare_with(base, nb, cand, nc, thr, true);
+}
+
 cJSON *compare_results(const vresults *base, const vresults *cand, double thr) {
   return compare_rounds(base, 1, cand, 1, thr);
 }
@@ -445,8 +511,10 @@ static void listing(const cJSON *cmp, FILE *out, bool changed_only) {
   const cJSON *mets = cJSON_GetObjectItemCaseSensitive(cmp, "metrics");
   int equal = 0;
   if (changed_only) cJSON_ArrayForEach(e, mets) equal += metric_equal(e);
-  fprintf(out, "== metrics (%d), ratio = candidate / base, 95%% bootstrap interval of that figure's ratio\n",
-          cJSON_GetArraySize(mets));
+  const cJSON *conf = cJSON_GetObjectItemCaseSensitive(cmp, "interval_confidence");
+  const double level = cJSON_IsNumber(conf) ? 100 * conf->valuedouble : 95;
+  fprintf(out, "== metrics (%d), ratio = candidate / base, %.4g%% bootstrap interval of that figure's ratio%s\n",
+          cJSON_GetArraySize(mets), level, level > 95.0001 ? " (family-wise 95 % over the gated figures)" : "");
   if (equal) fprintf(out, "  (%d equal on both sides, not listed: `vouch compare` lists them)\n", equal);
   cJSON_ArrayForEach(e, mets)
     if (!changed_only || !metric_equal(e)) metric_line(e, out, "  ");

@@ -30,7 +30,8 @@
 
 #include "runner/evidence/bundle.h"
 
-#define COMPARE_BOOT_ITERS 2000
+#define COMPARE_BOOT_ITERS 2000       /* resamples of a 95 % interval */
+#define COMPARE_BOOT_ITERS_MAX 20000  /* at most, for a family-wise interval's far percentiles */
 #define COMPARE_SEED 0x766f756368ULL /* "vouch" */
 /* Rounds a side needs before its timings (units s, ms, us, ns, .../s) are tested: the
  * steps of one run say nothing about the drift between two runs on a shared machine. */
@@ -45,6 +46,11 @@
  * its whole interval beyond 1 +- threshold. A correctness regression: a case that now fails
  * or errors. */
 cJSON *compare_rounds(const vresults *base, int nb, const vresults *cand, int nc, double threshold);
+/* compare_rounds with every figure's interval at the family-wise level: 1 - 0.05 / m for the m gated
+ * figures both sides hold (Bonferroni), so the chance that any figure of an A/A comparison is called a
+ * regression stays <= 5 % however many figures there are (a served sweep gates ~28 per level).
+ * The JSON adds interval_confidence and gated_family (plain compare_rounds: 0.95 and 0). */
+cJSON *compare_rounds_family(const vresults *base, int nb, const vresults *cand, int nc, double threshold);
 /* compare_rounds with one round per side. */
 cJSON *compare_results(const vresults *base, const vresults *cand, double threshold);
 /* True when the comparison must fail a CI job: a regression or a problem of the candidate. */
