@@ -20,7 +20,7 @@ typedef struct {
 } cov_step;
 
 typedef struct {
-  const vrecord *sel;       /* the coverage record: path, case_id "OP/VARIANT", params.when */
+  const vrecord *sel;       /* the coverage record: path, params.choice "OP/VARIANT" (older: its case_id), params.when */
   cov_step steps[COV_STEPS];
   int n_steps;
   int more_steps;           /* distinct steps past COV_STEPS */
@@ -64,6 +64,13 @@ static void path_model(const vrecord *x, char *out, size_t cap) {
   snprintf(out, cap, "%.100s%s%.*s", x->path, n ? " on " : "", n < 90 ? n : 90, model);
 }
 
+/* The `ran` key of a coverage record: its "choice" parameter; bundles before the case id named the
+ * model too had the key as the case id. */
+static const char *choice_of(const vrecord *sel) {
+  const char *c = rt_str(sel->params, "choice", NULL);
+  return c[0] ? c : sel->case_id;
+}
+
 /* Joins row w with every decode record of r on the same model (a choice is the path's on that model's
  * shapes; a coverage record without a model matches any). */
 static void join(cov_row *w, const vresults *r) {
@@ -75,7 +82,7 @@ static void join(cov_row *w, const vresults *r) {
     const cJSON *path;
     cJSON_ArrayForEach(path, x->ran) {
       if (!path->string || !same_base(path->string, w->sel->path)) continue;
-      if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(path, w->sel->case_id))) hit = true;
+      if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(path, choice_of(w->sel)))) hit = true;
     }
     if (!hit) continue;
     w->records++;
@@ -97,7 +104,7 @@ static int gaps_first(const void *a, const void *b) {
   if ((x->records == 0) != (y->records == 0)) return x->records == 0 ? -1 : 1;
   int c = strcmp(x->sel->path, y->sel->path);
   if (!c) c = strcmp(rt_str(x->sel->params, "model", NULL), rt_str(y->sel->params, "model", NULL));
-  return c ? c : strcmp(x->sel->case_id, y->sel->case_id);
+  return c ? c : strcmp(choice_of(x->sel), choice_of(y->sel));
 }
 
 /* The table of r: its rows joined and sorted (gaps first), the gaps counted. */
@@ -196,7 +203,7 @@ void coverage_md(sbuf *b, const vresults *r) {
     sb_add(b, "| ");
     sb_md_cell(b, who);
     sb_add(b, " | `");
-    sb_md_cell(b, w->sel->case_id);
+    sb_md_cell(b, choice_of(w->sel));
     sb_add(b, "` | ");
     sb_md_cell(b, when);
     sb_add(b, " | ");
@@ -244,7 +251,7 @@ void coverage_html(sbuf *b, const vresults *r) {
     sb_add(b, "<tr><td>");
     sb_html(b, who);
     sb_add(b, "</td><td>");
-    sb_html(b, w->sel->case_id);
+    sb_html(b, choice_of(w->sel));
     sb_add(b, "</td><td>");
     sb_html(b, rt_str(w->sel->params, "when", NULL));
     sb_add(b, "</td><td%s>", w->records ? "" : " class=\"fail\"");

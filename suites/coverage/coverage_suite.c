@@ -129,11 +129,21 @@ static vstatus env_params(vrecord *r, const vsuite_ctx *x, const vpath_envelope 
   return rec_param_int(r, "max_tokens", e->max_tokens);
 }
 
+/* The model's spec in a case id: its source without the " (seed S, N layers)" the loader appends (the
+ * choices are the path's on that model's shapes, whatever the weights' seed). */
+static int spec_len(const char *source) {
+  const char *p = strstr(source, " (");
+  const int n = p ? (int)(p - source) : (int)strlen(source);
+  return n < 90 ? n : 90;
+}
+
 static vstatus coverage_record(void *st, const vsuite_ctx *x, int c, veng *recs) {
   coverage_state *s = st;
   const char *path = x->paths[c].name;
   if (s->why[c][0]) {
-    vrecord *r = eng_new(recs, "coverage", "-", path);
+    char id[100];
+    snprintf(id, sizeof id, "- on %.*s", spec_len(x->model->source), x->model->source);
+    vrecord *r = eng_new(recs, "coverage", id, path);
     if (!r) return V_ERR;
     VTRY(env_params(r, x, &s->env));
     rec_set_status(r, s->st[c], s->why[c]);
@@ -143,11 +153,14 @@ static vstatus coverage_record(void *st, const vsuite_ctx *x, int c, veng *recs)
   for (int i = 0; i < t->n; i++) {
     const vtrace_event *e = &t->ev[i];
     if (e->kind != TR_RAN && e->kind != TR_FALLBACK) continue;
-    char key[REC_RAN_KEY_MAX];
+    char key[REC_RAN_KEY_MAX], id[REC_RAN_KEY_MAX + 100];
     rec_ran_key(key, sizeof key, path, e->path, e->op, e->variant);
-    vrecord *r = eng_new(recs, "coverage", e->kind == TR_RAN ? key : "-", path);
+    /* the model in the case id: a plan covers one path on several models (pr: small and k2-lite) */
+    snprintf(id, sizeof id, "%s on %.*s", e->kind == TR_RAN ? key : "-", spec_len(x->model->source), x->model->source);
+    vrecord *r = eng_new(recs, "coverage", id, path);
     if (!r) return V_ERR;
     VTRY(env_params(r, x, &s->env));
+    if (e->kind == TR_RAN) VTRY(rec_param_str(r, "choice", key)); /* the `ran` key the report joins on */
     if (e->kind == TR_FALLBACK) { /* the path hands its steps to another: nothing of its own to cover */
       char why[256];
       snprintf(why, sizeof why, "the path hands its steps to %.40s at %.32s: %.150s", e->variant, e->op, e->detail);

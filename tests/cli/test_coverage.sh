@@ -14,7 +14,8 @@ grep -qF "abi1-ref: the path does not enumerate its choices" "$t/c.out" && ok ||
 python3 - "$t/c.json" <<'PY' && ok || bad "coverage: records"
 import json, sys
 rs = json.load(open(sys.argv[1]))["records"]
-cpu = {r["case_id"]: r for r in rs if r["path"] == "cpu-ref"}
+cpu = {r["params"]["choice"]: r for r in rs if r["path"] == "cpu-ref"}
+assert all(r["case_id"] == k + " on synth:tiny" for k, r in cpu.items()), sorted(r["case_id"] for r in cpu.values())
 assert {"attention/cpu", "linear/cpu", "moe/cpu", "lm_head/cpu"} <= set(cpu), sorted(cpu)
 r = cpu["attention/cpu"]
 assert r["suite"] == "coverage" and r["status"] == "pass", r
@@ -27,13 +28,17 @@ PY
 cat >"$t/plan.json" <<'PLAN'
 {"name": "cov", "steps": [
   {"suite": "coverage", "args": ["--model", "synth:tiny", "--paths", "cpu-ref", "--batch", "2", "--context", "32"]},
+  {"suite": "coverage", "args": ["--model", "synth:recall-chain", "--paths", "cpu-ref", "--batch", "2", "--context", "32"]},
   {"suite": "diverge", "args": ["--model", "synth:tiny", "--paths", "cpu-ref,cpu-ref:tp2", "--batch", "1",
                                 "--context", "8", "--tokens", "2"]}]}
 PLAN
 "$VOUCH" run --plan "$t/plan.json" --out "$t/run" --no-bundle >"$t/r.out" 2>&1 && ok || bad "run: $(tail -5 "$t/r.out")"
 "$VOUCH" report "$t/run" >"$t/report.md" 2>"$t/rep.err" && ok || bad "report: $(cat "$t/rep.err")"
-grep -qF "**Coverage:** 9 (path, op, variant) choices the paths' rules can pick; every one ran in some step." \
+# two models' choices in one run (their records do not collide); no decode step ran recall-chain, so
+# each of its 9 choices is a gap, and tiny's are covered by the diverge step
+grep -qF "**Coverage:** 18 (path, op, variant) choices the paths' rules can pick; **9 never ran (GAP)**." \
   "$t/report.md" && ok || bad "report: summary: $(grep -F Coverage "$t/report.md")"
+grep -qF '| cpu-ref on synth:recall-chain | `attention/cpu` |' "$t/report.md" && ok || bad "report: recall-chain's gap row"
 grep -qF '| cpu-ref on synth:tiny | `attention/cpu` |' "$t/report.md" && grep -qF "| diverge synth:tiny ×1 |" "$t/report.md" \
   && ok || bad "report: the table: $(sed -n '/### Coverage/,/^$/p' "$t/report.md")"
 finish

@@ -92,7 +92,8 @@ static void test_suite_without_enumeration(void) {
   char *text = NULL;
   size_t n = 0;
   CHECK_OK(vfile_read(json, &text, &n));
-  CHECK(text && strstr(text, "\"case_id\":\t\"attention/cpu\"") && strstr(text, "\"max_tokens\":\t4"),
+  CHECK(text && strstr(text, "\"case_id\":\t\"attention/cpu on synth:tiny\"") &&
+            strstr(text, "\"choice\":\t\"attention/cpu\"") && strstr(text, "\"max_tokens\":\t4"),
         "cpu-ref's choices are records, the envelope in their params");
   CHECK(text && strstr(text, "\"path\":\t\"cov-noenum\"") && strstr(text, "\"status\":\t\"not_supported\"") &&
             strstr(text, "the path does not enumerate its choices"),
