@@ -52,25 +52,26 @@ head -1 "$t/aa/compare.md" | grep -q '^\*\*No regression' && grep -q '| TPOT p50
 stop_server "$spid" && ok || bad "the A/A's server did not exit 0"
 
 # the head slowed per decode step: a regression of the inter-token latency, its interval above 1.05. The
-# planted factor is 1.0 (steps twice as long), not the 20 % measured in docs/serving.md: on this test's
-# loaded 2-core machines two identical server processes differ by up to 20 % (which the A/B rightly
-# cannot tell from a slower build), so 20 % in a few rounds is named in 2 of 5 runs there, 100 % always
-"$VOUCH" sweep --server "launch:$srv --test-slowdown 1.0" --ref-server "launch:$srv" "${small[@]}" --rounds 4 --relaunch \
+# planted factor is 3.0 (steps four times as long), not the 20 % measured in docs/serving.md: on this
+# test's loaded 2-core machines two identical server processes differ by up to 20 % (which the A/B
+# rightly cannot tell from a slower build), and the A/B's intervals are family-wise (1 - 0.05 / about 12
+# figures: with 6 rounds the paired t quantile is about 5); F = 1.0 in 4 rounds read [0.09, 42.8] in CI
+"$VOUCH" sweep --server "launch:$srv --test-slowdown 3.0" --ref-server "launch:$srv" "${small[@]}" --rounds 6 --relaunch \
   --out "$t/slow" >"$t/slow.out" 2>"$t/slow.err"
 rc=$?
 [ $rc -eq 1 ] && grep -q "^REGRESSION: 0 correctness" "$t/slow.out" && ok || bad "slowed head: exit $rc: $(cat "$t/slow.err" "$t/slow.out")"
-# --relaunch: each side started afresh for each of its 4 runs, all in the one log per side
-[ "$(grep -c 'listening on' "$t/slow/logs/server.log")" = 4 ] && [ "$(grep -c 'listening on' "$t/slow/logs/ref-server.log")" = 4 ] \
+# --relaunch: each side started afresh for each of its 6 runs, all in the one log per side
+[ "$(grep -c 'listening on' "$t/slow/logs/server.log")" = 6 ] && [ "$(grep -c 'listening on' "$t/slow/logs/ref-server.log")" = 6 ] \
   && ok || bad "the launched servers' logs: $(ls "$t/slow/logs"; cat "$t/slow/logs/server.log")"
 python3 - "$t/slow/compare.json" <<'PY' && ok || bad "slowed head: compare.json: $(grep -E 'ITL|TPOT' "$t/slow.out")"
 import json, sys
 c = json.load(open(sys.argv[1]))
 m = {e["metric"]: e for e in c["metrics"]}
 itl = m["itl_ms"]
-assert itl["regression"] and itl["ci95"][0] > 1.05 and 1.3 < itl["ratio"] < 3, itl
+assert itl["regression"] and itl["ci95"][0] > 1.05 and 1.5 < itl["ratio"] < 6, itl
 assert not m["tokens_per_s_per_user"]["verdict"] == "faster", m["tokens_per_s_per_user"]
 PY
-grep -Eq "regression: served/c1/in16/out32/rate-inf itl_ms x[0-9.]+ \[1\.[0-9]+, " "$t/slow.out" && ok || bad "slowed head: not named: $(tail -5 "$t/slow.out")"
+grep -Eq "regression: served/c1/in16/out32/rate-inf itl_ms x[0-9.]+ \[[1-9]\.[0-9]+, " "$t/slow.out" && ok || bad "slowed head: not named: $(tail -5 "$t/slow.out")"
 
 # usage: what the A/B does not take, and no plan step
 expect_error 2 "--json: not taken with --ref-server" "$VOUCH" sweep --server http://127.0.0.1:9 --ref-server http://127.0.0.1:9 --json x
