@@ -39,28 +39,21 @@ static bool is_decode_record(const vrecord *x) {
   return x->ran && strcmp(x->suite, "coverage") && strcmp(x->suite, "kernels");
 }
 
-/* The length of a record's model spec: its `model` parameter without the " (seed S, N layers)" the
- * suites append (the weights' seed does not change the shapes the choices depend on). */
-static int model_len(const char *model) {
-  const char *p = strstr(model, " (");
-  return p ? (int)(p - model) : (int)strlen(model);
-}
-
 static bool same_model(const char *a, const char *b) {
-  const int n = model_len(a);
-  return n == model_len(b) && !strncmp(a, b, (size_t)n);
+  const int n = rec_model_spec_len(a);
+  return n == rec_model_spec_len(b) && !strncmp(a, b, (size_t)n);
 }
 
 static void step_label(const vrecord *x, char *out, size_t cap) {
   const char *model = rt_str(x->params, "model", NULL);
-  const int n = model_len(model);
+  const int n = rec_model_spec_len(model);
   snprintf(out, cap, "%s%s%.*s", x->suite, n ? " " : "", n < 120 ? n : 120, model);
 }
 
 /* "PATH on MODEL" of a coverage record (PATH alone without a model). */
 static void path_model(const vrecord *x, char *out, size_t cap) {
   const char *model = rt_str(x->params, "model", NULL);
-  const int n = model_len(model);
+  const int n = rec_model_spec_len(model);
   snprintf(out, cap, "%.100s%s%.*s", x->path, n ? " on " : "", n < 90 ? n : 90, model);
 }
 

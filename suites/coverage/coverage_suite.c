@@ -129,11 +129,9 @@ static vstatus env_params(vrecord *r, const vsuite_ctx *x, const vpath_envelope 
   return rec_param_int(r, "max_tokens", e->max_tokens);
 }
 
-/* The model's spec in a case id: its source without the " (seed S, N layers)" the loader appends (the
- * choices are the path's on that model's shapes, whatever the weights' seed). */
+/* The model's spec in a case id (rec_model_spec_len), at most 90 bytes. */
 static int spec_len(const char *source) {
-  const char *p = strstr(source, " (");
-  const int n = p ? (int)(p - source) : (int)strlen(source);
+  const int n = rec_model_spec_len(source);
   return n < 90 ? n : 90;
 }
 

@@ -621,6 +621,11 @@ const char *rec_verdict(vrecord *const *recs, int n, bool complete) {
   return "pass";
 }
 
+int rec_model_spec_len(const char *model) {
+  const char *p = strstr(model, " (");
+  return p ? (int)(p - model) : (int)strlen(model);
+}
+
 void rec_ran_key(char *key, size_t cap, const char *path, const char *ev_path, const char *op, const char *variant) {
   /* an event another path recorded (the one handed over to, or code a plugin reuses) names it */
   const size_t base = strcspn(path, ":@");

@@ -120,8 +120,11 @@ struct vtrace_s;
 #define REC_RAN_KEY_MAX 128 /* a `ran` key's bytes: trace path 24 + op 32 + variant 48 + ':' '/' NUL */
 /* The key in `ran` of an event (ev_path, op, variant) that path `path` (its name as given) recorded:
  * "OP/VARIANT", or "THAT:OP/VARIANT" when ev_path is another path's (not path's base name). Also the
- * case id of a coverage record (suites/coverage/), so the report can join the two. */
+ * `choice` parameter of a coverage record (suites/coverage/), so the report can join the two. */
 void rec_ran_key(char *key, size_t cap, const char *path, const char *ev_path, const char *op, const char *variant);
+/* The length of a model source's spec: without the " (seed S, N layers)" the loader appends (the
+ * weights' seed does not change the shapes a path's choices depend on). */
+int rec_model_spec_len(const char *model);
 /* Adds what path `path` ran in the case to r->ran and its fallbacks to r->fallbacks, from its tally t
  * (common/trace.h; vpath_ran): each `ran` event as "OP/VARIANT" with its count, each fallback event;
  * notes are left out. t NULL: nothing (the path did not open). Error on out of memory, naming r. */
