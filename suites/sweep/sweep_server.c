@@ -106,8 +106,8 @@ static uint64_t mix(uint64_t a, uint64_t b) {
 
 typedef struct {
   double *ttft, *tpot, *itl, *e2e, *per_user; /* ms, ms, ms, ms, tok/s */
-  double *e2e_tok;     /* [n_e2e] E2E ms per output token of each request (InferenceX's r_i) */
-  int n_ttft, n_tpot, n_itl, n_e2e;
+  double *e2e_tok;     /* [n_e2e_tok] E2E ms per output token of each request with one (InferenceX's r_i) */
+  int n_ttft, n_tpot, n_itl, n_e2e, n_e2e_tok;
   int ok, failed, good;
   long tokens;
   long decode_tokens;  /* output tokens after each request's first */
@@ -166,7 +166,7 @@ static vstatus stats_compute(const served_req *r, int n, const slo *g, level_sta
     st->tokens += q->n_tokens;
     const double ttft = (q->t_first - q->t_send) * 1e3, e2e = (q->t_end - q->t_send) * 1e3;
     st->ttft[st->n_ttft++] = ttft;
-    st->e2e_tok[st->n_e2e] = q->n_tokens > 0 ? e2e / q->n_tokens : NAN;
+    if (q->n_tokens > 0) st->e2e_tok[st->n_e2e_tok++] = e2e / q->n_tokens;
     st->e2e[st->n_e2e++] = e2e;
     double tpot = NAN;
     if (q->n_tokens > 1) {
@@ -223,13 +223,13 @@ static vrecord *level_record(const level_info *L, const level_stats *st, const s
   s = s ? s : rec_param_int(r, "concurrency", L->concurrency);
   s = s ? s : rec_param_int(r, "num_prompts", L->n_prompts);
   if (L->replay) s = s ? s : rec_param_str(r, "sessions", L->trace);
-  if (L->format) s = s ? s : rec_param_str(r, "trace_format", L->format);
   else if (L->trace) s = s ? s : rec_param_str(r, "trace", L->trace);
   else {
     s = s ? s : rec_param_int(r, "input_len", L->input_len);
     s = s ? s : rec_param_int(r, "output_len", L->output_len);
     s = s ? s : rec_param_str(r, "rate", L->rate);
   }
+  if (L->format) s = s ? s : rec_param_str(r, "trace_format", L->format);
   s = s ? s : rec_param_int(r, "seed", (int64_t)L->seed);
   if (L->g->ttft > 0) s = s ? s : rec_param_num(r, "slo_ttft_ms", L->g->ttft);
   if (L->g->tpot > 0) s = s ? s : rec_param_num(r, "slo_tpot_ms", L->g->tpot);
@@ -243,7 +243,8 @@ static vrecord *level_record(const level_info *L, const level_stats *st, const s
   if (st->n_tpot) s = s ? s : rec_metric_value(r, "interactivity_p90", "tok/s", RB_HIGHER, 1e3 / pct(st->tpot, st->n_tpot, 90));
   /* InferenceX's E2E normalized interactivity: 1 / the p90 over requests of E2E / output tokens, so
    * TTFT (queueing, prefill) counts against it (docs/serving.md) */
-  if (st->n_e2e) s = s ? s : rec_metric_value(r, "e2e_norm_interactivity_p90", "tok/s", RB_HIGHER, 1e3 / pct(st->e2e_tok, st->n_e2e, 90));
+  if (st->n_e2e_tok)
+    s = s ? s : rec_metric_value(r, "e2e_norm_interactivity_p90", "tok/s", RB_HIGHER, 1e3 / pct(st->e2e_tok, st->n_e2e_tok, 90));
   if (L->replay) s = s ? s : replay_metrics(r, L->replay, reqs);
   const double dur = st->duration_s;
   s = s ? s : rec_metric_value(r, "tokens_per_s", "tok/s", RB_HIGHER, dur > 0 ? st->tokens / dur : NAN);

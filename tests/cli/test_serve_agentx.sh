@@ -41,7 +41,7 @@ import json, sys
 m = {x["name"]: x for x in r["metrics"]}
 v = {k: x["value"] for k, x in m.items()}
 assert r["case_id"] == "sessions/agentx.json/c4" and r["status"] == "pass", r["case_id"]
-assert r["params"]["trace_format"] == "agentx", r["params"]
+assert r["params"]["trace_format"] == "agentx" and "trace" not in r["params"], r["params"]
 assert v["sessions"] == 3 and v["sessions_ok"] == 3 and v["requests_ok"] == 5, v
 assert v["output_tokens"] == 3 + 2 + 4 + 2 + 1, v
 assert v["turn2_prompt_tokens"] == (16 + 10) / 2, v
