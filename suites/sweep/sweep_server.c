@@ -2,9 +2,12 @@
  * vouch serve, ...). For each --concurrency level, --num-prompts streamed completions of
  * --input-len random token ids and --output-len generated tokens (ignore_eos), sent at once up to
  * the concurrency (closed loop) or at a constant / Poisson --rate (open loop, still capped), or
- * replayed from a Mooncake trace. Per level: TTFT, TPOT, ITL and end-to-end latency (mean, p50,
- * p90, p99), output tokens/s, tokens/s per user (1000 / TPOT ms, per request), request rate,
- * goodput under --slo, and speculative-decoding acceptance from /metrics before and after.
+ * replayed from a Mooncake trace, vouch's sessions or an AgentX trace (server_agentx.h). Per level:
+ * TTFT, TPOT, ITL and end-to-end latency (mean, p50, p90, p99), output tokens/s (prefill + decode)
+ * and decode_tokens_per_s (pure decode), tokens/s per user (1000 / TPOT ms, per request),
+ * interactivity_p90 (1000 / TPOT p90) and e2e_norm_interactivity_p90 (InferenceX's: 1000 / p90 of
+ * E2E ms per output token), request rate, goodput under --slo, and speculative-decoding acceptance
+ * from /metrics before and after.
  * One record per level (suite "serve", path "server"), emitted as every suite does (and --json).
  *
  * Definitions (as vLLM's benchmark_serving): TTFT = first token event - send; TPOT = (end - first
