@@ -2,9 +2,12 @@
  * vouch serve, ...). For each --concurrency level, --num-prompts streamed completions of
  * --input-len random token ids and --output-len generated tokens (ignore_eos), sent at once up to
  * the concurrency (closed loop) or at a constant / Poisson --rate (open loop, still capped), or
- * replayed from a Mooncake trace. Per level: TTFT, TPOT, ITL and end-to-end latency (mean, p50,
- * p90, p99), output tokens/s, tokens/s per user (1000 / TPOT ms, per request), request rate,
- * goodput under --slo, and speculative-decoding acceptance from /metrics before and after.
+ * replayed from a Mooncake trace, vouch's sessions or an AgentX trace (server_agentx.h). Per level:
+ * TTFT, TPOT, ITL and end-to-end latency (mean, p50, p90, p99), output tokens/s (prefill + decode)
+ * and decode_tokens_per_s (pure decode), tokens/s per user (1000 / TPOT ms, per request),
+ * interactivity_p90 (1000 / TPOT p90) and e2e_norm_interactivity_p90 (InferenceX's: 1000 / p90 of
+ * E2E ms per output token), request rate, goodput under --slo, and speculative-decoding acceptance
+ * from /metrics before and after.
  * One record per level (suite "serve", path "server"), emitted as every suite does (and --json).
  *
  * Definitions (as vLLM's benchmark_serving): TTFT = first token event - send; TPOT = (end - first
@@ -34,6 +37,7 @@
 #include "suites/sweep/sweep_suite.h"
 #include "suites/engine/record.h"
 #include "suites/engine/sink.h"
+#include "suites/sweep/server_agentx.h"
 #include "suites/sweep/server_replay.h"
 #include "suites/sweep/server_trace.h"
 #include "suites/served/served.h"
@@ -45,7 +49,7 @@ static const char USAGE[] =
     "                   [--output-len N] [--num-prompts N] [--rate R|poisson:R] [--slo ttft:MS,tpot:MS,e2e:MS]\n"
     "                   [--trace FILE [--trace-speed X] [--trace-block N]] [--warmup N] [--vocab N]\n"
     "                   [--sessions FILE|gen:KEY=V,.. [--sessions-out FILE]] [--timeout S] [--seed S] [--json FILE]\n"
-    "                   [--send-times FILE]\n"
+    "                   [--send-times FILE] [--trace-format auto|mooncake|agentx]\n"
     "  Served throughput of an OpenAI-compatible server: streamed /v1/completions with token-id prompts,\n"
     "  timed per SSE event. Per concurrency level: TTFT, TPOT, ITL, E2E (mean, p50, p90, p99), output\n"
     "  tok/s, tok/s per user (1000/TPOT), req/s, goodput under --slo, spec-decode acceptance from the\n"
@@ -58,7 +62,11 @@ static const char USAGE[] =
     "  prompt is the previous prompt + its output + the turn's new tokens, sent pause_ms after the previous\n"
     "  turn ended), from a file or generated: gen:sessions=N,turns=T,input=I,delta=D,output=O,pause=MS,\n"
     "  gap=MS,system=S (seeded by --seed; --sessions-out writes them). Reports per-turn TTFT/TPOT,\n"
-    "  session times and interactivity_p90 = 1000 / TPOT p90 (docs/serving.md).\n"
+    "  session times and interactivity_p90 = 1000 / TPOT p90 (docs/serving.md). --sessions also replays\n"
+    "  AgentX traces (AIPerf's weka_trace: objects with block_size and requests of t, in, out, hash_ids,\n"
+    "  think_time, subagents; suites/sweep/server_agentx.h), told by the file's shape or --trace-format.\n"
+    "  Every record: e2e_norm_interactivity_p90 = 1000 / p90 of E2E ms per output token (InferenceX),\n"
+    "  decode_tokens_per_s (tokens after each first / time some request was decoding) beside tokens_per_s.\n"
     "  --send-times FILE writes one line per request sent: concurrency, index, intended and actual send\n"
     "  time in s after the level's first send (bench/loadgen_bench.c checks the rate and Poisson gaps).\n"
     "  API key: $VOUCH_SERVER_API_KEY, else $OPENAI_API_KEY, sent as a bearer token, never recorded.\n"
@@ -101,14 +109,37 @@ static uint64_t mix(uint64_t a, uint64_t b) {
 
 typedef struct {
   double *ttft, *tpot, *itl, *e2e, *per_user; /* ms, ms, ms, ms, tok/s */
-  int n_ttft, n_tpot, n_itl, n_e2e;
+  double *e2e_tok;     /* [n_e2e_tok] E2E ms per output token of each request with one (InferenceX's r_i) */
+  int n_ttft, n_tpot, n_itl, n_e2e, n_e2e_tok;
   int ok, failed, good;
   long tokens;
+  long decode_tokens;  /* output tokens after each request's first */
   double duration_s;
+  double decode_s;     /* time some request was past its first token (the union of [first, end]) */
 } level_stats;
 
 static void stats_free(level_stats *st) {
-  free(st->ttft); free(st->tpot); free(st->itl); free(st->e2e); free(st->per_user);
+  free(st->ttft); free(st->tpot); free(st->itl); free(st->e2e); free(st->per_user); free(st->e2e_tok);
+}
+
+typedef struct {
+  double a, b;
+} span;
+
+static int by_start(const void *x, const void *y) {
+  const span *p = x, *q = y;
+  return (p->a > q->a) - (p->a < q->a);
+}
+
+/* The length of the union of the spans (sorted here). */
+static double union_length(span *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, by_start);
+  double total = 0, lo = 0, hi = -INFINITY;
+  for (int i = 0; i < n; i++) {
+    if (v[i].a > hi) { total += hi > lo ? hi - lo : 0; lo = v[i].a, hi = v[i].b; }
+    else hi = fmax(hi, v[i].b);
+  }
+  return total + (hi > lo ? hi - lo : 0);
 }
 
 static vstatus stats_compute(const served_req *r, int n, const slo *g, level_stats *st) {
@@ -120,7 +151,13 @@ static vstatus stats_compute(const served_req *r, int n, const slo *g, level_sta
   st->e2e = malloc((size_t)(n + 1) * sizeof(double));
   st->per_user = malloc((size_t)(n + 1) * sizeof(double));
   st->itl = malloc((size_t)(itl_cap + 1) * sizeof(double));
-  if (!st->ttft || !st->tpot || !st->e2e || !st->per_user || !st->itl) return VERR("out of memory for the statistics");
+  st->e2e_tok = malloc((size_t)(n + 1) * sizeof(double));
+  span *dec = malloc((size_t)(n + 1) * sizeof *dec);
+  if (!st->ttft || !st->tpot || !st->e2e || !st->per_user || !st->itl || !st->e2e_tok || !dec) {
+    free(dec);
+    return VERR("out of memory for the statistics");
+  }
+  int n_dec = 0;
   double first = INFINITY, last = -INFINITY;
   for (int i = 0; i < n; i++) {
     const served_req *q = &r[i];
@@ -132,9 +169,12 @@ static vstatus stats_compute(const served_req *r, int n, const slo *g, level_sta
     st->tokens += q->n_tokens;
     const double ttft = (q->t_first - q->t_send) * 1e3, e2e = (q->t_end - q->t_send) * 1e3;
     st->ttft[st->n_ttft++] = ttft;
+    if (q->n_tokens > 0) st->e2e_tok[st->n_e2e_tok++] = e2e / q->n_tokens;
     st->e2e[st->n_e2e++] = e2e;
     double tpot = NAN;
     if (q->n_tokens > 1) {
+      st->decode_tokens += q->n_tokens - 1;
+      dec[n_dec++] = (span){q->t_first, q->t_end};
       tpot = (q->t_end - q->t_first) * 1e3 / (q->n_tokens - 1);
       st->per_user[st->n_tpot] = tpot > 0 ? 1e3 / tpot : NAN;
       st->tpot[st->n_tpot++] = tpot;
@@ -145,6 +185,8 @@ static vstatus stats_compute(const served_req *r, int n, const slo *g, level_sta
     st->good += good;
   }
   st->duration_s = last > first ? last - first : NAN;
+  st->decode_s = union_length(dec, n_dec);
+  free(dec);
   return V_OK;
 }
 
@@ -172,6 +214,7 @@ typedef struct {
   const slo *g;
   const served_metrics *before, *after;
   const replay_ctx *replay; /* session replay: per-turn figures; NULL otherwise */
+  const char *format;       /* "agentx" for an AgentX trace's sessions, else NULL (Mooncake, generated) */
 } level_info;
 
 static vrecord *level_record(const level_info *L, const level_stats *st, const served_req *reqs, int n, vstatus *err) {
@@ -189,6 +232,7 @@ static vrecord *level_record(const level_info *L, const level_stats *st, const s
     s = s ? s : rec_param_int(r, "output_len", L->output_len);
     s = s ? s : rec_param_str(r, "rate", L->rate);
   }
+  if (L->format) s = s ? s : rec_param_str(r, "trace_format", L->format);
   s = s ? s : rec_param_int(r, "seed", (int64_t)L->seed);
   if (L->g->ttft > 0) s = s ? s : rec_param_num(r, "slo_ttft_ms", L->g->ttft);
   if (L->g->tpot > 0) s = s ? s : rec_param_num(r, "slo_tpot_ms", L->g->tpot);
@@ -200,9 +244,15 @@ static vrecord *level_record(const level_info *L, const level_stats *st, const s
   if (st->n_tpot) s = s ? s : rec_metric_samples(r, "tokens_per_s_per_user", "tok/s", RD_MEDIAN, RB_HIGHER, st->per_user, st->n_tpot, 0);
   /* the interactivity 90% of requests reach or beat: 1000 / the TPOT p90 above (docs/serving.md) */
   if (st->n_tpot) s = s ? s : rec_metric_value(r, "interactivity_p90", "tok/s", RB_HIGHER, 1e3 / pct(st->tpot, st->n_tpot, 90));
+  /* InferenceX's E2E normalized interactivity: 1 / the p90 over requests of E2E / output tokens, so
+   * TTFT (queueing, prefill) counts against it (docs/serving.md) */
+  if (st->n_e2e_tok)
+    s = s ? s : rec_metric_value(r, "e2e_norm_interactivity_p90", "tok/s", RB_HIGHER, 1e3 / pct(st->e2e_tok, st->n_e2e_tok, 90));
   if (L->replay) s = s ? s : replay_metrics(r, L->replay, reqs);
   const double dur = st->duration_s;
   s = s ? s : rec_metric_value(r, "tokens_per_s", "tok/s", RB_HIGHER, dur > 0 ? st->tokens / dur : NAN);
+  /* pure decode: the tokens after each first over the time some request was decoding (prefill + decode: tokens_per_s) */
+  if (st->decode_s > 0) s = s ? s : rec_metric_value(r, "decode_tokens_per_s", "tok/s", RB_HIGHER, st->decode_tokens / st->decode_s);
   s = s ? s : rec_metric_value(r, "requests_per_s", "req/s", RB_HIGHER, dur > 0 ? st->ok / dur : NAN);
   s = s ? s : rec_metric_value(r, "duration_s", "s", RB_NONE, dur);
   s = s ? s : rec_metric_value(r, "requests_ok", "", RB_HIGHER, st->ok);
@@ -254,9 +304,9 @@ static double mval(const vrecord *r, const char *name) {
 
 /* Per-turn lines of a session replay. */
 static void print_turns(const vrecord *r) {
-  printf("  sessions %.0f (%.0f complete), session p50 %.0f ms p90 %.0f ms, interactivity p90 %.1f tok/s/user\n",
-         mval(r, "sessions"), mval(r, "sessions_ok"), mval(r, "session_ms"), mval(r, "session_ms_p90"),
-         mval(r, "interactivity_p90"));
+  printf("  sessions %.0f (%.0f complete), session p50 %.0f ms p90 %.0f ms, interactivity p90 %.1f tok/s/user"
+         " (E2E-normalized %.1f)\n", mval(r, "sessions"), mval(r, "sessions_ok"), mval(r, "session_ms"),
+         mval(r, "session_ms_p90"), mval(r, "interactivity_p90"), mval(r, "e2e_norm_interactivity_p90"));
   for (int k = 1; k <= 16; k++) {
     char a[32], b[32], c[40];
     snprintf(a, sizeof a, "turn%d_ttft_ms", k);
@@ -296,6 +346,8 @@ static vstatus write_sends(FILE *f, const char *path, int cc, const served_req *
 typedef struct {
   const char *url, *model_opt, *conc_s, *rate_s, *slo_s, *trace_file, *json_file, *sess_s, *sess_out;
   const char *sends_file; /* --send-times: per-request intended and actual send times (NULL: none) */
+  trace_format fmt;       /* --trace-format (AUTO: the file's shape decides) */
+  bool block_given;       /* --trace-block given: it wins over an AgentX trace's block_size */
   long in_len, out_len, n_prompts, warmup, vocab_opt, trace_block;
   double timeout, trace_speed;
   uint64_t seed;
@@ -335,7 +387,10 @@ static vstatus srv_parse(int argc, char **argv, const char *url, srv_opts *o, se
     else if (cli_opt(argc, argv, &i, "--num-prompts", &v, &err)) { if (v) err = cli_int("--num-prompts", v, 1, 1 << 20, &o->n_prompts); }
     else if (cli_opt(argc, argv, &i, "--warmup", &v, &err)) { if (v) err = cli_int("--warmup", v, 0, 1000, &o->warmup); }
     else if (cli_opt(argc, argv, &i, "--vocab", &v, &err)) { if (v) err = cli_int("--vocab", v, 1, 1 << 30, &o->vocab_opt); }
-    else if (cli_opt(argc, argv, &i, "--trace-block", &v, &err)) { if (v) err = cli_int("--trace-block", v, 1, 1 << 20, &o->trace_block); }
+    else if (cli_opt(argc, argv, &i, "--trace-block", &v, &err)) {
+      if (v) err = cli_int("--trace-block", v, 1, 1 << 20, &o->trace_block), o->block_given = true;
+    }
+    else if (cli_opt(argc, argv, &i, "--trace-format", &v, &err)) { if (v) err = trace_format_parse(v, &o->fmt); }
     else if (cli_opt(argc, argv, &i, "--trace-speed", &v, &err)) { if (v) err = cli_double("--trace-speed", v, &o->trace_speed); }
     else if (cli_opt(argc, argv, &i, "--timeout", &v, &err)) { if (v) err = cli_double("--timeout", v, &o->timeout); }
     else if (cli_opt(argc, argv, &i, "--seed", &v, &err)) { if (v) err = cli_u64("--seed", v, &o->seed); }
@@ -350,6 +405,8 @@ static vstatus srv_parse(int argc, char **argv, const char *url, srv_opts *o, se
   if (o->trace_file && o->sess_s) return VERR("--trace and --sessions: give one of them");
   o->gen = o->sess_s && !strncmp(o->sess_s, "gen", 3);
   if (o->sess_out && !o->gen) return VERR("--sessions-out needs --sessions gen:...");
+  if (o->fmt != TRACE_FMT_AUTO && !o->trace_file && !(o->sess_s && !o->gen))
+    return VERR("--trace-format needs --trace FILE or --sessions FILE");
   if (o->slo_s) VTRY(parse_slo(o->slo_s, &o->g));
   /* the order of the checks as before srv_parse: the same message when several options are wrong */
   VTRY(cli_size_list("--concurrency", o->conc_s, &o->conc, &o->n_conc));
@@ -389,6 +446,8 @@ struct sweep_srv {
   served_conn c;       /* the server */
   char model[256];     /* the served model asked (--server-model) or the server's first */
   int vocab, max_len;  /* token ids drawn below vocab; the server's context (0: not given) */
+  int block;           /* tokens per hash id: --trace-block, else an AgentX trace's block_size, else 512 */
+  trace_format fmt;    /* the lines' format (AUTO: random prompts or generated sessions) */
   trace_line *tr;      /* [n_tr] the request lines of --trace / --sessions (owned; NULL: random prompts) */
   int n_tr;
   const char *replay;  /* the lines' source, NULL: random prompts */
@@ -420,12 +479,23 @@ vstatus sweep_srv_open(int argc, char **argv, const char *url, const vrec_sink *
     return V_ERR;
   }
   snprintf(w->model, sizeof w->model, "%s", o->model_opt);
-  const char *sess_s = o->sess_s;
+  const char *sess_s = o->sess_s, *file = o->trace_file ? o->trace_file : o->gen ? NULL : sess_s;
   w->replay = o->trace_file ? o->trace_file : sess_s;
+  w->block = (int)o->trace_block;
+  w->fmt = o->fmt;
+  int block = 0;
+  if ((file && w->fmt == TRACE_FMT_AUTO && trace_format_detect(file, &w->fmt)) ||
+      (o->trace_file && w->fmt == TRACE_FMT_AGENTX &&
+       VERR("--trace %s: an AgentX trace holds multi-turn sessions: replay it with --sessions", file)) ||
+      (sess_s && w->fmt == TRACE_FMT_AGENTX && agentx_read(sess_s, (int)o->n_prompts, &w->tr, &w->n_tr, &block))) {
+    sweep_srv_close(w);
+    return V_ERR;
+  }
+  if (block && !o->block_given) w->block = block;
   if (served_models(&w->c, w->model, sizeof w->model, &w->vocab, &w->max_len, NULL) ||
       served_conn_note(sink, &w->c, w->model, "server") || /* its identity in the manifest */
       (o->trace_file && trace_read(o->trace_file, (int)o->n_prompts, false, &w->tr, &w->n_tr)) ||
-      (sess_s && !o->gen && trace_read(sess_s, (int)o->n_prompts, true, &w->tr, &w->n_tr)) ||
+      (sess_s && w->fmt == TRACE_FMT_MOONCAKE && trace_read(sess_s, (int)o->n_prompts, true, &w->tr, &w->n_tr)) ||
       (o->gen && session_generate(&o->sg, o->seed, (int)o->trace_block, &w->tr, &w->n_tr)) ||
       (o->sess_out && trace_write(o->sess_out, w->tr, w->n_tr)) ||
       (sess_s && trace_sessions_fit(sess_s, w->tr, w->n_tr, w->max_len))) {
@@ -448,11 +518,13 @@ vstatus sweep_srv_note(const sweep_srv *w, const vrec_sink *sink) { return serve
 void sweep_srv_print_intro(const sweep_srv *w) {
   const srv_opts *o = &w->o;
   printf("served sweep: %s, model %s, %s\n", w->c.shown, w->model,
-         o->trace_file ? "Mooncake trace replay" : o->sess_s ? "multi-turn session replay" : "random token-id prompts, ignore_eos");
-  if (o->trace_file) printf("trace %s: %d requests, speed x%g, block %ld tokens\n", o->trace_file, w->n_tr, o->trace_speed, o->trace_block);
+         o->trace_file ? "Mooncake trace replay"
+         : w->fmt == TRACE_FMT_AGENTX ? "multi-turn session replay of an AgentX trace"
+         : o->sess_s ? "multi-turn session replay" : "random token-id prompts, ignore_eos");
+  if (o->trace_file) printf("trace %s: %d requests, speed x%g, block %d tokens\n", o->trace_file, w->n_tr, o->trace_speed, w->block);
   else if (o->sess_s)
-    printf("sessions %s: %d sessions, %d turns, speed x%g, block %ld tokens\n", o->sess_s, w->tr[w->n_tr - 1].session + 1,
-           w->n_tr, o->trace_speed, o->trace_block);
+    printf("sessions %s: %d sessions, %d turns, speed x%g, block %d tokens\n", o->sess_s, w->tr[w->n_tr - 1].session + 1,
+           w->n_tr, o->trace_speed, w->block);
   else printf("input %ld, output %ld tokens, rate %s\n", o->in_len, o->out_len, o->rate_s);
 }
 
@@ -467,7 +539,7 @@ vstatus sweep_srv_level(sweep_srv *w, int li, bool warm, const vrec_sink *sink, 
   *out = NULL;
   const srv_opts *o = &w->o;
   const char *const rate_s = o->rate_s, *const trace_file = o->trace_file, *const sess_s = o->sess_s, *const replay = w->replay;
-  const long in_len = o->in_len, out_len = o->out_len, n_prompts = o->n_prompts, trace_block = o->trace_block;
+  const long in_len = o->in_len, out_len = o->out_len, n_prompts = o->n_prompts, trace_block = w->block;
   const double trace_speed = o->trace_speed, rate = o->rate;
   const uint64_t seed = o->seed;
   const bool poisson = o->poisson, gen = o->gen;
@@ -528,7 +600,8 @@ vstatus sweep_srv_level(sweep_srv *w, int li, bool warm, const vrec_sink *sink, 
     }
     level_info L = {.case_id = id, .conn = c, .model = model, .rate = rate_txt, .trace = replay, .concurrency = cc,
                     .input_len = (int)in_len, .output_len = (int)out_len, .n_prompts = n, .seed = seed, .g = &o->g,
-                    .before = &before, .after = &after, .replay = sess_s ? &rc_ : NULL};
+                    .before = &before, .after = &after, .replay = sess_s ? &rc_ : NULL,
+                    .format = w->fmt == TRACE_FMT_AGENTX ? "agentx" : NULL};
     vrecord *r = level_record(&L, &st, reqs + nw, n, &s);
     if (r) {
       *out = r;

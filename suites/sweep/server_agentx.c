@@ -1,0 +1,273 @@
+/* AgentX traces into vouch's sessions (suites/sweep/server_agentx.h). */
+#include "suites/sweep/server_agentx.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+vstatus trace_format_parse(const char *s, trace_format *f) {
+  if (!strcmp(s, "auto")) *f = TRACE_FMT_AUTO;
+  else if (!strcmp(s, "mooncake")) *f = TRACE_FMT_MOONCAKE;
+  else if (!strcmp(s, "agentx")) *f = TRACE_FMT_AGENTX;
+  else return VERR("--trace-format '%s': expected auto, mooncake or agentx", s);
+  return V_OK;
+}
+
+const char *trace_format_name(trace_format f) {
+  return f == TRACE_FMT_AGENTX ? "agentx" : f == TRACE_FMT_MOONCAKE ? "mooncake" : "auto";
+}
+
+/* The whole file, NUL-terminated, in *buf (*len bytes). Error: cannot read it, or past 1 GiB. */
+static vstatus slurp(const char *file, char **buf, size_t *len) {
+  FILE *f = fopen(file, "rb");
+  if (!f) return VERR("%s: cannot open the trace", file);
+  size_t cap = 1 << 16, n = 0;
+  char *b = malloc(cap);
+  while (b) {
+    n += fread(b + n, 1, cap - 1 - n, f);
+    if (n < cap - 1) break;
+    char *nb = cap < ((size_t)1 << 30) ? realloc(b, cap * 2) : NULL;
+    if (!nb) { free(b); b = NULL; break; }
+    b = nb, cap *= 2;
+  }
+  const bool err = ferror(f);
+  fclose(f);
+  if (!b || err) { free(b); return VERR("%s: cannot read the trace (or it is larger than 1 GiB)", file); }
+  b[n] = 0;
+  *buf = b, *len = n;
+  return V_OK;
+}
+
+static bool has_requests(const cJSON *j) {
+  return cJSON_IsObject(j) && cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(j, "requests"));
+}
+
+vstatus trace_format_detect(const char *file, trace_format *f) {
+  /* the first non-blank line alone: a Mooncake line, or a trace written one per line */
+  FILE *fp = fopen(file, "r");
+  if (!fp) return VERR("%s: cannot open the trace", file);
+  char *line = NULL;
+  size_t cap = 0;
+  cJSON *j = NULL;
+  bool whole = false;
+  while (getline(&line, &cap, fp) > 0) {
+    const char *p = line + strspn(line, " \t\r\n");
+    if (!*p || *p == '#') continue;
+    j = cJSON_Parse(p);
+    whole = !j; /* not one line's JSON: a pretty-printed object, or a broken line */
+    break;
+  }
+  free(line);
+  fclose(fp);
+  if (whole) {
+    char *buf;
+    size_t len;
+    VTRY(slurp(file, &buf, &len));
+    const char *p = buf + strspn(buf, " \t\r\n");
+    j = cJSON_ParseWithLengthOpts(p, len - (size_t)(p - buf), NULL, false);
+    free(buf);
+  }
+  *f = has_requests(j) ? TRACE_FMT_AGENTX : TRACE_FMT_MOONCAKE;
+  cJSON_Delete(j);
+  return V_OK;
+}
+
+/* ---- reading ---- */
+
+typedef struct {
+  const char *file;
+  long lno;           /* the line the trace object starts on */
+  uint64_t scope;     /* the trace's index: hash ids are scoped to it */
+  int limit;          /* > 0: keep the first `limit` sessions */
+  trace_line *v;      /* [n] the lines so far (cap allocated) */
+  int n, cap;
+  int sessions;       /* sessions started so far */
+} reader;
+
+/* One request of a chain, checked. */
+typedef struct {
+  double t, think, api; /* s; think, api < 0: not given */
+  int in, out;
+  const cJSON *hash;    /* NULL or the list */
+} req;
+
+static bool is_count(const cJSON *j) {
+  return cJSON_IsNumber(j) && j->valuedouble >= 1 && j->valuedouble <= 1e7 && j->valuedouble == floor(j->valuedouble);
+}
+
+/* An optional number of seconds >= 0 (absent and null: -1). */
+static bool opt_secs(const cJSON *j, double *v) {
+  *v = -1;
+  if (!j || cJSON_IsNull(j)) return true;
+  if (!cJSON_IsNumber(j) || !(j->valuedouble >= 0) || j->valuedouble > 1e9) return false;
+  *v = j->valuedouble;
+  return true;
+}
+
+/* Checks request `e` (named `path`, e.g. requests[3]) into *q. */
+static vstatus check_req(const reader *R, const char *path, const cJSON *e, req *q) {
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "t"), *in = cJSON_GetObjectItemCaseSensitive(e, "in");
+  const cJSON *out = cJSON_GetObjectItemCaseSensitive(e, "out"), *h = cJSON_GetObjectItemCaseSensitive(e, "hash_ids");
+  if (!cJSON_IsNumber(t) || !(t->valuedouble >= 0) || t->valuedouble > 1e9)
+    return VERR("%s:%ld: %s.t must be a number of s >= 0", R->file, R->lno, path);
+  if (!is_count(in)) return VERR("%s:%ld: %s.in must be an integer in [1, 1e7]", R->file, R->lno, path);
+  if (!is_count(out)) return VERR("%s:%ld: %s.out must be an integer in [1, 1e7]", R->file, R->lno, path);
+  if (h && !cJSON_IsArray(h)) return VERR("%s:%ld: %s.hash_ids must be a list of integers", R->file, R->lno, path);
+  *q = (req){.t = t->valuedouble, .in = (int)in->valuedouble, .out = (int)out->valuedouble, .hash = h};
+  if (!opt_secs(cJSON_GetObjectItemCaseSensitive(e, "think_time"), &q->think))
+    return VERR("%s:%ld: %s.think_time must be a number of s >= 0", R->file, R->lno, path);
+  if (!opt_secs(cJSON_GetObjectItemCaseSensitive(e, "api_time"), &q->api))
+    return VERR("%s:%ld: %s.api_time must be a number of s >= 0", R->file, R->lno, path);
+  const cJSON *x;
+  int k = 0;
+  cJSON_ArrayForEach(x, h) {
+    if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || fabs(x->valuedouble) > 9e18)
+      return VERR("%s:%ld: %s.hash_ids[%d] is not an integer", R->file, R->lno, path, k);
+    k++;
+  }
+  return V_OK;
+}
+
+/* A block id scoped to its trace (splitmix64 of id and scope): equal ids of one trace stay equal,
+ * two traces never share. */
+static int64_t scoped(uint64_t scope, int64_t id) {
+  uint64_t x = (uint64_t)id ^ (scope + 1) * 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return (int64_t)((x ^ (x >> 31)) >> 1);
+}
+
+/* Appends a line with the hash ids of q past the first `skip`. Error: out of memory. */
+static vstatus push(reader *R, const req *q, int skip, trace_line t) {
+  if (R->n == R->cap) {
+    const int cap = R->cap ? R->cap * 2 : 256;
+    trace_line *nv = cap < (1 << 24) ? realloc(R->v, (size_t)cap * sizeof *nv) : NULL;
+    if (!nv) return VERR("%s: out of memory (or more than %d turns)", R->file, 1 << 23);
+    R->v = nv, R->cap = cap;
+  }
+  const int nh = q->hash ? cJSON_GetArraySize(q->hash) : 0;
+  t.hash = malloc((size_t)(nh > skip ? nh - skip : 1) * sizeof *t.hash);
+  if (!t.hash) return VERR("%s: out of memory", R->file);
+  int k = 0, m = 0;
+  const cJSON *x;
+  cJSON_ArrayForEach(x, q->hash) if (k++ >= skip) t.hash[m++] = scoped(R->scope, (int64_t)x->valuedouble);
+  t.n_hash = m;
+  R->v[R->n++] = t;
+  return V_OK;
+}
+
+/* The length of the common prefix of two hash id lists. */
+static int common_prefix(const cJSON *a, const cJSON *b) {
+  int n = 0;
+  for (const cJSON *x = a ? a->child : NULL, *y = b ? b->child : NULL; x && y; x = x->next, y = y->next, n++)
+    if (x->valuedouble != y->valuedouble) break;
+  return n;
+}
+
+/* One chain of requests (the trace's own, or a subagent's) into sessions. base_t: a subagent's
+ * start (its requests' t below it are relative to it, as AIPerf reads older captures), else 0.
+ * Subagent entries are skipped at the top (the caller reads them) and refused inside one. */
+static vstatus read_chain(reader *R, const cJSON *list, const char *prefix, bool top, double base_t) {
+  req prev = {0};
+  bool have = false;
+  int turn = 0, idx = -1;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, list) {
+    idx++;
+    char path[96];
+    snprintf(path, sizeof path, "%srequests[%d]", prefix, idx);
+    if (!cJSON_IsObject(e)) return VERR("%s:%ld: %s must be an object", R->file, R->lno, path);
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "type"));
+    if (!type || (strcmp(type, "n") && strcmp(type, "s") && strcmp(type, "subagent")))
+      return VERR("%s:%ld: %s.type must be \"n\", \"s\" or \"subagent\"", R->file, R->lno, path);
+    if (!strcmp(type, "subagent")) {
+      if (!top) return VERR("%s:%ld: %s: a subagent inside a subagent", R->file, R->lno, path);
+      continue;
+    }
+    req q;
+    VTRY(check_req(R, path, e, &q));
+    if (base_t > 0 && q.t + 1e-6 < base_t) q.t += base_t;
+    const long grown = have ? (long)prev.in + prev.out : 0;
+    if (!have || q.in < grown) { /* a first turn, or the agent cut its context: a new session */
+      if (R->limit > 0 && R->sessions >= R->limit) return V_OK;
+      VTRY(push(R, &q, 0, (trace_line){.t_ms = q.t * 1e3, .in = q.in, .out = q.out, .session = R->sessions}));
+      R->sessions++, turn = 0;
+    } else {
+      const double pause = q.think >= 0 ? q.think : prev.api >= 0 ? q.t - prev.t - prev.api : q.t - prev.t;
+      const long fresh = q.in - grown;
+      VTRY(push(R, &q, common_prefix(q.hash, prev.hash),
+                (trace_line){.t_ms = q.t * 1e3, .in = fresh > 1 ? (int)fresh : 1, .out = q.out,
+                             .session = R->sessions - 1, .turn = ++turn, .pause_ms = pause > 0 ? pause * 1e3 : 0}));
+    }
+    prev = q, have = true;
+  }
+  return V_OK;
+}
+
+/* One trace object: its own requests, then each subagent's. *block: set by the first trace, the
+ * same for the rest. */
+static vstatus read_trace(reader *R, const cJSON *j, int *block) {
+  if (!cJSON_IsObject(j)) return VERR("%s:%ld: not a trace object", R->file, R->lno);
+  const cJSON *bs = cJSON_GetObjectItemCaseSensitive(j, "block_size"), *list = cJSON_GetObjectItemCaseSensitive(j, "requests");
+  const cJSON *scope = cJSON_GetObjectItemCaseSensitive(j, "hash_id_scope");
+  if (!cJSON_IsArray(list)) return VERR("%s:%ld: requests must be a list", R->file, R->lno);
+  if (!is_count(bs) || bs->valuedouble > (1 << 20)) return VERR("%s:%ld: block_size must be an integer in [1, 2^20]", R->file, R->lno);
+  if (scope && !(cJSON_IsString(scope) && !strcmp(scope->valuestring, "local")))
+    return VERR("%s:%ld: hash_id_scope must be \"local\" (ids scoped to their trace)", R->file, R->lno);
+  if (*block && *block != (int)bs->valuedouble)
+    return VERR("%s:%ld: block_size %d, but an earlier trace of the file has %d", R->file, R->lno, (int)bs->valuedouble, *block);
+  *block = (int)bs->valuedouble;
+  VTRY(read_chain(R, list, "", true, 0));
+  int idx = -1;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, list) {
+    idx++;
+    const char *type = cJSON_IsObject(e) ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "type")) : NULL;
+    if (!type || strcmp(type, "subagent")) continue;
+    char prefix[48];
+    snprintf(prefix, sizeof prefix, "requests[%d].", idx);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "t"), *inner = cJSON_GetObjectItemCaseSensitive(e, "requests");
+    if (!cJSON_IsNumber(t) || !(t->valuedouble >= 0) || t->valuedouble > 1e9)
+      return VERR("%s:%ld: requests[%d].t must be a number of s >= 0", R->file, R->lno, idx);
+    if (!cJSON_IsArray(inner)) return VERR("%s:%ld: requests[%d].requests must be a list", R->file, R->lno, idx);
+    VTRY(read_chain(R, inner, prefix, false, t->valuedouble));
+  }
+  return V_OK;
+}
+
+vstatus agentx_read(const char *file, int limit, trace_line **out, int *n_out, int *block) {
+  char *buf;
+  size_t len;
+  VTRY(slurp(file, &buf, &len));
+  reader R = {.file = file, .lno = 1, .limit = limit};
+  *block = 0;
+  vstatus s = strlen(buf) == len ? V_OK : VERR("%s: a NUL byte in the trace", file);
+  const char *p = buf;
+  while (s == V_OK && (R.limit <= 0 || R.sessions < R.limit)) {
+    for (; *p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'; p++) R.lno += *p == '\n';
+    if (!*p) break;
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(p, len - (size_t)(p - buf), &end, false);
+    if (!j) {
+      long at = R.lno;
+      for (const char *q = p; end && q < end && *q; q++) at += *q == '\n';
+      s = VERR("%s:%ld: not valid JSON (a trace object, or one per line)", file, at);
+      break;
+    }
+    s = read_trace(&R, j, block);
+    cJSON_Delete(j);
+    for (; p < end; p++) R.lno += *p == '\n';
+    R.scope++;
+  }
+  free(buf);
+  if (s == V_OK && R.n == 0) s = VERR("%s: no requests in the trace", file);
+  if (s != V_OK) {
+    trace_free(R.v, R.n);
+    return s;
+  }
+  *out = R.v;
+  *n_out = R.n;
+  return V_OK;
+}

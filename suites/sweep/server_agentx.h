@@ -1,0 +1,45 @@
+/* AgentX traces for `vouch sweep --server --sessions FILE`: the agentic-coding trace format that
+ * AIPerf reads as `weka_trace` and SemiAnalysis' InferenceX AgentX benchmark replays (docs/serving.md,
+ * "AgentX traces", with the sources), parsed once here into the session lines of server_trace.h.
+ *
+ * A trace is one JSON object: {"id", "block_size": tokens per hash id, "hash_id_scope": "local",
+ * "requests": [...]}. A request is {"t": s from the trace's start, "type": "n" | "s", "in": the
+ * whole prompt's tokens, "out": output tokens, "hash_ids": [block ids of the whole prompt],
+ * "think_time": s the client waited after the previous answer, "api_time": s the answer took}; a
+ * {"type": "subagent", "t", "requests": [...]} entry holds a helper agent's own requests. A file
+ * holds one trace (pretty-printed or not) or one trace per line; other fields are ignored.
+ *
+ * Into sessions: the trace's requests are one session, each subagent another (started at its own
+ * first request's time; the parent does not wait for it: vouch's replay has no joins). A turn's new
+ * input is its `in` minus the previous turn's `in` + `out` (at least 1 token): vouch composes the
+ * history from the server's own answers. A turn whose `in` is smaller than that (the agent cut
+ * its context) starts a new session at its recorded time. The pause before a turn is `think_time`,
+ * else t - (previous t + api_time), else t - previous t (never below 0). A first turn keeps all
+ * its hash ids, a later one those past the prefix it shares with the previous turn's; ids are
+ * scoped to their trace (a trace and its subagents share blocks, two traces never). */
+#ifndef VOUCH_SUITES_SWEEP_SERVER_AGENTX_H
+#define VOUCH_SUITES_SWEEP_SERVER_AGENTX_H
+
+#include "common/vstatus.h"
+#include "suites/sweep/server_trace.h"
+
+typedef enum {
+  TRACE_FMT_AUTO = 0, /* decided by the file's shape (trace_format_detect) */
+  TRACE_FMT_MOONCAKE, /* Mooncake JSON lines, with vouch's session fields (server_trace.h) */
+  TRACE_FMT_AGENTX,   /* AgentX trace objects (above) */
+} trace_format;
+
+/* --trace-format auto|mooncake|agentx. Error: another word (names the option). */
+vstatus trace_format_parse(const char *s, trace_format *f);
+const char *trace_format_name(trace_format f);
+/* The file's shape: AgentX when its first JSON value is an object with a "requests" list, else
+ * Mooncake (whose reader then names what is wrong). Error: the file cannot be read. */
+vstatus trace_format_detect(const char *file, trace_format *f);
+
+/* Reads the AgentX traces of `file` into session lines (turns of a session contiguous, sessions
+ * in the order above). limit > 0 keeps the first `limit` sessions. *block: the traces' block_size
+ * (every trace of the file must have the same). Errors name FILE:LINE (the line its trace starts
+ * on) and the field, e.g. "t.json:1: requests[3].in must be an integer in [1, 1e7]". */
+vstatus agentx_read(const char *file, int limit, trace_line **out, int *n_out, int *block);
+
+#endif

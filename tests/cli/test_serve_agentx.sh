@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# An AgentX trace (AIPerf's weka_trace format, suites/sweep/server_agentx.h) replayed by `vouch sweep
+# --server --sessions` against vouch serve (loopback only): told by its shape, the composed prompts'
+# lengths are the recorded ones (vouch serve's prompt token counter), a subagent and a context cut
+# are sessions of their own, the record carries trace_format, e2e_norm_interactivity_p90 (InferenceX:
+# 1000 / p90 of E2E ms per output token) beside interactivity_p90, and decode_tokens_per_s beside
+# tokens_per_s; errors name FILE:LINE and the field.
+. "$VOUCH_SRC/tests/cli/counters.sh"
+. "$VOUCH_SRC/tests/cli/serve_lib.sh"
+command -v curl >/dev/null || { echo "curl missing"; exit 77; }
+
+start_server a --max-seqs 4 --max-ctx 256
+A=$url A_PID=$spid
+
+cat >"$t/agentx.json" <<'EOF'
+{
+  "id": "tr1", "models": ["m"], "block_size": 4, "hash_id_scope": "local",
+  "requests": [
+    {"t": 0.0, "type": "n", "model": "m", "in": 8, "out": 3, "hash_ids": [1, 2], "api_time": 1.0, "think_time": 0.0},
+    {"t": 1.5, "type": "s", "model": "m", "in": 16, "out": 2, "hash_ids": [1, 2, 3, 4], "api_time": 0.5},
+    {"t": 0.4, "type": "subagent", "agent_id": "a1", "status": "completed", "requests": [
+      {"t": 0.4, "type": "n", "model": "h", "in": 6, "out": 2, "hash_ids": [1, 9]},
+      {"t": 0.8, "type": "n", "model": "h", "in": 10, "out": 1, "hash_ids": [1, 9, 10], "think_time": 0.2}]},
+    {"t": 2.0, "type": "n", "model": "m", "in": 12, "out": 4, "hash_ids": [1, 2, 5], "think_time": 0.1}
+  ]
+}
+EOF
+# composed prompts: main 8, 8+3+5=16; the cut session 12; the subagent 6, 6+2+2=10  -> 52
+p0=$(curl -s "$A/metrics" | awk '/^vllm:prompt_tokens_total/ {print $2}')
+start=$(date +%s.%N)
+"$VOUCH" sweep --server "$A" --sessions "$t/agentx.json" --concurrency 4 --warmup 0 --trace-speed 2 \
+  --json "$t/a.json" >"$t/a.txt" 2>&1 && ok || bad "AgentX replay: $(cat "$t/a.txt")"
+echo "AgentX replay of 5 turns took $(awk "BEGIN {print $(date +%s.%N) - $start}") s"
+p1=$(curl -s "$A/metrics" | awk '/^vllm:prompt_tokens_total/ {print $2}')
+[ "$((p1 - p0))" -eq 52 ] && ok || bad "prompt tokens grew by $((p1 - p0)), want 52 (the recorded prompt lengths)"
+grep -q "session replay of an AgentX trace" "$t/a.txt" && grep -q "3 sessions, 5 turns, speed x2, block 4 tokens" "$t/a.txt" \
+  && grep -q "E2E-normalized" "$t/a.txt" && ok || bad "intro: $(cat "$t/a.txt")"
+python3 - "$t/a.json" <<'PY' && ok || bad "AgentX record: $(head -c 900 "$t/a.json")"
+import json, sys
+(r,) = json.load(open(sys.argv[1]))["records"]
+m = {x["name"]: x for x in r["metrics"]}
+v = {k: x["value"] for k, x in m.items()}
+assert r["case_id"] == "sessions/agentx.json/c4" and r["status"] == "pass", r["case_id"]
+assert r["params"]["trace_format"] == "agentx" and "trace" not in r["params"], r["params"]
+assert v["sessions"] == 3 and v["sessions_ok"] == 3 and v["requests_ok"] == 5, v
+assert v["output_tokens"] == 3 + 2 + 4 + 2 + 1, v
+assert v["turn2_prompt_tokens"] == (16 + 10) / 2, v
+# InferenceX: 1000 / the p90 (linear interpolation) of E2E ms / output tokens per request (line order)
+outs = [3, 2, 4, 2, 1]
+per = sorted(e / o for e, o in zip(m["e2e_ms"]["samples"], outs))
+pos = 0.9 * (len(per) - 1); lo = int(pos)
+p90 = per[lo] + (per[min(lo + 1, len(per) - 1)] - per[lo]) * (pos - lo)
+assert abs(v["e2e_norm_interactivity_p90"] - 1000 / p90) < 1e-6 * v["e2e_norm_interactivity_p90"], (v, p90)
+assert v["e2e_norm_interactivity_p90"] < v["interactivity_p90"], v  # TTFT counts against it
+# pure decode: tokens after each first over the time some request decoded; faster than prefill + decode
+assert v["decode_tokens_per_s"] > 0 and "tokens_per_s" in v, v
+PY
+# --trace-format wins over the shape; --trace refuses an AgentX trace (it holds sessions)
+expect_error 1 "agentx.json:1: not a JSON object" "$VOUCH" sweep --server "$A" --sessions "$t/agentx.json" --trace-format mooncake
+printf '%s\n' '{"timestamp": 0, "input_length": 4, "output_length": 2}' >"$t/moon.jsonl"
+expect_error 1 "moon.jsonl:1: requests must be a list" "$VOUCH" sweep --server "$A" --sessions "$t/moon.jsonl" --trace-format agentx
+expect_error 1 "replay it with --sessions" "$VOUCH" sweep --server "$A" --trace "$t/agentx.json"
+expect_error 2 "--trace-format 'weka'" "$VOUCH" sweep --server "$A" --sessions "$t/agentx.json" --trace-format weka
+expect_error 2 "--trace-format needs" "$VOUCH" sweep --server "$A" --trace-format agentx
+# broken traces: FILE:LINE and the field
+printf '\n{"block_size": 4, "requests": [{"t": 0, "type": "n", "in": 4, "out": 0}]}\n' >"$t/bad.json"
+expect_error 1 "bad.json:2: requests\[0\].out must be an integer" "$VOUCH" sweep --server "$A" --sessions "$t/bad.json"
+printf '%s\n' '{"block_size": 4, "requests": [{"t": 0, "type": "n", "in": 300, "out": 2}]}' >"$t/long.json"
+expect_error 1 "session 0 needs 302 tokens by turn 1, more than the server's max_model_len 256" \
+  "$VOUCH" sweep --server "$A" --sessions "$t/long.json"
+
+stop_server "$A_PID" && ok || bad "server a did not exit 0 on SIGTERM"
+finish

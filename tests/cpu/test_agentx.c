@@ -1,0 +1,144 @@
+/* suites/sweep/server_agentx.h: AgentX (AIPerf weka_trace) traces into vouch's session lines: new
+ * input per turn from the whole-prompt lengths, pauses from think_time / api_time / t, hash ids past
+ * the shared prefix and scoped per trace, subagents and context cuts as sessions of their own, the
+ * format told by the file's shape, and every broken field named with FILE:LINE. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "suites/sweep/server_agentx.h"
+#include "tests/harness.h"
+
+static const char *write_file(const char *name, const char *text) {
+  static char path[4][512];
+  static int k;
+  char *p = path[k++ % 4];
+  snprintf(p, 512, "%s/%s", test_tmpdir(), name);
+  FILE *f = fopen(p, "w");
+  fputs(text, f);
+  fclose(f);
+  return p;
+}
+
+/* A trace: a main agent of two turns, a subagent of two (its second t relative to its start), and
+ * a main turn whose prompt is shorter than the history (the agent cut its context). */
+static const char TRACE[] =
+    "{\n"
+    "  \"id\": \"tr1\", \"models\": [\"m\"], \"block_size\": 4, \"hash_id_scope\": \"local\",\n"
+    "  \"requests\": [\n"
+    "    {\"t\": 0.0, \"type\": \"n\", \"model\": \"m\", \"in\": 8, \"out\": 3, \"hash_ids\": [1, 2], \"api_time\": 1.0, \"think_time\": 0.0},\n"
+    "    {\"t\": 2.5, \"type\": \"s\", \"model\": \"m\", \"in\": 16, \"out\": 2, \"hash_ids\": [1, 2, 3, 4], \"api_time\": 0.5},\n"
+    "    {\"t\": 1.0, \"type\": \"subagent\", \"agent_id\": \"a1\", \"status\": \"completed\", \"requests\": [\n"
+    "      {\"t\": 1.2, \"type\": \"n\", \"model\": \"h\", \"in\": 6, \"out\": 2, \"hash_ids\": [1, 9]},\n"
+    "      {\"t\": 0.5, \"type\": \"n\", \"model\": \"h\", \"in\": 10, \"out\": 1, \"hash_ids\": [1, 9, 10], \"think_time\": 0.25}]},\n"
+    "    {\"t\": 4.0, \"type\": \"n\", \"model\": \"m\", \"in\": 12, \"out\": 4, \"hash_ids\": [1, 2, 5], \"think_time\": 0.1}\n"
+    "  ]\n"
+    "}\n";
+
+/* The error of reading `text` contains `want`. */
+static void bad(const char *text, const char *want) {
+  const char *p = write_file("bad.json", text);
+  trace_line *v = NULL;
+  int n = 0, block = 0;
+  const vstatus s = agentx_read(p, 0, &v, &n, &block);
+  CHECK(s == V_ERR && strstr(verr_msg(), want) && strstr(verr_msg(), "bad.json:") && !strchr(verr_msg(), '\n'),
+        "want '%s', got '%s'", want, s ? verr_msg() : "no error");
+  if (s == V_OK) trace_free(v, n);
+}
+
+int main(void) {
+  const char *p = write_file("t.json", TRACE);
+  trace_format f = TRACE_FMT_AUTO;
+  CHECK_OK(trace_format_detect(p, &f));
+  CHECK(f == TRACE_FMT_AGENTX, "a pretty-printed trace is told by its shape (%d)", f);
+
+  trace_line *v = NULL;
+  int n = 0, block = 0;
+  CHECK_OK(agentx_read(p, 0, &v, &n, &block));
+  CHECK(n == 5 && block == 4, "5 turns (%d), block_size 4 (%d)", n, block);
+  if (n == 5) {
+    /* the main agent: turn 2's new input is 16 - (8 + 3); its pause t - (t0 + api_time) = 1.5 s */
+    CHECK(v[0].session == 0 && v[0].turn == 0 && v[0].t_ms == 0 && v[0].in == 8 && v[0].out == 3 && v[0].n_hash == 2,
+          "main turn 1");
+    CHECK(v[1].session == 0 && v[1].turn == 1 && v[1].in == 5 && v[1].out == 2 && v[1].pause_ms == 1500 && v[1].n_hash == 2,
+          "main turn 2: in %d pause %g hashes %d", v[1].in, v[1].pause_ms, v[1].n_hash);
+    /* 12 < 16 + 2: the context was cut, a new session at its own time with its whole prompt */
+    CHECK(v[2].session == 1 && v[2].turn == 0 && v[2].t_ms == 4000 && v[2].in == 12 && v[2].n_hash == 3,
+          "context cut: session %d turn %d t %g in %d", v[2].session, v[2].turn, v[2].t_ms, v[2].in);
+    CHECK(v[2].hash[0] == v[0].hash[0] && v[2].hash[1] == v[0].hash[1], "the cut session shares the trace's blocks");
+    /* the subagent: its own session at 1.2 s; its second t (0.5 < 1.0) is relative to its start */
+    CHECK(v[3].session == 2 && v[3].turn == 0 && v[3].t_ms == 1200 && v[3].in == 6 && v[3].hash[0] == v[0].hash[0],
+          "subagent turn 1: session %d t %g", v[3].session, v[3].t_ms);
+    CHECK(v[4].session == 2 && v[4].turn == 1 && v[4].in == 2 && v[4].out == 1 && v[4].pause_ms == 250 && v[4].n_hash == 1,
+          "subagent turn 2: in %d pause %g hashes %d", v[4].in, v[4].pause_ms, v[4].n_hash);
+    CHECK(v[1].hash[0] != v[0].hash[0] && v[4].hash[0] != v[3].hash[1], "later turns keep the ids past the shared prefix");
+    CHECK_OK(trace_sessions_fit(p, v, n, 18)); /* 16 + its 2 output tokens */
+    CHECK(trace_sessions_fit(p, v, n, 17) == V_ERR && strstr(verr_msg(), "session 0 needs 18 tokens"),
+          "the sessions' lengths are the recorded ones: %s", verr_msg());
+  }
+  const int64_t h1 = n ? v[0].hash[0] : 0;
+  trace_free(v, n);
+
+  /* limit: the first session only */
+  CHECK_OK(agentx_read(p, 1, &v, &n, &block));
+  CHECK(n == 2 && v[1].session == 0, "--num-prompts 1 keeps session 0 (%d turns)", n);
+  trace_free(v, n);
+
+  /* one trace per line: ids are scoped to their trace; a Mooncake line is not AgentX */
+  p = write_file("two.jsonl",
+                 "{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 4, \"out\": 1, \"hash_ids\": [1]}]}\n"
+                 "{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 4, \"out\": 1, \"hash_ids\": [1]}]}\n");
+  CHECK_OK(trace_format_detect(p, &f));
+  CHECK(f == TRACE_FMT_AGENTX, "one trace per line is told by its shape");
+  CHECK_OK(agentx_read(p, 0, &v, &n, &block));
+  CHECK(n == 2 && v[1].session == 1 && v[0].hash[0] != v[1].hash[0] && v[0].hash[0] == h1,
+        "two traces, two sessions, id 1 of each a different block");
+  trace_free(v, n);
+  p = write_file("moon.jsonl", "{\"timestamp\": 0, \"input_length\": 4, \"output_length\": 2, \"requests\": 3}\n");
+  CHECK_OK(trace_format_detect(p, &f));
+  CHECK(f == TRACE_FMT_MOONCAKE, "a Mooncake line (requests not a list) is Mooncake");
+  p = write_file("broken.jsonl", "{\"timestamp\": 0,\n");
+  CHECK_OK(trace_format_detect(p, &f));
+  CHECK(f == TRACE_FMT_MOONCAKE, "a broken file goes to the Mooncake reader, which names the line");
+  CHECK(trace_format_detect("/nonexistent/x.json", &f) == V_ERR, "a missing file");
+  CHECK_OK(trace_format_parse("agentx", &f));
+  CHECK(f == TRACE_FMT_AGENTX && trace_format_parse("weka", &f) == V_ERR && strstr(verr_msg(), "--trace-format"), "flag");
+
+  /* broken traces: FILE:LINE and the field */
+  bad("{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 0, \"out\": 1}]}",
+      "bad.json:1: requests[0].in must be an integer");
+  bad("\n\n{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 3, \"out\": 1.5}]}",
+      "bad.json:3: requests[0].out must be");
+  bad("{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 3, \"out\": 1}]}\n{\"block_size\": 4, \"requ",
+      "bad.json:2: not valid JSON");
+  bad("{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"q\", \"in\": 3, \"out\": 1}]}", "requests[0].type must be");
+  bad("{\"block_size\": 4, \"requests\": [{\"t\": -1, \"type\": \"n\", \"in\": 3, \"out\": 1}]}", "requests[0].t must be");
+  bad("{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 3, \"out\": 1, \"hash_ids\": [1, \"a\"]}]}",
+      "requests[0].hash_ids[1] is not an integer");
+  bad("{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 3, \"out\": 1, \"hash_ids\": 7}]}",
+      "requests[0].hash_ids must be a list");
+  bad("{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 3, \"out\": 1, \"think_time\": -2}]}",
+      "requests[0].think_time must be");
+  bad("{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 3, \"out\": 1, \"api_time\": \"x\"}]}",
+      "requests[0].api_time must be");
+  bad("{\"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 3, \"out\": 1}]}", "bad.json:1: block_size must be");
+  bad("{\"block_size\": 4, \"hash_id_scope\": \"global\", \"requests\": []}", "hash_id_scope must be \"local\"");
+  bad("{\"block_size\": 4, \"requests\": {}}", "requests must be a list");
+  bad("{\"block_size\": 4, \"requests\": [7]}", "requests[0] must be an object");
+  bad("{\"block_size\": 4, \"requests\": []}", "no requests in the trace");
+  bad("[1, 2]", "bad.json:1: not a trace object");
+  bad("{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 3, \"out\": 1}]}\n"
+      "{\"block_size\": 8, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 3, \"out\": 1}]}",
+      "bad.json:2: block_size 8, but an earlier trace of the file has 4");
+  bad("{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 3, \"out\": 1},"
+      "{\"t\": 1, \"type\": \"subagent\", \"requests\": [{\"t\": 1, \"type\": \"n\", \"in\": 3}]}]}",
+      "requests[1].requests[0].out must be");
+  bad("{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 3, \"out\": 1},"
+      "{\"t\": 1, \"type\": \"subagent\", \"requests\": [{\"t\": 1, \"type\": \"subagent\", \"requests\": []}]}]}",
+      "a subagent inside a subagent");
+  bad("{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 3, \"out\": 1},"
+      "{\"t\": 1, \"type\": \"subagent\"}]}",
+      "requests[1].requests must be a list");
+  CHECK(agentx_read("/nonexistent/x.json", 0, &v, &n, &block) == V_ERR && strstr(verr_msg(), "cannot open"), "missing");
+  return test_finish();
+}
