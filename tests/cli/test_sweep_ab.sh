@@ -80,10 +80,35 @@ expect_error 2 "'nosuch': expected an http" "$VOUCH" sweep --server http://127.0
 expect_error 2 "--rounds" "$VOUCH" sweep --server http://127.0.0.1:9 --ref-server http://127.0.0.1:9 --rounds 0
 expect_error 2 "--relaunch: neither" "$VOUCH" sweep --server http://127.0.0.1:9 --ref-server http://127.0.0.1:9 --relaunch
 "$VOUCH" sweep --server x --ref-server y --help | grep -q "base, head, head, base" && ok || bad "--help"
+# a plan step: --out is the run's (refused before anything runs); the A/A of one server as a step writes
+# its rounds under the run directory (DIR/sweep-ab, no bundle of their own) and its comparison as records
 cat >"$t/plan.json" <<'EOF'
 {"name": "ab", "description": "test", "vars": {}, "steps": [
- {"suite": "sweep", "args": ["--server", "http://127.0.0.1:9", "--ref-server", "http://127.0.0.1:9"]}]}
+ {"suite": "sweep", "args": ["--server", "http://127.0.0.1:9", "--ref-server", "http://127.0.0.1:9", "--out", "x"]}]}
 EOF
 "$VOUCH" run --plan "$t/plan.json" --out "$t/run" --no-bundle >"$t/run.out" 2>&1
-[ $? -eq 2 ] && grep -q "no plan step yet" "$t/run.out" && ok || bad "vouch run with sweep --ref-server: $(cat "$t/run.out")"
+[ $? -eq 2 ] && grep -q -- "--out: not taken in a plan step" "$t/run.out" && ok || bad "vouch run with sweep --ref-server --out: $(cat "$t/run.out")"
+start_server step
+cat >"$t/plan2.json" <<EOF
+{"name": "ab", "description": "test", "vars": {}, "steps": [
+ {"suite": "sweep", "args": ["--server", "$url", "--ref-server", "$url", "--concurrency", "1", "--input-len", "8",
+  "--output-len", "8", "--num-prompts", "4", "--rounds", "3"]}]}
+EOF
+"$VOUCH" run --plan "$t/plan2.json" --out "$t/run2" >"$t/run2.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && ok || bad "A/A as a plan step: exit $rc: $(tail -5 "$t/run2.out")"
+[ -f "$t/run2/sweep-ab/compare.json" ] && [ -f "$t/run2/sweep-ab/head-3/results.json" ] && ! ls "$t/run2/sweep-ab/"*.tar.gz >/dev/null 2>&1 \
+  && ok || bad "A/A as a plan step: the rounds: $(ls "$t/run2" "$t/run2/sweep-ab")"
+python3 - "$t/run2/results.json" <<'PY' && ok || bad "A/A as a plan step: the records"
+import json, sys
+recs = {r["case_id"]: r for r in json.load(open(sys.argv[1]))["records"] if r["suite"] == "sweep"}
+whole = recs["sweep-ab"]
+assert whole["status"] == "pass", whole
+itl = recs["sweep-ab/served/c1/in8/out8/rate-inf/itl_ms"]
+m = {x["name"]: x["value"] for x in itl["metrics"]}
+assert itl["status"] in ("pass", "undecided") and {"base", "head", "ratio", "ci_low", "ci_high"} <= set(m), itl
+assert not [r for r in recs.values() if r["status"] in ("fail", "error")]
+PY
+"$VOUCH" verify "$t/run2.vouch.tar.gz" >"$t/v2.out" 2>&1 && ok || bad "verify the plan's bundle: $(tail -3 "$t/v2.out")"
+stop_server "$spid" && ok || bad "the plan step's server did not exit 0"
 finish sweep_ab
