@@ -18,11 +18,15 @@
  *    the threshold, "not enough samples" and "too noisy" said as such, never passed off as a pass.
  * 5. Writes compare.json (compare's JSON plus "sweep_ab": servers, rounds, runs, per level the spec-decode
  *    acceptance of each side) and compare.md, prints the key figures per level.
+ * As a step of `vouch run` (a sink): DIR is the run's sweep-ab/ (step_dir), the rounds are not bundled on
+ * their own (the run's bundle holds them), launched servers log to the run's logs/ and are noted in its
+ * manifest, and the comparison becomes the run's records (sweep_ab_records.h).
  * Exit code: 0 no regression, 1 regression or a problem of the head (compare_failed), 2 usage error or a
  * side that could not be measured (a server unreachable, a warm-up request failed, a store error),
  * 130 interrupted. */
 #define _GNU_SOURCE
 #include "runner/cli/cmd_sweep_ab.h"
+#include "runner/cli/sweep_ab_records.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -129,6 +133,8 @@ static const char USAGE[] =
     "  (mean, per position) from /metrics next to its draft length, when the server counts them.\n"
     "  DIR (default vouch-sweep-ab/<UTC time>): base-K/ head-K/ (a result directory per side and round, each\n"
     "  bundled to <name>.vouch.tar.gz), compare.json, compare.md, logs/ (launched servers' output).\n"
+    "  As a step of vouch run (suites/plans/served.json): DIR is the run's sweep-ab/ (bundled with the run,\n"
+    "  no --out), and per level and gated figure a record (ratio, interval, pass / fail / undecided).\n"
     "  Exit 0 no regression, 1 regression or a problem of the head (failed requests, missing levels),\n"
     "  2 usage error or a side that could not be measured. defaults: --rounds 3 --threshold 0.05\n"
     "  --relaunch: a 'launch:' side is stopped and started afresh before each of its runs (warm-up\n"
@@ -304,10 +310,13 @@ static vstatus write_md(const char *dir, const sab_opts *o, const cJSON *cmp, co
   return fclose(f) != 0 ? VERR("%s: write failed", path) : V_OK;
 }
 
-/* Bundles the closed runs, loads them back, compares base against head over all rounds, writes
- * compare.json and compare.md and prints the levels. *failed: compare_failed. Error: a run could not
- * be bundled or loaded, or a file written. */
-static vstatus compare_sides(const char *dir, const sab_opts *o, sab_run *runs, const char *shown[2], bool *failed) {
+/* Bundles the closed runs (not under `vouch run`: there they are bundled with the run), loads them back,
+ * compares base against head over all rounds, writes compare.json and compare.md and prints the levels;
+ * under `vouch run` (sink not NULL) stores the comparison as the run's records (sab_emit_records: path
+ * head_path, case ids under `sub`). *failed: compare_failed. Error: a run could not be bundled or
+ * loaded, a file written or a record stored. */
+static vstatus compare_sides(const char *dir, const sab_opts *o, sab_run *runs, const char *shown[2], const vrec_sink *sink,
+                             const char *sub, const char *head_path, bool *failed) {
   const int n = o->rounds;
   vresults *rs[2] = {calloc((size_t)n, sizeof(vresults)), calloc((size_t)n, sizeof(vresults))};
   int loaded[2] = {0, 0};
@@ -316,8 +325,8 @@ static vstatus compare_sides(const char *dir, const sab_opts *o, sab_run *runs, 
   for (int k = 0; s == V_OK && k < n; k++)
     for (int side = 0; s == V_OK && side < 2; side++) {
       sab_run *r = &runs[2 * k + side];
-      char used[PATH_MAX + 64], hex[65];
-      s = bundle_pack(r->dir, NULL, used, sizeof used, hex);
+      char used[PATH_MAX + 64] = "/", hex[65] = "";
+      if (!sink) s = bundle_pack(r->dir, NULL, used, sizeof used, hex);
       if (s == V_OK && (s = bundle_load(r->dir, &rs[side][k])) == V_OK) loaded[side]++;
       cJSON *e = cJSON_CreateObject();
       cJSON_AddStringToObject(e, "side", SIDE[side]);
@@ -351,6 +360,7 @@ static vstatus compare_sides(const char *dir, const sab_opts *o, sab_run *runs, 
     snprintf(path, sizeof path, "%s/compare.json", dir);
     s = vfile_write_json(path, cmp, true);
     if (s == V_OK) s = write_md(dir, o, cmp, levels, shown[0], shown[1]);
+    if (s == V_OK && sink) s = sab_emit_records(sink, cmp, head_path, sub);
     if (s == V_OK) {
       printf("\nhead (%s) / base (%s), %d round%s a side, threshold %.1f%%:\n", shown[1], shown[0], n, n == 1 ? "" : "s",
              100 * o->threshold);
@@ -372,7 +382,7 @@ static vstatus compare_sides(const char *dir, const sab_opts *o, sab_run *runs, 
                  cJSON_GetObjectItemCaseSensitive(e, "ratio")->valuedouble,
                  cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(e, "ci95"), 0)->valuedouble,
                  cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(e, "ci95"), 1)->valuedouble);
-      printf("results in %s (compare.md, compare.json, base-K/ head-K/)\n", dir);
+      printf("results in %s (compare.md, compare.json, base-K/ head-K/)%s\n", dir, sink ? ", and as the run's records" : "");
     }
     *failed = compare_failed(cmp);
     cJSON_Delete(cmp);
@@ -385,10 +395,28 @@ static vstatus compare_sides(const char *dir, const sab_opts *o, sab_run *runs, 
   return s;
 }
 
-/* The A/B itself, once the options are parsed: see the top of the file. Returns the exit code. */
-static int sweep_ab(int argc, char **argv, sab_opts *o) {
-  char dir[PATH_MAX], outdir[PATH_MAX];
-  if (o->out) snprintf(outdir, sizeof outdir, "%s", o->out);
+/* Under `vouch run`: the step's folder in the run directory, DIR/sweep-ab, else the first of
+ * sweep-ab-2, sweep-ab-3, ... that does not exist (a plan with two A/B steps, a resumed run), into
+ * sub[cap] (its name) and out[cap] (its path). Error: the run keeps no directory, or 100 are taken. */
+static vstatus step_dir(const vrec_sink *sink, char *sub, size_t cap, char *out, size_t out_cap) {
+  const char *run = rec_sink_dir(sink);
+  if (!run) return VERR("--ref-server: the run keeps no directory for the rounds");
+  for (int k = 1; k <= 100; k++) {
+    snprintf(sub, cap, k == 1 ? "sweep-ab" : "sweep-ab-%d", k);
+    snprintf(out, out_cap, "%s/%s", run, sub);
+    if (access(out, F_OK) != 0) return V_OK;
+  }
+  return VERR("%s/sweep-ab-100: already exists", run);
+}
+
+/* The A/B itself, once the options are parsed: see the top of the file. With a sink (a step of `vouch
+ * run`) the rounds go to the run's directory (step_dir), launched servers' output to the run's logs/,
+ * their identities to its manifest, and the comparison to its records. Returns the exit code. */
+static int sweep_ab(int argc, char **argv, sab_opts *o, const vrec_sink *sink) {
+  char dir[PATH_MAX], outdir[PATH_MAX], sub[32] = "";
+  vstatus s = V_OK;
+  if (sink) s = step_dir(sink, sub, sizeof sub, outdir, sizeof outdir);
+  else if (o->out) snprintf(outdir, sizeof outdir, "%s", o->out);
   else {
     char ts[32];
     time_t t = time(NULL);
@@ -396,21 +424,22 @@ static int sweep_ab(int argc, char **argv, sab_opts *o) {
     snprintf(outdir, sizeof outdir, "vouch-sweep-ab/%s", ts);
   }
   char path[PATH_MAX + 64];
-  vstatus s = cli_mkdirs(outdir);
+  if (s == V_OK) s = cli_mkdirs(outdir);
   if (s == V_OK && !realpath(outdir, dir)) s = VERR("%s: cannot resolve: %s", outdir, strerror(errno));
   if (s == V_OK) {
     snprintf(path, sizeof path, "%s/base-1", dir);
     if (access(path, F_OK) == 0) s = VERR("%s: already exists: pick a new --out", path);
   }
-  if (s == V_OK) {
+  if (s == V_OK && !sink) { /* in a plan step the launched servers' output goes to the run's logs/ */
     snprintf(path, sizeof path, "%s/logs", dir);
     s = cli_mkdirs(path);
   }
   if (s) { cli_print_error("sweep"); return EXIT_USAGE; }
 
   vinterrupt_install();
-  const vrec_sink logs = {.ctx = dir, .stored = logs_stored, .plan = logs_plan, .emit = logs_emit, .note_server = logs_note,
-                          .log_open = logs_open};
+  const vrec_sink own = {.ctx = dir, .stored = logs_stored, .plan = logs_plan, .emit = logs_emit, .note_server = logs_note,
+                         .log_open = logs_open};
+  const vrec_sink *const logs = sink ? sink : &own;
   served_side sv[2];
   int n_sv = 0, rc = EXIT_USAGE;
   sweep_srv *w[2] = {NULL, NULL};
@@ -418,7 +447,7 @@ static int sweep_ab(int argc, char **argv, sab_opts *o) {
   const int n_runs = o->rounds * 2;
   if (!runs) { s = VERR("out of memory"); goto out; }
   /* sv[0] the candidate (--server, head), sv[1] the reference (--ref-server, base) */
-  if ((s = served_pair_open(&logs, o->server, o->ref, o->model, o->timeout, sv, &n_sv))) goto out;
+  if ((s = served_pair_open(logs, o->server, o->ref, o->model, o->timeout, sv, &n_sv))) goto out;
   for (int side = 0; side < 2; side++) {
     int code;
     if ((s = sweep_srv_open(o->n_args, o->args, sv[1 - side].conn.base, NULL, &w[side], &code))) goto out;
@@ -451,7 +480,7 @@ static int sweep_ab(int argc, char **argv, sab_opts *o) {
         if (fresh) { /* stop the side's server and start its command again, on a new port */
           const char *spec = side ? o->server : o->ref, *opt = side ? "--server" : "--ref-server";
           served_launch_stop(&sd->launch);
-          if ((s = served_launch_start(&sd->launch, opt, spec, &logs, side ? "server" : "ref-server", SAB_LAUNCH_WAIT_S)) ||
+          if ((s = served_launch_start(&sd->launch, opt, spec, logs, side ? "server" : "ref-server", SAB_LAUNCH_WAIT_S)) ||
               (s = sweep_srv_set_url(w[side], sd->launch.url)))
             goto out;
         }
@@ -468,7 +497,7 @@ static int sweep_ab(int argc, char **argv, sab_opts *o) {
   if (s) goto out;
   bool failed = false;
   const char *shown[2] = {sweep_srv_shown(w[0]), sweep_srv_shown(w[1])};
-  if ((s = compare_sides(dir, o, runs, shown, &failed))) goto out;
+  if ((s = compare_sides(dir, o, runs, shown, sink, sub, sv[0].path, &failed))) goto out;
   rc = failed ? EXIT_CHECK_FAILED : EXIT_OK;
 out:
   if (s) cli_print_error("sweep");
@@ -488,27 +517,31 @@ static bool wants_ab(int argc, char **argv) {
   return false;
 }
 
+/* sab_parse for a plan step: --out is refused there (the rounds go under the run's directory). */
+static vstatus sab_parse_step(int argc, char **argv, sab_opts *o, bool *help) {
+  VTRY(sab_parse(argc, argv, o, help));
+  if (o->out) return VERR("--out: not taken in a plan step (the rounds go to the run's directory, DIR/sweep-ab)");
+  return V_OK;
+}
+
 vstatus sweep_any_check_args(int argc, char **argv) {
-  if (wants_ab(argc, argv))
-    return VERR("vouch sweep --ref-server is no plan step yet: it writes a result directory per side and round "
-                "(run it on its own, with --out DIR)");
-  return sweep_check_args(argc, argv);
+  if (!wants_ab(argc, argv)) return sweep_check_args(argc, argv);
+  sab_opts o;
+  bool help;
+  vstatus s = sab_parse_step(argc, argv, &o, &help);
+  free(o.args);
+  return s;
 }
 
 int cmd_sweep_any(int argc, char **argv, const vrec_sink *sink) {
   if (!wants_ab(argc, argv)) return cmd_sweep(argc, argv, sink);
-  if (sink) {
-    (void)sweep_any_check_args(argc, argv);
-    cli_print_error("sweep");
-    return EXIT_USAGE;
-  }
   sab_opts o;
   bool help;
-  vstatus s = sab_parse(argc, argv, &o, &help);
+  vstatus s = sink ? sab_parse_step(argc, argv, &o, &help) : sab_parse(argc, argv, &o, &help);
   int rc;
   if (help) { fputs(USAGE, stdout); rc = EXIT_OK; }
   else if (s) { cli_print_error("sweep"); rc = EXIT_USAGE; }
-  else rc = sweep_ab(argc, argv, &o);
+  else rc = sweep_ab(argc, argv, &o, sink);
   free(o.args);
   return rc;
 }

@@ -529,10 +529,12 @@ static vstatus sink_note_server(void *ctx, const cJSON *entry) {
 }
 
 static FILE *sink_log_open(void *ctx, const char *name) { return rec_log_open(ctx, name); }
+static const char *sink_dir(void *ctx) { return rec_dir_path(ctx); }
 
 const vrec_sink *vrundir_sink(vrundir *rd) {
   assert(rd);
   rd->sink = (vrec_sink){.ctx = rd, .stored = sink_stored, .plan = sink_plan, .emit = sink_emit,
-                         .note_server = sink_note_server, .log_open = sink_log_open};
+                         .note_server = sink_note_server, .log_open = sink_log_open,
+                         .dir = sink_dir};
   return &rd->sink;
 }

@@ -28,6 +28,7 @@
 #include "common/interrupt.h"
 #include "common/read_file.h"
 #include "suites/diverge/diverge.h"
+#include "suites/diverge/diverge_ids.h"
 #include "suites/diverge/diverge_prompts.h"
 #include "suites/diverge/diverge_text_score.h"
 #include "suites/engine/bounds.h"
@@ -58,6 +59,13 @@ static const char USAGE[] =
     "  (--limit N: the first N)\n";
 
 #define DT_MAX_PROMPTS 100000
+/* The smallest mean KLD a served pair can resolve, nats: a server sends each logprob as a float of its
+ * computation, so two builds that differ only in the order of float32 sums (a TP split of a
+ * batch-invariant engine, vouch serve cpu-ref:tp2 against cpu-ref: 2.5e-14 nats measured) differ by
+ * ~1e-7 per logprob, a KLD of ~1e-14. When the floor is 0 (a batch-invariant reference scores its rows
+ * bit-identically) the rule's bound would be that rounding's 3 se; below this figure (logprobs ~1.4e-5
+ * nats apart, far under any engine's batching floor) a difference is not judged one. */
+#define DT_KLD_RESOLUTION 1e-10
 enum { PASS_REF, PASS_FLOOR, PASS_CAND, N_PASS }; /* the scoring passes: reference, reference again, candidate */
 
 /* The candidate's verdict against the floor (record, print). */
@@ -84,6 +92,10 @@ typedef struct {
   char **texts;          /* [n_prompts] prompt + the reference's continuation (run; owned) */
   served_call *pass[N_PASS]; /* [n_prompts] each pass's answers, in prompt order (run; owned) */
   bool echo;             /* the passes asked echo + logprobs (not prompt_logprobs) */
+  bool ids;              /* no --prompts and the reference takes no text: built-in token-id prompts, one
+                            request per row (diverge_ids.h), decided in prepare by dids_probe */
+  char kind_why[400];    /* what the probe saw ("" with --prompts: no probe) */
+  dids_set dids;         /* the token-id prompts (ids) */
   diverge_result floor, cand; /* the reference's second pass against its first; the candidate's */
   dt_verdict v;
   bool ran;              /* the case ran to its comparison */
@@ -179,11 +191,25 @@ static vstatus dt_check(void *st, const vsuite_ctx *x) {
   return s->n_prompts ? V_OK : s->file ? read_prompts(s) : builtin_prompts(s);
 }
 
+/* Opens the pair; without --prompts, asks the reference whether it takes text (dids_probe): a token-id
+ * server gets the built-in token-id prompts instead of the text ones (so before the cases are planned:
+ * the case id names the kind). */
 static vstatus dt_prepare(void *st, const vsuite_ctx *x, bool *done) {
   (void)done;
   dt_state *s = st;
   VTRY(dt_check(st, x));
   VTRY(served_pair_open(x->sink, s->server, s->ref_server, s->server_model, s->timeout_s, s->sv, &s->n_sv));
+  if (!s->file) {
+    VTRY(dids_probe(&s->sv[1], s->prompts[0], &s->ids, s->kind_why, sizeof s->kind_why));
+    if (s->ids) {
+      const int n = s->limit && s->limit < DIDS_PROMPTS ? (int)s->limit : DIDS_PROMPTS;
+      VTRY(dids_make(&s->dids, &s->sv[1], n, x->seed));
+      for (int i = 0; i < s->n_prompts; i++) free(s->prompts[i]);
+      free(s->prompts);
+      s->prompts = NULL;
+      s->n_prompts = n;
+    }
+  }
   return V_OK;
 }
 
@@ -194,11 +220,19 @@ static int dt_n_cases(const void *st, const vsuite_ctx *x) {
 
 static void case_id(const dt_state *s, char *id, size_t cap) {
   /* the built-in prompts are their own case: a plan may run them beside a file's */
-  snprintf(id, cap, "text%s_t%ld_k%ld", s->file ? "" : "_builtin", s->tokens, s->logprobs);
+  snprintf(id, cap, "%s%s_t%ld_k%ld", s->ids ? "ids" : "text", s->file ? "" : "_builtin", s->tokens, s->logprobs);
 }
 
 static void add_params(const dt_state *s, const vsuite_ctx *x, vrecord *r) {
-  rec_param_str(r, "prompts", s->file ? s->file : "built-in"); /* built-in: diverge_prompts.c */
+  rec_param_str(r, "prompts", s->file ? s->file : "built-in"); /* built-in: diverge_prompts.c, diverge_ids.c */
+  rec_param_str(r, "prompt_kind", s->ids ? "token_ids" : "text");
+  if (s->kind_why[0]) rec_param_str(r, "prompt_kind_probe", s->kind_why);
+  if (s->ids) {
+    char d[160];
+    snprintf(d, sizeof d, "%d prompts of %d ids drawn below %d from the seed, continued greedily by the reference; "
+             "one max_tokens 1 request per position", s->dids.n, DIDS_PREFIX, s->dids.vocab);
+    rec_param_str(r, "token_id_prompts", d);
+  }
   rec_param_int(r, "n_prompts", s->n_prompts);
   rec_param_int(r, "tokens", s->tokens);
   rec_param_int(r, "logprobs", s->logprobs);
@@ -329,7 +363,9 @@ static vstatus compare_pass(dt_state *s, int other, diverge_result *r, int *shar
     for (int j = 1; j < a->n_prompt_lp; j++, row++) {
       dtext_pos d;
       char why[300];
-      if (!dtext_compare(&a->prompt_lp[j], &b->prompt_lp[j], &d, why, sizeof why)) {
+      const bool cmp_ok = s->ids ? dtext_compare_dist(&a->prompt_lp[j], &b->prompt_lp[j], &d, why, sizeof why)
+                                 : dtext_compare(&a->prompt_lp[j], &b->prompt_lp[j], &d, why, sizeof why);
+      if (!cmp_ok) {
         snprintf(s->error, sizeof s->error, "prompt %d, position %d: %s", i + 1, j, why);
         *ok = false;
         return V_OK;
@@ -348,8 +384,10 @@ static vstatus judge(dt_state *s) {
   dt_verdict *v = &s->v;
   const double k = VOUCH_ACCURACY_RATIO;
   VTRY(diverge_floor_judge(&s->cand, &s->floor, k, &v->fl));
+  v->fl.bound = fmax(v->fl.bound, DT_KLD_RESOLUTION); /* NaN (no paired row) stays NaN: fails */
+  if (isnan(v->fl.base_mean)) v->fl.bound = NAN;
   v->kld_ok = s->cand.kld_mean <= v->fl.bound;
-  v->bulk_ok = !(v->fl.bulk > 3 * v->fl.bulk_se);
+  v->bulk_ok = !(v->fl.bulk > fmax(3 * v->fl.bulk_se, DT_KLD_RESOLUTION));
   double ftop = 0;
   for (int i = 0; i < s->floor.rows; i++)
     if (s->floor.top_err[i] > ftop) ftop = s->floor.top_err[i];
@@ -369,9 +407,31 @@ static vstatus judge(dt_state *s) {
   return V_OK;
 }
 
-static vstatus dt_run(void *st, const vsuite_ctx *x, int c) {
-  (void)x, (void)c;
-  dt_state *s = st;
+/* The token-id passes (diverge_ids.h): the reference's continuation, then the reference, the floor (the
+ * reference again, one request at a time, reverse order) and the candidate, one request per row. A
+ * failure's message goes to s->error. */
+static vstatus run_ids(dt_state *s) {
+  const int conc = (int)s->concurrency;
+  const long L = s->sv[1].id.max_model_len;
+  fprintf(stderr, "diverge: the reference takes no text (%s): %d built-in token-id prompts of %d ids, %ld greedy "
+          "tokens each from the reference %s, one request per position\n", s->kind_why, s->dids.n, DIDS_PREFIX,
+          s->tokens, s->sv[1].conn.shown);
+  if (L && DIDS_PREFIX + s->tokens > L) {
+    snprintf(s->error, sizeof s->error, "a token-id prompt of %d ids and %ld tokens exceeds the reference's "
+             "max_model_len %ld (--tokens)", DIDS_PREFIX, s->tokens, L);
+    return V_OK;
+  }
+  VTRY(dids_continue(&s->dids, &s->sv[1], (int)s->tokens, conc, s->error, sizeof s->error));
+  if (s->error[0]) return V_OK;
+  VTRY(dids_pass(&s->dids, &s->sv[1], (int)s->logprobs, false, conc, &s->pass[PASS_REF], &s->wall_s[1], s->error, sizeof s->error));
+  VTRY(dids_pass(&s->dids, &s->sv[1], (int)s->logprobs, true, 1, &s->pass[PASS_FLOOR], &s->wall_s[2], s->error, sizeof s->error));
+  VTRY(dids_pass(&s->dids, &s->sv[0], (int)s->logprobs, false, conc, &s->pass[PASS_CAND], &s->wall_s[3], s->error, sizeof s->error));
+  return V_OK;
+}
+
+/* The text passes: the reference's continuation, then the three scoring passes with prompt logprobs
+ * (or echo). A failure's message goes to s->error. */
+static vstatus run_text(dt_state *s) {
   const int n = s->n_prompts, conc = (int)s->concurrency;
   fprintf(stderr, "diverge: %d prompts, %ld greedy tokens each from the reference %s\n", n, s->tokens, s->sv[1].conn.shown);
   served_call *cont = NULL;
@@ -402,11 +462,19 @@ static vstatus dt_run(void *st, const vsuite_ctx *x, int c) {
           s->echo ? "echo + logprobs" : "prompt_logprobs");
   VTRY(send_pass(s, 1, false, true, 1, &s->pass[PASS_FLOOR], &s->wall_s[2]));
   VTRY(send_pass(s, 0, false, false, conc, &s->pass[PASS_CAND], &s->wall_s[3]));
+  return V_OK;
+}
+
+static vstatus dt_run(void *st, const vsuite_ctx *x, int c) {
+  (void)x, (void)c;
+  dt_state *s = st;
+  const int n = s->n_prompts;
+  VTRY(s->ids ? run_ids(s) : run_text(s));
   if (s->error[0]) return V_OK;
   for (int p = 0; p < N_PASS; p++)
     if (!has_prompt_lp(s->pass[p], n)) {
       snprintf(s->error, sizeof s->error, "the %s gave no prompt logprobs (asked with %s)",
-               p == PASS_CAND ? "candidate" : "reference", s->echo ? "echo + logprobs" : "prompt_logprobs");
+               p == PASS_CAND ? "candidate" : "reference", s->ids ? "one request per position" : s->echo ? "echo + logprobs" : "prompt_logprobs");
       return V_OK;
     }
   bool ok;
@@ -440,7 +508,7 @@ static vstatus dt_record(void *st, const vsuite_ctx *x, int c, veng *recs) {
   dt_state *s = st;
   vrecord *fl, *cand;
   VTRY(make_records(s, x, recs, &fl, &cand));
-  const char *api = s->echo ? "echo" : "prompt_logprobs";
+  const char *api = s->ids ? "logprobs, one request per position" : s->echo ? "echo" : "prompt_logprobs";
   rec_param_str(fl, "logprobs_api", api);
   rec_param_str(cand, "logprobs_api", api);
   if (!s->ran) {
@@ -468,10 +536,11 @@ static vstatus dt_record(void *st, const vsuite_ctx *x, int c, veng *recs) {
     char src[400];
     snprintf(src, sizeof src, "floor: the reference against itself under another batch composition (k=%g): mean KLD "
              "%.3g, k^2 x that + 3 se of the paired difference (se %.2g); its %g%%-trimmed mean <= 3 of its se (%.2g); "
-             "KLD over the tokens both list + the rest, a lower bound", VOUCH_ACCURACY_RATIO, v->fl.base_mean,
-             v->fl.diff_se, 100 * DIVERGE_BULK_TRIM, v->fl.bulk_se);
+             "either at least %g nats (the logprobs' resolution); KLD over the tokens both list + the rest, a lower bound",
+             VOUCH_ACCURACY_RATIO, v->fl.base_mean, v->fl.diff_se, 100 * DIVERGE_BULK_TRIM, v->fl.bulk_se, DT_KLD_RESOLUTION);
     rec_param_str(cand, "bound_source", src);
     rec_param_num(cand, "margin_eps", v->eps);
+    rec_param_num(cand, "kld_resolution", DT_KLD_RESOLUTION);
     rec_set_threshold(cand, "kld", "<=", v->fl.bound);
     rec_check_add(cand, "kld_bulk_within_floor", v->bulk_ok);
     rec_check_add(cand, "same_top_on_decided_positions", v->same_ok);
@@ -491,8 +560,10 @@ static void print_row(const char *name, const diverge_result *r, const char *sta
 static void dt_print(const void *st, const vsuite_ctx *x, const veng *recs) {
   (void)recs;
   const dt_state *s = st;
-  printf("diverge --ref-server: %d prompts from %s, %ld greedy tokens each from the reference, top-%ld logprobs (%s); "
-         "wall %.1f s\n", s->n_prompts, s->file ? s->file : "built-in", s->tokens, s->logprobs, s->echo ? "echo" : "prompt_logprobs", x->wall_s);
+  printf("diverge --ref-server: %d %sprompts from %s, %ld greedy tokens each from the reference, top-%ld logprobs (%s); "
+         "wall %.1f s\n", s->n_prompts, s->ids ? "token-id " : "", s->file ? s->file : "built-in", s->tokens, s->logprobs,
+         s->ids ? "one request per position" : s->echo ? "echo" : "prompt_logprobs", x->wall_s);
+  if (s->kind_why[0]) printf("prompt kind: %s (%s)\n", s->ids ? "token ids" : "text", s->kind_why);
   for (int k = 0; k < s->n_sv; k++) served_side_print(&s->sv[k]);
   if (!s->ran) {
     printf("not compared: %s\n", s->error[0] ? s->error : "the run stopped");
@@ -503,11 +574,12 @@ static void dt_print(const void *st, const vsuite_ctx *x, const veng *recs) {
   print_row("floor: the reference again (other batching)", &s->floor, "floor");
   const bool pass = v->kld_ok && v->bulk_ok && v->same_ok;
   print_row(s->sv[0].path, &s->cand, pass ? (v->decided ? "pass" : "undecided") : "FAIL");
-  printf("rule: mean KLD %.3g <= k^2 x floor %.3g + 3 se = %.3g: %s; trimmed excess %.3g <= 3 x %.3g: %s; "
+  printf("rule: mean KLD %.3g <= k^2 x floor %.3g + 3 se = %.3g: %s; trimmed excess %.3g <= 3 x %.3g: %s (either "
+         "bound at least %.0e nats, the logprobs' resolution); "
          "top token on %d decided positions (margin > %.3g): %d differ, only the candidate's %d vs only the floor's %d, "
          "McNemar p %.3g: %s\n",
          s->cand.kld_mean, v->fl.base_mean, v->fl.bound, v->kld_ok ? "ok" : "FAIL", v->fl.bulk, v->fl.bulk_se,
-         v->bulk_ok ? "ok" : "FAIL", v->decided, v->eps, v->flips, v->only_c, v->only_f, v->mcn_p,
+         v->bulk_ok ? "ok" : "FAIL", DT_KLD_RESOLUTION, v->decided, v->eps, v->flips, v->only_c, v->only_f, v->mcn_p,
          v->same_ok ? "ok" : "FAIL");
   printf("ratio of the candidate's mean KLD to the floor's: %.3g (fewest tokens both listed at a position: %d)\n",
          s->floor.kld_mean > 0 ? s->cand.kld_mean / s->floor.kld_mean : INFINITY, v->shared_min);
@@ -520,9 +592,10 @@ static void dt_free(void *st) {
     free(s->pass[p]);
   }
   for (int i = 0; i < s->n_prompts; i++) {
-    free(s->prompts[i]);
+    if (s->prompts) free(s->prompts[i]);
     if (s->texts) free(s->texts[i]);
   }
+  dids_free(&s->dids);
   free(s->prompts);
   free(s->texts);
   diverge_result_free(&s->floor);

@@ -40,6 +40,14 @@ bool dtext_compare(const served_pos *r, const served_pos *c, dtext_pos *out, cha
     snprintf(why, cap, "the token's logprob is not a logprob (reference %g, candidate %g)", r->logprob, c->logprob);
     return false;
   }
+  if (!dtext_compare_dist(r, c, out, why, cap)) return false;
+  out->dp = exp(c->logprob) - exp(r->logprob);
+  return true;
+}
+
+bool dtext_compare_dist(const served_pos *r, const served_pos *c, dtext_pos *out, char *why, size_t cap) {
+  memset(out, 0, sizeof *out);
+  out->dp = NAN;
   /* the KLD on the shared partition (each alternative's logprob checked there) */
   if (!served_topk_kld(r, c, &out->kld, &out->shared, why, cap)) return false;
   const int rt = top1(r), ct = top1(c);
@@ -59,6 +67,5 @@ bool dtext_compare(const served_pos *r, const served_pos *c, dtext_pos *out, cha
     if (j >= 0 && fabs(c->top[j].logprob - r->top[tops[k]].logprob) > out->top_err)
       out->top_err = fabs(c->top[j].logprob - r->top[tops[k]].logprob);
   }
-  out->dp = exp(c->logprob) - exp(r->logprob);
   return true;
 }

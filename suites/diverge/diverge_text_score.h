@@ -32,5 +32,10 @@ bool dtext_same_token(const char *rt, int rid, const char *ct, int cid);
  * reason in why[cap] when they cannot be compared: the token at the position differs (the servers
  * tokenized the text differently), or a logprob is not finite or above 0.001 (not a logprob). */
 bool dtext_compare(const served_pos *r, const served_pos *c, dtext_pos *out, char *why, size_t cap);
+/* dtext_compare of the distributions alone (the KLD, same top token, margin, top_err; dp NaN), for
+ * positions that carry no token of their own: a token-id prompt's next-token distribution, one
+ * max_tokens 1 request per row (diverge_ids.h), whose chosen token is each server's own greedy pick.
+ * False with the reason in why[cap] when an alternative's logprob is not a logprob. */
+bool dtext_compare_dist(const served_pos *r, const served_pos *c, dtext_pos *out, char *why, size_t cap);
 
 #endif

@@ -21,3 +21,5 @@ vstatus rec_note_server(const vrec_sink *sink, const cJSON *entry) {
   if (!sink || !sink->note_server) return V_OK;
   return sink->note_server(sink->ctx, entry);
 }
+
+const char *rec_sink_dir(const vrec_sink *sink) { return sink && sink->dir ? sink->dir(sink->ctx) : NULL; }

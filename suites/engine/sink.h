@@ -30,6 +30,10 @@ typedef struct {
   /* A redacting stream onto the run's logs/NAME.log (a launched server's output; close with fclose);
    * NULL with the error set when it cannot open. NULL function: the run keeps no logs. */
   FILE *(*log_open)(void *ctx, const char *name);
+  /* The run's directory (absolute), where a step may keep files of its own beside the records, in a
+   * folder it names (vouch sweep --ref-server: its rounds' result directories); they are bundled and
+   * verified with the run. NULL function: the run has no directory of its own. */
+  const char *(*dir)(void *ctx);
 } vrec_sink;
 
 /* True when `sink` (a resumed run; NULL: none) already holds record (suite, case_id, path) with a
@@ -49,5 +53,7 @@ vstatus rec_emit(const vrec_sink *sink, vrecord *r, const char *trace_json);
 /* For suites that judge servers: the server's identity into the run's manifest (note_server);
  * nothing when sink is NULL. Error names the file. */
 vstatus rec_note_server(const vrec_sink *sink, const cJSON *entry);
+/* The run's directory (sink->dir), or NULL when sink is NULL or keeps none. */
+const char *rec_sink_dir(const vrec_sink *sink);
 
 #endif

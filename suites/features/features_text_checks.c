@@ -295,7 +295,10 @@ static vstatus check_max_model_len(ft_ctx *c, ft_result *r) {
   const long L = c->sv[1].id.max_model_len;
   const served_choice *g = ft_first(&c->greedy[0]);
   if (L <= CTX_MARGIN + 1) { ft_set(r, FT_UNDECIDED, "the reference gives no max_model_len in /v1/models"); return V_OK; }
-  if (!g || !g->has_token_ids || !g->n_token_ids) {
+  /* no continuation to take ids from: the reference refused the text prompt (a token-id server: not
+   * supported, as every other check says) or failed it */
+  if (!g) { ft_ref_failed(r, &c->greedy[0], "the greedy continuation"); return V_OK; }
+  if (!g->has_token_ids || !g->n_token_ids) {
     ft_set(r, FT_UNDECIDED, "the reference gives no token ids (return_token_ids) to make a prompt of %ld tokens", L - CTX_MARGIN);
     return V_OK;
   }

@@ -6,7 +6,8 @@
 # --test-slowdown (per decode step; both sides launched, launch:CMD {port}, afresh for every run with
 # --relaunch, logs in DIR/logs) is named a
 # regression (exit 1) on the inter-token latency; the options the A/B refuses. The 20 % slowdown's
-# figures and the A/A of two processes: docs/serving.md.
+# figures and the A/A of two processes: docs/serving.md. As a plan step: the slowed head again, its
+# comparison as the run's records.
 . "$VOUCH_SRC/tests/cli/counters.sh"
 . "$VOUCH_SRC/tests/cli/serve_lib.sh"
 export VOUCH_HISTORY_DB="$t/history.db" TMPDIR="$t"
@@ -73,17 +74,42 @@ assert not m["tokens_per_s_per_user"]["verdict"] == "faster", m["tokens_per_s_pe
 PY
 grep -Eq "regression: served/c1/in16/out32/rate-inf itl_ms x[0-9.]+ \[[1-9]\.[0-9]+, " "$t/slow.out" && ok || bad "slowed head: not named: $(tail -5 "$t/slow.out")"
 
-# usage: what the A/B does not take, and no plan step
+# usage: what the A/B does not take
 expect_error 2 "--json: not taken with --ref-server" "$VOUCH" sweep --server http://127.0.0.1:9 --ref-server http://127.0.0.1:9 --json x
 expect_error 2 "--server URL is required" "$VOUCH" sweep --ref-server http://127.0.0.1:9
 expect_error 2 "'nosuch': expected an http" "$VOUCH" sweep --server http://127.0.0.1:9 --ref-server nosuch
 expect_error 2 "--rounds" "$VOUCH" sweep --server http://127.0.0.1:9 --ref-server http://127.0.0.1:9 --rounds 0
 expect_error 2 "--relaunch: neither" "$VOUCH" sweep --server http://127.0.0.1:9 --ref-server http://127.0.0.1:9 --relaunch
 "$VOUCH" sweep --server x --ref-server y --help | grep -q "base, head, head, base" && ok || bad "--help"
+# a plan step: --out is the run's (refused before anything runs)
 cat >"$t/plan.json" <<'EOF'
 {"name": "ab", "description": "test", "vars": {}, "steps": [
- {"suite": "sweep", "args": ["--server", "http://127.0.0.1:9", "--ref-server", "http://127.0.0.1:9"]}]}
+ {"suite": "sweep", "args": ["--server", "http://127.0.0.1:9", "--ref-server", "http://127.0.0.1:9", "--out", "x"]}]}
 EOF
 "$VOUCH" run --plan "$t/plan.json" --out "$t/run" --no-bundle >"$t/run.out" 2>&1
-[ $? -eq 2 ] && grep -q "no plan step yet" "$t/run.out" && ok || bad "vouch run with sweep --ref-server: $(cat "$t/run.out")"
+[ $? -eq 2 ] && grep -q -- "--out: not taken in a plan step" "$t/run.out" && ok || bad "vouch run with sweep --ref-server --out: $(cat "$t/run.out")"
+# the slowed head again, as a plan step: exit 1, the comparison as the run's records (the ITL's fails,
+# its interval wholly above 1.05; the whole A/B fails), the rounds under RUN/sweep-ab (no bundles of
+# their own), the launched servers' logs in the run's logs/, a bundle that verifies (each status
+# re-derived from its threshold). The A/A as a plan step: test_plan_served*.sh
+cat >"$t/plan2.json" <<EOF
+{"name": "ab", "description": "test", "vars": {}, "steps": [
+ {"suite": "sweep", "args": ["--server", "launch:$srv --test-slowdown 3.0", "--ref-server", "launch:$srv",
+  "--concurrency", "1", "--input-len", "16", "--output-len", "32", "--num-prompts", "8", "--rounds", "6", "--relaunch"]}]}
+EOF
+"$VOUCH" run --plan "$t/plan2.json" --out "$t/run2" >"$t/run2.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "step 0 (sweep) exited 1" "$t/run2.out" && ok || bad "slowed head as a plan step: exit $rc: $(tail -5 "$t/run2.out")"
+[ -f "$t/run2/sweep-ab/compare.json" ] && [ -f "$t/run2/sweep-ab/head-6/results.json" ] && ! ls "$t/run2/sweep-ab/"*.tar.gz >/dev/null 2>&1 \
+  && [ "$(grep -c 'listening on' "$t/run2/logs/server.log")" = 6 ] && ok || bad "plan step: the rounds and logs: $(ls "$t/run2" "$t/run2/sweep-ab")"
+python3 - "$t/run2/results.json" <<'PY' && ok || bad "slowed head as a plan step: the records"
+import json, sys
+recs = {r["case_id"]: r for r in json.load(open(sys.argv[1]))["records"] if r["suite"] == "sweep"}
+assert recs["sweep-ab"]["status"] == "fail" and "REGRESSION" in recs["sweep-ab"]["reason"], recs["sweep-ab"]
+itl = recs["sweep-ab/served/c1/in16/out32/rate-inf/itl_ms"]
+m = {x["name"]: x["value"] for x in itl["metrics"]}
+assert itl["status"] == "fail" and m["ci_low"] > 1.05 and 1.5 < m["ratio"] < 6, itl
+assert itl["params"]["verdict"] == "slower" and itl["path"].startswith("server:"), itl
+PY
+"$VOUCH" verify "$t/run2.vouch.tar.gz" >"$t/v2.out" 2>&1 && ok || bad "verify the plan's bundle: $(tail -3 "$t/v2.out")"
 finish sweep_ab
