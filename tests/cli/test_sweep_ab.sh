@@ -52,7 +52,7 @@ head -1 "$t/aa/compare.md" | grep -q '^\*\*No regression' && grep -q '| TPOT p50
   || bad "A/A: compare.md: $(head -3 "$t/aa/compare.md")"
 stop_server "$spid" && ok || bad "the A/A's server did not exit 0"
 
-# the head slowed per decode step: a regression of the inter-token latency, its interval above 1.05. The
+# the head slowed per decode step: a regression of the decode speed, its interval above 1.05. The
 # planted factor is 3.0 (steps four times as long), not the 20 % measured in docs/serving.md: on this
 # test's loaded 2-core machines two identical server processes differ by up to 20 % (which the A/B
 # rightly cannot tell from a slower build), and the A/B's intervals are family-wise (1 - 0.05 / about 12
@@ -68,11 +68,17 @@ python3 - "$t/slow/compare.json" <<'PY' && ok || bad "slowed head: compare.json:
 import json, sys
 c = json.load(open(sys.argv[1]))
 m = {e["metric"]: e for e in c["metrics"]}
-itl = m["itl_ms"]
-assert itl["regression"] and itl["ci95"][0] > 1.05 and 1.5 < itl["ratio"] < 6, itl
+# every decode-speed figure reads slower; at least one is named a regression (under CI load a round
+# with a scheduling stall can leave one figure too noisy to judge: ITL p50 read [0.19, 30.0] beside
+# TPOT p50 x3.9 [2.3, 5.2] once)
+speed = ("itl_ms", "tpot_ms", "e2e_ms")
+assert all(1.5 < m[k]["ratio"] < 6 for k in speed), [m[k] for k in speed]
+named = [k for k in speed if m[k]["regression"] and m[k]["ci95"][0] > 1.05]
+named += [k for k in ("tokens_per_s_per_user",) if m[k]["regression"] and m[k]["ci95"][1] < 1 / 1.05]
+assert named, [m[k] for k in speed]
 assert not m["tokens_per_s_per_user"]["verdict"] == "faster", m["tokens_per_s_per_user"]
 PY
-grep -Eq "regression: served/c1/in16/out32/rate-inf itl_ms x[0-9.]+ \[[1-9]\.[0-9]+, " "$t/slow.out" && ok || bad "slowed head: not named: $(tail -5 "$t/slow.out")"
+grep -Eq "regression: served/c1/in16/out32/rate-inf (itl_ms|tpot_ms|e2e_ms|tokens_per_s_per_user) x[0-9.]+ \[" "$t/slow.out" && ok || bad "slowed head: not named: $(tail -5 "$t/slow.out")"
 
 # usage: what the A/B does not take
 expect_error 2 "--json: not taken with --ref-server" "$VOUCH" sweep --server http://127.0.0.1:9 --ref-server http://127.0.0.1:9 --json x
@@ -88,8 +94,8 @@ cat >"$t/plan.json" <<'EOF'
 EOF
 "$VOUCH" run --plan "$t/plan.json" --out "$t/run" --no-bundle >"$t/run.out" 2>&1
 [ $? -eq 2 ] && grep -q -- "--out: not taken in a plan step" "$t/run.out" && ok || bad "vouch run with sweep --ref-server --out: $(cat "$t/run.out")"
-# the slowed head again, as a plan step: exit 1, the comparison as the run's records (the ITL's fails,
-# its interval wholly above 1.05; the whole A/B fails), the rounds under RUN/sweep-ab (no bundles of
+# the slowed head again, as a plan step: exit 1, the comparison as the run's records (ITL, TPOT and E2E
+# read slower, one or more fails with its interval wholly above 1.05; the whole A/B fails), the rounds under RUN/sweep-ab (no bundles of
 # their own), the launched servers' logs in the run's logs/, a bundle that verifies (each status
 # re-derived from its threshold). The A/A as a plan step: test_plan_served*.sh
 cat >"$t/plan2.json" <<EOF
@@ -106,10 +112,15 @@ python3 - "$t/run2/results.json" <<'PY' && ok || bad "slowed head as a plan step
 import json, sys
 recs = {r["case_id"]: r for r in json.load(open(sys.argv[1]))["records"] if r["suite"] == "sweep"}
 assert recs["sweep-ab"]["status"] == "fail" and "REGRESSION" in recs["sweep-ab"]["reason"], recs["sweep-ab"]
-itl = recs["sweep-ab/served/c1/in16/out32/rate-inf/itl_ms"]
-m = {x["name"]: x["value"] for x in itl["metrics"]}
-assert itl["status"] == "fail" and m["ci_low"] > 1.05 and 1.5 < m["ratio"] < 6, itl
-assert itl["params"]["verdict"] == "slower" and itl["path"].startswith("server:"), itl
+failed = []
+for k in ("itl_ms", "tpot_ms", "e2e_ms"):
+    r = recs["sweep-ab/served/c1/in16/out32/rate-inf/" + k]
+    m = {x["name"]: x["value"] for x in r["metrics"]}
+    assert 1.5 < m["ratio"] < 6 and r["path"].startswith("server:"), r
+    if r["status"] == "fail":
+        assert m["ci_low"] > 1.05 and r["params"]["verdict"] == "slower", r
+        failed.append(k)
+assert failed, "no decode-speed figure's record fails"
 PY
 "$VOUCH" verify "$t/run2.vouch.tar.gz" >"$t/v2.out" 2>&1 && ok || bad "verify the plan's bundle: $(tail -3 "$t/v2.out")"
 finish sweep_ab
