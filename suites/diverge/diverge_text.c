@@ -544,8 +544,10 @@ static vstatus dt_record(void *st, const vsuite_ctx *x, int c, veng *recs) {
     rec_set_threshold(cand, "kld", "<=", v->fl.bound);
     rec_check_add(cand, "kld_bulk_within_floor", v->bulk_ok);
     rec_check_add(cand, "same_top_on_decided_positions", v->same_ok);
-    if (v->decided == 0) rec_set_status(cand, REC_UNDECIDED, "no position's reference margin exceeds the floor's "
-                                                              "2k x top-2 error: the top-token check decided nothing");
+    /* undecided only when nothing failed: a KLD or bulk check that failed decided the case */
+    if (v->decided == 0 && v->kld_ok && v->bulk_ok)
+      rec_set_status(cand, REC_UNDECIDED, "no position's reference margin exceeds the floor's "
+                                          "2k x top-2 error: the top-token check decided nothing");
   }
   rec_finalize(fl);
   rec_finalize(cand);
