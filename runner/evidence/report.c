@@ -11,6 +11,7 @@
 #include "runner/evidence/manifest.h"
 #include "runner/evidence/report_coverage.h"
 #include "runner/evidence/report_ran.h"
+#include "runner/evidence/report_speed.h"
 #include "runner/evidence/report_text.h"
 
 #define MD_FAIL_ROWS 25    /* failing checks listed */
@@ -289,6 +290,7 @@ vstatus report_markdown(const vresults *r, const report_links *links, size_t lim
   coverage_summary_md(&b, r);
   failures_md(&b, r, links);
   speedups_md(&b, r);
+  served_ab_md(&b, r);
   evals_md(&b, r);
   ran_md(&b, r);
   coverage_md(&b, r);
