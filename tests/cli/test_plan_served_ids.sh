@@ -52,6 +52,9 @@ PY
 "$VOUCH" verify "$t/ids.vouch.tar.gz" >"$t/verify.out" 2>&1 && ok || bad "verify: $(tail -3 "$t/verify.out")"
 "$VOUCH" report "$t/ids" --md "$t/report.md" >"$t/report.txt" 2>"$t/report.err" && [ -s "$t/report.md" ] && ok ||
   bad "report: $(tail -3 "$t/report.err")"
+# the speed step as the report's table: a row per level, each cell head / base with its interval or none
+grep -q '^### Speed (served A/B)' "$t/report.md" && grep -Eq '^\| c2/in16/out16/rate-inf \| x[0-9.]+ (\[[0-9.]+, [0-9.]+\]|\(no interval\))' \
+  "$t/report.md" && ok || bad "report: the served A/B table: $(grep -A4 'Speed (served' "$t/report.md")"
 GITHUB_TOKEN=x "$VOUCH" publish "$t/ids.vouch.tar.gz" --pr o/r#1 --dry-run >"$t/pub.out" 2>&1 && ok ||
   bad "publish --dry-run: $(tail -3 "$t/pub.out")"
 grep -Eq '"role":[[:space:]]*"candidate"' "$t/ids/manifest.json" && grep -Eq '"role":[[:space:]]*"reference"' "$t/ids/manifest.json" \

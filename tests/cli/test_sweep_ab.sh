@@ -123,4 +123,8 @@ for k in ("itl_ms", "tpot_ms", "e2e_ms"):
 assert failed, "no decode-speed figure's record fails"
 PY
 "$VOUCH" verify "$t/run2.vouch.tar.gz" >"$t/v2.out" 2>&1 && ok || bad "verify the plan's bundle: $(tail -3 "$t/v2.out")"
+# the report's served A/B table names the regression in its level's row
+"$VOUCH" report "$t/run2" --md "$t/run2.md" >/dev/null 2>&1 && grep -q '^### Speed (served A/B)' "$t/run2.md" \
+  && grep -Eq '^\| c1/in16/out32/rate-inf \|.* x[0-9.]+ \[[0-9.]+, [0-9.]+\] ❌ regression \|' "$t/run2.md" && ok \
+  || bad "report of the plan step: the served A/B table: $(grep -A4 'Speed (served' "$t/run2.md")"
 finish sweep_ab
