@@ -179,7 +179,7 @@ static void speedups_md(sbuf *b, const vresults *r) {
 typedef struct {
   char kind[32];    /* "mrcr", "chain": the case id up to its first '_' or '/' */
   const char *path;
-  const char *axis; /* "bin", "hops" or "context" */
+  const char *axis; /* "bin", "hops", "context" or "bin_lo" (a served eval's bins) */
 } eval_key;
 
 static bool eval_rec(const vrecord *x, const void *ctx) {
@@ -197,8 +197,10 @@ static void evals_md(sbuf *b, const vresults *r) {
     const vrecord *x = r->recs[i];
     double v;
     if (strcmp(x->suite, "evals") || !isfinite(rt_metric(x, "score"))) continue;
+    /* a served eval (eval mrcr --dataset --server, each side a path of its own) names its bins as text,
+     * "2k", with the numeric lower edge bin_lo beside */
     const char *axis = rt_param(x, "bin", &v) ? "bin" : rt_param(x, "hops", &v) ? "hops"
-                       : rt_param(x, "context", &v) ? "context" : NULL;
+                       : rt_param(x, "context", &v) ? "context" : rt_param(x, "bin_lo", &v) ? "bin_lo" : NULL;
     if (!axis) continue;
     eval_key k = {.path = x->path, .axis = axis};
     size_t u = strcspn(x->case_id, "_/");
@@ -213,14 +215,14 @@ static void evals_md(sbuf *b, const vresults *r) {
   if (!nk) return;
   sb_add(b, "\n### Eval scores per bin (mean over needles/samples; worst status)\n");
   for (int j = 0; j < nk; j++) {
-    if (j == 0 || strcmp(keys[j].kind, keys[j - 1].kind)) {
+    if (j == 0 || strcmp(keys[j].kind, keys[j - 1].kind) || strcmp(keys[j].axis, keys[j - 1].axis)) {
       double xs[MD_AXIS];
       int nx = rt_distinct(r, keys[j].axis, eval_rec, &keys[j], xs, MD_AXIS);
       sb_add(b, "\n| %s | path |", keys[j].kind);
       for (int c = 0; c < nx; c++) {
         char t[24];
         rt_ctx_text(xs[c], t, sizeof t);
-        sb_add(b, " %s %s |", keys[j].axis, t);
+        sb_add(b, " %s %s |", strcmp(keys[j].axis, "bin_lo") ? keys[j].axis : "bin from", t);
       }
       sb_add(b, "\n|---|---|");
       for (int c = 0; c < nx; c++) sb_add(b, "---:|");

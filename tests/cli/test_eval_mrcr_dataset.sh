@@ -153,6 +153,10 @@ assert r["verdict"] == "fail" and len(r["records"]) == 2 * (3 * 3 + 1), len(r["r
 PY
 (cd "$t" && "$VOUCH" bundle r >/dev/null 2>&1 && "$VOUCH" verify r.vouch.tar.gz >"$t/verify.out" 2>&1) && ok ||
   bad "bundle/verify: $(cat "$t/verify.out")"
+# the report's eval table: a row per side, scored per bin (the bins' lower edges)
+"$VOUCH" report "$t/r" --md "$t/r.md" >/dev/null 2>&1 && grep -q '^| mrcr | path | bin from 0 | bin from 2k | bin from 8k |' "$t/r.md" \
+  && grep -Eq '^\| mrcr \| server:fake-mrcr( \| [0-9.]+( ❌)?){3} \|' "$t/r.md" && grep -Eq '^\| mrcr \| ref-server:fake-mrcr( \| [0-9.]+( ❌)?){3} \|' "$t/r.md" \
+  && ok || bad "report: the served eval per bin: $(grep -A4 'Eval scores' "$t/r.md")"
 grep -rq "SECRET-4242" "$t/r" "$t/r.vouch.tar.gz" "$t"/*.out "$t"/*.err "$t"/*.json && bad "the API key was written" || ok
 [ "$(sort -u "$t/reqs.jsonl.auth")" = "Bearer sk-test-SECRET-4242" ] && ok || bad "the key was not sent on every request"
 finish test_eval_mrcr_dataset
