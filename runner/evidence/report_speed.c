@@ -86,6 +86,15 @@ static void side_accept(const vrecord *x, const char *side, char *out, size_t ca
   else snprintf(out, cap, "%.2f", al);
 }
 
+/* A row's acceptance cell, both sides of its level's spec_decode record: "- / 2.00 of 3". */
+static void accept_cell(const vresults *r, const sab_row *row, char *out, size_t cap) {
+  const vrecord *s = find(r, row->sub, row->level, NULL);
+  char a0[40], a1[40];
+  side_accept(s, "base", a0, sizeof a0);
+  side_accept(s, "head", a1, sizeof a1);
+  snprintf(out, cap, "%s / %s", a0, a1);
+}
+
 /* The table's shape: which figure columns any row has, and whether any level has a spec record. */
 typedef struct {
   bool fig[N_FIG];
@@ -164,11 +173,9 @@ void served_ab_md(sbuf *b, const vresults *r) {
       sb_add(b, " %s |", cell);
     }
     if (c.spec) {
-      const vrecord *s = find(r, rows[i].sub, rows[i].level, NULL);
-      char a0[40], a1[40];
-      side_accept(s, "base", a0, sizeof a0);
-      side_accept(s, "head", a1, sizeof a1);
-      sb_add(b, " %s / %s |", a0, a1);
+      char acc[100];
+      accept_cell(r, &rows[i], acc, sizeof acc);
+      sb_add(b, " %s |", acc);
     }
     sb_add(b, "\n");
   }
@@ -206,11 +213,9 @@ void served_ab_html(sbuf *b, const vresults *r) {
       sb_add(b, "</td>");
     }
     if (c.spec) {
-      const vrecord *s = find(r, rows[i].sub, rows[i].level, NULL);
-      char a0[40], a1[40];
-      side_accept(s, "base", a0, sizeof a0);
-      side_accept(s, "head", a1, sizeof a1);
-      sb_add(b, "<td>%s / %s</td>", a0, a1);
+      char acc[100];
+      accept_cell(r, &rows[i], acc, sizeof acc);
+      sb_add(b, "<td>%s</td>", acc);
     }
     sb_add(b, "</tr>\n");
   }
