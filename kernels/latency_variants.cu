@@ -46,6 +46,9 @@
  *                lat_gemm (fp32 q_lat), lat_mla_attn with lat_mla_splits' count, lat_mla_combine,
  *                W_UV batched lat_gemm (bf16), widened. q_pe and kpe are the op's (already
  *                rotated) values: RoPE (curef_rope / lat_mla_prep) is not part of this op.
+ *                v3_mma: the same with lat_mla_attn_mma. v2_gemm: lat_mla_attn_gemm (no combine)
+ *                over the bucket lat_mla_gemm_ncap picks for the longest row, each slot's cache
+ *                as long as the ctx's bucket (rows past the ctx zero, as the path's before a store).
  *   mla_absorbed_dcp v1_split / v3_mma: decode context parallelism with N ranks simulated in turn on
  *                this GPU (tests/gpu/test_latency_dcp.c's sequence): the latent cache of each rank in
  *                lat_mla_prep_dcp's owned-position layout; per rank W_UK of its heads, lat_dcp_pack_q
@@ -58,6 +61,8 @@
  * attend over the latent cache, and lat_mla_attn splits keys by ceil(len/S), not the op's
  * floor(s*len/S)), rope (the path runs cuda-ref's curef_rope), sample (host), allreduce
  * (kernels/latency_tp_variants.cu). */
+#include <limits.h>
+
 #include "kernels/latency.h"
 #include "kernels/latency_kernels.h"
 #define PATH "latency"
@@ -454,9 +459,17 @@ static vstatus mla_absorbed_mma_supports(const vop_case *c) {
   return V_OK;
 }
 
-/* The path's attention sequence with the split-KV kernel (mma false: v1_split, true: v3_mma). */
+/* Which attention kernel mla_absorbed_seq runs: the three the path's rules pick between. */
+typedef enum { ATT_SPLIT, ATT_MMA, ATT_GEMM } att_kind;
+
+/* The path's attention sequence with one attention kernel: ATT_SPLIT v1_split (lat_mla_attn), ATT_MMA v3_mma
+ * (lat_mla_attn_mma), ATT_GEMM v2_gemm (lat_mla_attn_gemm over the bucket lat_mla_gemm_ncap picks). For v2_gemm
+ * each slot's cache holds the bucket of the ctx (rows past the ctx zero, as the path's cache before a store):
+ * the bucket arithmetic and the mask past each row's position are what this variant tests, so a ctx past 4096
+ * that is not a multiple of it and rows shorter than the bucket (the generator's 1-key row) matter. */
 static vstatus mla_absorbed_seq(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what,
-                                bool mma) {
+                                att_kind kind) {
+  const bool mma = kind == ATT_MMA;
   const int B = c->batch, H = c->d[0], n = c->d[1], r = c->d[2], v = c->d[3], kl = c->d[4], L = c->d[5];
   const int dk = n + r, W = kl + r;
   int32_t h_sp[2 * MAX_B];
@@ -479,8 +492,18 @@ static vstatus mla_absorbed_seq(const vop_case *c, const vop_layout *l, void *co
   VTRY(lat_transpose_wuk(wukt, (const uint16_t *)b[4], H, n, v, kl, 0));
   VTRY(tmp_alloc(A, (void **)&q, (size_t)B * H * dk * 2, "q_bf16"));
   LAUNCH(mla_q_kernel, (int64_t)B * H * dk, q, (const float *)b[0], (const float *)b[1], (int64_t)B * H, n, r);
-  VTRY(tmp_alloc(A, (void **)&cache, (size_t)B * L * W * 2, "latent_cache"));
-  LAUNCH(mla_cache_kernel, (int64_t)B * L * W, cache, (const float *)b[2], (const float *)b[3], (int64_t)B * L, kl, r);
+  /* rows per slot: the ctx, or for v2_gemm the ctx's bucket (its cuBLAS GEMMs read every key of the bucket) */
+  const int Lc = kind == ATT_GEMM ? lat_mla_gemm_ncap(L, INT_MAX) : L;
+  VTRY(tmp_alloc(A, (void **)&cache, (size_t)B * Lc * W * 2, "latent_cache"));
+  if (Lc == L) {
+    LAUNCH(mla_cache_kernel, (int64_t)B * L * W, cache, (const float *)b[2], (const float *)b[3], (int64_t)B * L, kl,
+           r);
+  } else {
+    CUDA_CHECK(cudaMemset(cache, 0, (size_t)B * Lc * W * 2));
+    for (int s = 0; s < B; s++)
+      LAUNCH(mla_cache_kernel, (int64_t)L * W, cache + (size_t)s * Lc * W, (const float *)b[2] + (size_t)s * L * kl,
+             (const float *)b[3] + (size_t)s * L * r, (int64_t)L, kl, r);
+  }
   VTRY(tmp_alloc(A, (void **)&qlat, (size_t)B * H * kl * sizeof(float), "q_lat"));
   VTRY(tmp_alloc(A, (void **)&pm, (size_t)B * H * S * sizeof(float), "pm"));
   VTRY(tmp_alloc(A, (void **)&pl, (size_t)B * H * S * sizeof(float), "pl"));
@@ -496,7 +519,24 @@ static vstatus mla_absorbed_seq(const vop_case *c, const vop_layout *l, void *co
   a.o_bstride = kl;
   const int va = latency_table_gemm(B, kl, n, LAT_EP_F32, false);
   VTRY(gemm(&a, va, NULL, "mla_absorbed W_UK"));
-  if (mma) {
+  int ncap = 0; /* v2_gemm: keys of the step's bucket */
+  if (kind == ATT_GEMM) {
+    ncap = lat_mla_gemm_ncap(max_keys, Lc);
+    lat_mla_gemm_ws w; /* the path's workspace (lt_alloc_gemm_attention) sized for B rows at this bucket */
+    memset(&w, 0, sizeof w);
+    w.rows = B;
+    w.score_elems = (size_t)B * 2 * H * ncap;
+    VTRY(tmp_alloc(A, (void **)&w.qb, (size_t)B * 2 * H * W * 2, "v2_gemm queries"));
+    VTRY(tmp_alloc(A, (void **)&w.scores, w.score_elems * sizeof(float), "v2_gemm scores"));
+    VTRY(tmp_alloc(A, (void **)&w.P, w.score_elems / 2 * 2, "v2_gemm probabilities"));
+    VTRY(tmp_alloc(A, (void **)&w.kp, (size_t)B * sizeof(void *), "v2_gemm key pointers"));
+    VTRY(tmp_alloc(A, (void **)&w.qp, (size_t)B * sizeof(void *), "v2_gemm query pointers"));
+    VTRY(tmp_alloc(A, (void **)&w.pp, (size_t)B * sizeof(void *), "v2_gemm P pointers"));
+    VTRY(tmp_alloc(A, (void **)&w.sp, (size_t)B * sizeof(void *), "v2_gemm score pointers"));
+    VTRY(tmp_alloc(A, (void **)&w.op, (size_t)B * sizeof(void *), "v2_gemm output pointers"));
+    VTRY(lat_mla_attn_gemm(&w, olat, qlat, q, H * dk, dk, n, cache, sp, sp + B, B, H, kl, r, Lc, ncap,
+                           (float)c->f[0], g_blas, 0));
+  } else if (mma) {
     VTRY(lat_mla_mma_init(H, kl, r));
     VTRY(lat_mla_attn_mma(pm, pl, pacc, qlat, q, H * dk, dk, n, cache, sp, sp + B, B, H, kl, r, L, S, hb,
                           (float)c->f[0], NULL, 0));
@@ -504,7 +544,7 @@ static vstatus mla_absorbed_seq(const vop_case *c, const vop_layout *l, void *co
     VTRY(lat_mla_init(kl, r));
     VTRY(lat_mla_attn(pm, pl, pacc, qlat, q, H * dk, dk, n, cache, sp, sp + B, B, H, kl, r, L, S, (float)c->f[0], 0));
   }
-  VTRY(lat_mla_combine(olat, pm, pl, pacc, B, H, kl, S, 0));
+  if (kind != ATT_GEMM) VTRY(lat_mla_combine(olat, pm, pl, pacc, B, H, kl, S, 0));
   /* out[t][h] = W_UV_h o_lat[t][h], batched over heads (bf16, as the path) */
   a = dense_args((const uint16_t *)b[4] + (size_t)n * kl, olat, H * kl, attn, H * v, v, kl, B, LAT_EP_BF16, ws);
   a.Z = H;
@@ -514,7 +554,10 @@ static vstatus mla_absorbed_seq(const vop_case *c, const vop_layout *l, void *co
   const int vb = latency_table_gemm(B, v, kl, LAT_EP_BF16, false);
   VTRY(gemm(&a, vb, NULL, "mla_absorbed W_UV"));
   VTRY(to_f32(b[6], attn, l->b[6].n));
-  if (mma)
+  if (kind == ATT_GEMM)
+    snprintf(what, 96, "lat_gemm %s W_UK; lat_mla_attn_gemm keys=%d of %d rows; %s W_UV", lat_gemm_variant_name(va),
+             ncap, Lc, lat_gemm_variant_name(vb));
+  else if (mma)
     snprintf(what, 96, "lat_gemm %s W_UK; lat_mla_attn_mma splits=%d; lat_mla_combine; %s W_UV",
              lat_gemm_variant_name(va), S, lat_gemm_variant_name(vb));
   else
@@ -523,13 +566,17 @@ static vstatus mla_absorbed_seq(const vop_case *c, const vop_layout *l, void *co
   return V_OK;
 }
 static vstatus mla_absorbed_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
-  return mla_absorbed_seq(c, l, b, A, what, false);
+  return mla_absorbed_seq(c, l, b, A, what, ATT_SPLIT);
 }
 static vstatus mla_absorbed_mma_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
-  return mla_absorbed_seq(c, l, b, A, what, true);
+  return mla_absorbed_seq(c, l, b, A, what, ATT_MMA);
+}
+static vstatus mla_absorbed_gemm_body(const vop_case *c, const vop_layout *l, void *const *b, arena *A, char *what) {
+  return mla_absorbed_seq(c, l, b, A, what, ATT_GEMM);
 }
 VARIANT(mla_absorbed_body, "v1_split")
 VARIANT(mla_absorbed_mma_body, "v3_mma")
+VARIANT(mla_absorbed_gemm_body, "v2_gemm")
 
 /* ---------------- mla_absorbed_dcp: mla_absorbed's buffers + slot, N simulated ranks ---------------- */
 
@@ -733,6 +780,9 @@ static const entry k_entries[] = {
     {"mla_absorbed", "v3_mma",
      "W_UK lat_gemm, lat_mla_attn_mma (heads as the M side of mma.sync, hi/lo query), lat_mla_combine, W_UV",
      mla_absorbed_mma_supports, mla_absorbed_mma_body_run},
+    {"mla_absorbed", "v2_gemm",
+     "W_UK lat_gemm, lat_mla_attn_gemm (cuBLAS QK^T over the key bucket, masked softmax, PV; hi/lo query), W_UV",
+     mla_absorbed_supports, mla_absorbed_gemm_body_run},
     {"mla_absorbed_dcp", "v1_split",
      "DCP over N simulated ranks: per rank W_UK, lat_dcp_pack_q, lat_mla_attn over its positions, lat_dcp_merge_local; "
      "lat_dcp_place_q, lat_dcp_combine, W_UV",
