@@ -492,8 +492,10 @@ static vstatus mla_absorbed_seq(const vop_case *c, const vop_layout *l, void *co
   VTRY(lat_transpose_wuk(wukt, (const uint16_t *)b[4], H, n, v, kl, 0));
   VTRY(tmp_alloc(A, (void **)&q, (size_t)B * H * dk * 2, "q_bf16"));
   LAUNCH(mla_q_kernel, (int64_t)B * H * dk, q, (const float *)b[0], (const float *)b[1], (int64_t)B * H, n, r);
-  /* rows per slot: the ctx, or for v2_gemm the ctx's bucket (its cuBLAS GEMMs read every key of the bucket) */
-  const int Lc = kind == ATT_GEMM ? lat_mla_gemm_ncap(L, INT_MAX) : L;
+  /* rows per slot: the ctx, or for v2_gemm the ctx's bucket (its cuBLAS GEMMs read every key of the bucket);
+   * never fewer than the ctx, whatever lat_mla_gemm_ncap (under test) answers */
+  int Lc = kind == ATT_GEMM ? lat_mla_gemm_ncap(L, INT_MAX) : L;
+  if (Lc < L) Lc = L;
   VTRY(tmp_alloc(A, (void **)&cache, (size_t)B * Lc * W * 2, "latent_cache"));
   if (Lc == L) {
     LAUNCH(mla_cache_kernel, (int64_t)B * L * W, cache, (const float *)b[2], (const float *)b[3], (int64_t)B * L, kl,
