@@ -31,6 +31,7 @@
 #include "runner/plan/cmd_run.h"
 #include "runner/plan/dryrun.h"
 #include "runner/plan/plan.h"
+#include "runner/plan/plan_servers.h"
 #include "runner/evidence/bundle.h"
 #include "runner/evidence/manifest.h"
 #include "runner/evidence/rundir.h"
@@ -512,7 +513,7 @@ static int run_step(const vplan_step *st, int i, const vplan_steps *steps, vrund
  * a step for the other machine or after a --fail-fast stop is recorded not_run. Stops at an
  * interrupt. The worst exit code: EXIT_CHECK_FAILED for a failed step or a store that refused,
  * EXIT_USAGE when a resumed step's old record cannot be cleared (error printed). */
-static int run_steps(const vplan *p, const run_opts *o, const vplan_steps *steps, vrundir *rd) {
+static int run_steps(const vplan *p, const run_opts *o, const vplan_steps *steps, vrundir *rd, plan_servers *ps) {
   int worst = EXIT_OK;
   char stop_why[160] = "";
   for (int i = 0; i < p->n_steps && !vinterrupted(); i++) {
@@ -532,6 +533,18 @@ static int run_steps(const vplan *p, const run_opts *o, const vplan_steps *steps
     } else if (!st->runs_here) {
       fprintf(stderr, "vouch run: step %d (%s) skipped: %s\n", i, st->suite, st->skip_why);
       not_run_record(vrundir_sink(rd), i, st->suite, st->skip_why);
+    } else if (plan_servers_alive(ps, st)) { /* a server the plan launched is gone: no step can reach it */
+      fprintf(stderr, "vouch run: step %d (%s) not run: %s\n", i, st->suite, verr_msg());
+      vrecord *r = rec_new("run", st->suite, "");
+      if (r) {
+        step_id(r->case_id, sizeof r->case_id, i, st->suite);
+        rec_set_status(r, REC_ERROR, verr_msg());
+        rec_emit(vrundir_sink(rd), r, NULL);
+        rec_free(r);
+      }
+      if (worst == EXIT_OK) worst = EXIT_CHECK_FAILED;
+      snprintf(stop_why, sizeof stop_why, "a server launched for the plan exited before step %d (%s)", i, st->suite);
+      verr_clear();
     } else {
       const int rc = run_step(st, i, steps, rd);
       if (rc != EXIT_OK && !(rc == EXIT_INTERRUPTED && vinterrupted())) {
@@ -545,6 +558,21 @@ static int run_steps(const vplan *p, const run_opts *o, const vplan_steps *steps
     if (!step_finished(rd, i)) return EXIT_CHECK_FAILED;
   }
   return worst;
+}
+
+/* The plan's launched servers did not start: one error record (run/servers, the message `why`) and
+ * every step recorded not_run. EXIT_CHECK_FAILED. */
+static int servers_failed(const vplan *p, vrundir *rd, const char *why) {
+  vrecord *r = rec_new("run", "servers", "");
+  if (r) {
+    snprintf(r->case_id, sizeof r->case_id, "servers");
+    rec_set_status(r, REC_ERROR, why);
+    rec_emit(vrundir_sink(rd), r, NULL);
+    rec_free(r);
+  }
+  for (int i = 0; i < p->n_steps; i++)
+    not_run_record(vrundir_sink(rd), i, p->steps[i].suite, "the plan's launched servers did not start");
+  return EXIT_CHECK_FAILED;
 }
 
 /* The summary: closes rd (incomplete when interrupted), bundles it unless --no-bundle, prints the
@@ -609,7 +637,16 @@ int cmd_run(int argc, char **argv, const vplan_steps *steps) {
     vinterrupt_install();
     fprintf(stderr, "vouch run: plan %s on %s (%d GPU%s) -> %s%s\n", p->name, gpus ? "GPU" : "CPU", gpus,
             gpus == 1 ? "" : "s", outdir, o.resume ? " (resumed)" : "");
-    const int worst = run_steps(p, &o, steps, rd);
+    plan_servers ps; /* the 'launch:' servers, started once for every step (plan_servers.h) */
+    int worst;
+    if (plan_servers_start(p, vrundir_sink(rd), &ps)) {
+      cli_print_error("run");
+      worst = servers_failed(p, rd, verr_msg());
+      verr_clear();
+    } else {
+      worst = run_steps(p, &o, steps, rd, &ps);
+      plan_servers_stop(&ps);
+    }
     rc = run_close(rd, outdir, o.bundle, worst);
   }
   free_plan(p);

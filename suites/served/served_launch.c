@@ -189,6 +189,7 @@ vstatus served_launch_start(served_launch *L, const char *option, const char *sp
                             const char *name, double timeout_s) {
   memset(L, 0, sizeof *L);
   L->out_fd = -1;
+  L->exit_st = -1;
   VTRY(served_launch_check(option, spec));
   if (pthread_mutex_init(&L->mu, NULL)) return VERR("%s: cannot make a mutex", option);
   L->live = true;
@@ -216,6 +217,20 @@ vstatus served_launch_start(served_launch *L, const char *option, const char *sp
 
 /* True while any process is left in group g (the leader reaped or not). */
 static bool group_alive(pid_t g) { return kill(-g, 0) == 0 || errno == EPERM; }
+
+vstatus served_launch_alive(served_launch *L, const char *option) {
+  if (!L->live || L->pgid <= 0) return V_OK;
+  int st;
+  if (L->pid > 0 && waitpid(L->pid, &st, WNOHANG) == L->pid) L->pid = 0, L->exit_st = st;
+  if (L->pid > 0 || group_alive(L->pgid)) return V_OK; /* a shell that started the server and left is fine */
+  usleep(100 * 1000); /* let the copier take its last output */
+  char tail[SERVED_LAUNCH_TAIL + 1], how[48] = "";
+  tail_text(L, tail, sizeof tail);
+  if (L->exit_st >= 0)
+    snprintf(how, sizeof how, " (%s %d)", WIFEXITED(L->exit_st) ? "status" : "signal",
+             WIFEXITED(L->exit_st) ? WEXITSTATUS(L->exit_st) : WTERMSIG(L->exit_st));
+  return VERR("%s: the launched server on %s exited%s; log %s: ...%s", option, L->url, how, L->log_path, tail);
+}
 
 void served_launch_stop(served_launch *L) {
   if (!L->live) return;

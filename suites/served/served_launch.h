@@ -37,6 +37,7 @@ typedef struct {
   bool stopping;           /* set (under mu) by served_launch_stop: the copier returns within 200 ms even
                             * when a process that left the group still holds the pipe */
   bool live;               /* started (mu initialized) and not yet stopped */
+  int exit_st;             /* the shell's wait status once reaped after start (served_launch_alive), else -1 */
   pthread_mutex_t mu;      /* guards tail */
   char tail[SERVED_LAUNCH_TAIL]; /* the last output bytes, a ring; tail_n bytes written in all */
   size_t tail_n;
@@ -54,6 +55,10 @@ vstatus served_launch_check(const char *option, const char *spec);
  * status and the log's last lines. */
 vstatus served_launch_start(served_launch *L, const char *option, const char *spec, const vrec_sink *sink,
                             const char *name, double timeout_s);
+/* V_OK while the launched server is running (its shell, or what it started in its group); after it
+ * exited, V_ERR naming `option`, the exit status when vouch reaped it, the log and its last lines.
+ * V_OK when nothing was launched. Reaps the shell when it has exited (no zombie). */
+vstatus served_launch_alive(served_launch *L, const char *option);
 /* Stops the server's process group and the log copy; nothing when nothing was started. */
 void served_launch_stop(served_launch *L);
 

@@ -23,6 +23,11 @@ if [ "$rc" -eq 1 ] && [ "$(grep -c 'exited 1' "$t/ids.err")" -eq 1 ] && grep -q 
   echo "note: the speed step named tp2 slower than the reference under this machine's load: $(grep -m3 'regression:' "$t/ids.out" | tr '\n' ' ')"
 else speed_named=0; fi
 [ "$rc" -eq 0 ] || [ "$speed_named" = 1 ] && ok || bad "token-id pair: exit $rc, want 0: $(grep -E 'exited|error' "$t/ids.err" | head -5) $(tail -5 "$t/ids.out")"
+# both servers started once for the whole plan (runner/plan/plan_servers.h), their logs in the run
+[ "$(grep -c 'starting the server for --server once' "$t/ids.err")" -eq 1 ] &&
+  [ "$(grep -c 'starting the server for --ref-server once' "$t/ids.err")" -eq 1 ] &&
+  [ -s "$t/ids/logs/server.log" ] && [ -s "$t/ids/logs/ref-server.log" ] && ok ||
+  bad "the pair was not launched once for the plan: $(grep -i 'start' "$t/ids.err" | head -4) $(ls "$t/ids/logs" 2>&1)"
 grep -q "the reference takes no text" "$t/ids.err" && ok || bad "diverge did not say it took token ids: $(grep diverge "$t/ids.err")"
 python3 - "$t/ids/results.json" "$speed_named" <<'PY' && ok || bad "token-id pair: the records (above)"
 import json, sys
