@@ -57,7 +57,9 @@
 
 static const char USAGE[] =
     "usage: vouch ab --base REV [--head REV] [--plan P] [--rounds N] [--out DIR] [--repo DIR]\n"
-    "                [--threshold T] [--set VAR=VALUE]... [--cmake-options OPTS] [--keep-work] [--json]\n";
+    "                [--threshold T] [--set VAR=VALUE]... [--cmake-options OPTS] [--keep-work] [--json]\n"
+    "       vouch ab --base REV [--head REV] --launch 'CMD {port}' [--build 'CMD'] [--plan P] [--rounds N]\n"
+    "                [--out DIR] [--repo DIR] [--set VAR=VALUE]... [--keep-work]\n";
 
 static const char HELP[] =
     "\nBase vs head on this machine, with no earlier bundle needed. Checks BASE and HEAD (default\n"
@@ -74,6 +76,15 @@ static const char HELP[] =
     "  base-1/ head-1/ base-2/ head-2/ ...   result directories, each bundled to <name>.vouch.tar.gz\n"
     "  logs/                                 build-base.log build-head.log base-1.log ...\n"
     "  work/                                 worktrees and builds (removed unless --keep-work)\n"
+    "\n"
+    "With --launch the repository is the server's (an inference engine's), not vouch's: no cmake\n"
+    "build; --build CMD (sh) runs in each worktree first (logs/build-<side>.log), then one run of the\n"
+    "plan (default served) with server='launch:cd HEAD_WORKTREE && CMD' and ref='launch:cd\n"
+    "BASE_WORKTREE && CMD': vouch starts both servers once ({port} a free port), the plan's steps\n"
+    "judge head against base (features, diverge, evals, and the speed step's interleaved rounds,\n"
+    "--rounds N as ab_rounds), and the run's result directory and bundle are DIR/served and\n"
+    "DIR/served.vouch.tar.gz (logs/served.log); the exit code is the plan's (1: a check failed or the\n"
+    "speed step named a regression).\n"
     "\n"
     "Committed revisions only: uncommitted changes of the repository are not part of HEAD.\n"
     "VOUCH_AB_PREBUILT=BINARY skips both builds and runs BINARY for both sides.\n"
@@ -111,6 +122,10 @@ typedef struct {
   double threshold;          /* compare threshold, fraction */
   const char *cmake_options; /* shell words appended to `cmake -S -B` */
   const char *prebuilt;      /* VOUCH_AB_PREBUILT or NULL */
+  const char *launch;        /* --launch: the server command (holds {port}), run in each worktree; NULL: builds
+                              * of vouch run the plan */
+  const char *build_cmd;     /* --build: a command run in each worktree before launching, or NULL */
+  bool rounds_given;         /* --rounds was on the command line (--launch: passed as ab_rounds) */
   FILE *log;                 /* DIR/ab.log */
 } ab_opts;
 
@@ -566,6 +581,86 @@ static vstatus compare_all(ab_opts *o, const side *b, const side *h, bool json, 
   return s;
 }
 
+/* --launch: runs --build in the side's worktree (when given). */
+static vstatus build_launch_side(ab_opts *o, side *s) {
+  if (!o->build_cmd) return V_OK;
+  ab_log(o, "build %s %s: --build in its worktree, log %s", s->role, s->sha, s->build_log);
+  char *argv[] = {"/bin/sh", "-c", (char *)o->build_cmd, NULL};
+  const double t = vclock_now();
+  const int rc = spawn(argv, s->wt_path, s->build_log, NULL);
+  s->build_s = vclock_now() - t;
+  if (rc != 0) return VERR("--build in the %s worktree (%s = %.12s) failed (exit %d): see %s", s->role, s->rev, s->sha, rc,
+                           s->build_log);
+  return V_OK;
+}
+
+/* The plan variable of one side under --launch: "VAR=launch:cd 'WORKTREE' && CMD" (the worktree quoted
+ * for sh: ' becomes '\''). Error when it does not fit cap. */
+static vstatus launch_set(const char *var, const side *s, const char *cmd, char *out, size_t cap) {
+  size_t n = (size_t)snprintf(out, cap, "%s=launch:cd '", var);
+  for (const char *c = s->wt_path; *c && n + 5 < cap; c++) {
+    if (*c == '\'') n += (size_t)snprintf(out + n, cap - n, "'\\''");
+    else out[n++] = *c, out[n] = 0;
+  }
+  if (n + 5 + strlen(cmd) >= cap) return VERR("--launch: the command with the worktree's path is too long");
+  snprintf(out + n, cap - n, "' && %s", cmd);
+  return V_OK;
+}
+
+/* --launch: one run of the plan with this vouch, head's server as `server`, base's as `ref`, into
+ * DIR/served (log logs/served.log); its exit code into *plan_rc and its entry into ab. Error when the
+ * run could not start or wrote no result directory. */
+static vstatus run_launched(ab_opts *o, const side *b, const side *h, cJSON *ab, int *plan_rc) {
+  char self[PATH_MAX], out[PATH_MAX + 16], log[PATH_MAX + 32], bundle[PATH_MAX + 32];
+  const ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (k <= 0) return VERR("--launch: cannot find this vouch binary (/proc/self/exe): %s", strerror(errno));
+  self[k] = 0;
+  snprintf(out, sizeof out, "%s/served", o->dir);
+  snprintf(log, sizeof log, "%s/logs/served.log", o->dir);
+  snprintf(bundle, sizeof bundle, "%s/served.vouch.tar.gz", o->dir);
+  static char server[2 * PATH_MAX + 3200], ref[2 * PATH_MAX + 3200];
+  char rounds[32];
+  VTRY(launch_set("server", h, o->launch, server, sizeof server));
+  VTRY(launch_set("ref", b, o->launch, ref, sizeof ref));
+  snprintf(rounds, sizeof rounds, "ab_rounds=%d", o->rounds);
+  char *argv[16 + 2 * AB_MAX_SETS];
+  int n = 0;
+  argv[n++] = self, argv[n++] = "run", argv[n++] = "--plan", argv[n++] = (char *)o->plan, argv[n++] = "--out";
+  argv[n++] = out;
+  argv[n++] = "--set", argv[n++] = server, argv[n++] = "--set", argv[n++] = ref;
+  if (o->rounds_given) argv[n++] = "--set", argv[n++] = rounds;
+  for (int i = 0; i < o->n_sets; i++) argv[n++] = "--set", argv[n++] = (char *)o->sets[i];
+  argv[n] = NULL;
+  ab_log(o, "run %s: head %s as server, base %s as ref", o->plan, h->sha, b->sha);
+  const double t = vclock_now();
+  const int rc = spawn(argv, NULL, log, NULL);
+  const double secs = vclock_now() - t;
+  char probe[PATH_MAX + 32];
+  snprintf(probe, sizeof probe, "%s/manifest.json", out);
+  if (access(probe, F_OK) != 0) return VERR("the %s run exited %d and wrote no result directory: see %s", o->plan, rc, log);
+  if (rc != EXIT_OK && rc != EXIT_CHECK_FAILED)
+    return VERR("the %s run exited %d%s: see %s", o->plan, rc, rc == EXIT_INTERRUPTED ? " (interrupted)" : "", log);
+  char verdict[32], hex[65] = "";
+  manifest_field(out, "verdict", verdict, sizeof verdict);
+  if (access(bundle, F_OK) == 0) VTRY(sha256_file_hex(bundle, hex));
+  cJSON *r = cJSON_AddObjectToObject(ab, "served");
+  cJSON_AddStringToObject(r, "launch", o->launch);
+  if (o->build_cmd) cJSON_AddStringToObject(r, "build", o->build_cmd);
+  else cJSON_AddNullToObject(r, "build");
+  cJSON_AddStringToObject(r, "dir", "served");
+  cJSON_AddNumberToObject(r, "exit_code", rc);
+  cJSON_AddStringToObject(r, "verdict", verdict);
+  cJSON_AddNumberToObject(r, "seconds", secs);
+  cJSON_AddStringToObject(r, "bundle", hex[0] ? "served.vouch.tar.gz" : "");
+  cJSON_AddStringToObject(r, "bundle_sha256", hex);
+  cJSON_AddStringToObject(r, "log", "logs/served.log");
+  char rcs[16];
+  snprintf(rcs, sizeof rcs, "%d", rc);
+  ab_log(o, "done served exit=%s verdict=%s (%s)", rcs, verdict, out);
+  *plan_rc = rc;
+  return V_OK;
+}
+
 static vstatus mkdir_one(const char *path) {
   if (mkdir(path, 0755) != 0 && errno != EEXIST) return VERR("%s: cannot create directory: %s", path, strerror(errno));
   return V_OK;
@@ -594,6 +689,8 @@ int cmd_ab(int argc, char **argv) {
     else if (cli_opt(argc, argv, &i, "--repo", &v, &err)) repo_arg = v;
     else if (cli_opt(argc, argv, &i, "--threshold", &v, &err)) th_s = v;
     else if (cli_opt(argc, argv, &i, "--cmake-options", &v, &err)) o.cmake_options = v;
+    else if (cli_opt(argc, argv, &i, "--launch", &v, &err)) o.launch = v;
+    else if (cli_opt(argc, argv, &i, "--build", &v, &err)) o.build_cmd = v;
     else if (cli_opt(argc, argv, &i, "--set", &v, &err)) {
       if (v && !strchr(v, '=')) err = VERR("--set '%s': expected VAR=VALUE", v);
       else if (v && o.n_sets == AB_MAX_SETS) err = VERR("--set: at most %d", AB_MAX_SETS);
@@ -604,6 +701,13 @@ int cmd_ab(int argc, char **argv) {
   long rounds = COMPARE_MIN_TIMING_RUNS;
   if (!err && rounds_s && cli_int("--rounds", rounds_s, 1, AB_MAX_ROUNDS, &rounds)) err = V_ERR;
   o.rounds = (int)rounds;
+  o.rounds_given = rounds_s != NULL;
+  bool plan_given = false;
+  for (int i = 1; i < argc; i++) plan_given |= !strcmp(argv[i], "--plan");
+  if (!err && o.launch && !strstr(o.launch, "{port}"))
+    err = VERR("--launch '%s': the command must hold {port} (where vouch tells the server to listen)", o.launch);
+  if (!err && o.build_cmd && !o.launch) err = VERR("--build: only with --launch (without it vouch builds with cmake)");
+  if (!err && o.launch && !plan_given) o.plan = "served";
   if (!err && th_s && (cli_double("--threshold", th_s, &o.threshold) || o.threshold < 0 || o.threshold >= 1))
     err = VERR("--threshold %s: must be in [0, 1)", th_s);
   if (!err && (!b.rev || !b.rev[0])) err = VERR("missing --base REV");
@@ -675,7 +779,7 @@ int cmd_ab(int argc, char **argv) {
     if ((s = add_worktree(repo, sides[i]))) goto out;
   }
   for (int i = 0; i < 2; i++)
-    if ((s = build_side(&o, sides[i]))) goto out;
+    if ((s = o.launch ? build_launch_side(&o, sides[i]) : build_side(&o, sides[i]))) goto out;
 
   ab = cJSON_CreateObject();
   cJSON_AddStringToObject(ab, "kind", "vouch-ab");
@@ -693,6 +797,18 @@ int cmd_ab(int argc, char **argv) {
   cJSON_AddStringToObject(ab, "cmake_options", o.cmake_options);
   if (o.prebuilt) cJSON_AddStringToObject(ab, "prebuilt", o.prebuilt);
   else cJSON_AddNullToObject(ab, "prebuilt");
+  if (o.launch) { /* the served plan judges the two servers; its speed step interleaves their rounds */
+    cJSON_AddItemToObject(ab, "base", side_json(&b));
+    cJSON_AddItemToObject(ab, "head", side_json(&h));
+    int plan_rc = EXIT_USAGE;
+    if ((s = run_launched(&o, &b, &h, ab, &plan_rc))) goto out;
+    rc = plan_rc;
+    cJSON_AddNumberToObject(ab, "exit_code", rc);
+    if ((s = write_json(o.dir, "ab.json", ab))) { rc = EXIT_USAGE; goto out; }
+    fprintf(stderr, "vouch ab: %s of head against base: exit %d; results in %s/served (bundle served.vouch.tar.gz, "
+            "ab.json)\n", o.plan, rc, o.dir);
+    goto out;
+  }
   runs = cJSON_AddArrayToObject(ab, "runs");
   /* base, head, head, base, base, head, ...: a drift of the machine that grows steadily over
    * the runs lands on both sides alike */
