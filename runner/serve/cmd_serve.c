@@ -45,7 +45,7 @@ int cmd_serve(int argc, char **argv) {
   long port = 8000, max_seqs = 16, max_ctx = 0, max_batched = 512, layers = 0, threads = 0;
   int spec_k = 0, spec_al = 1;
   uint64_t seed = 0;
-  double slowdown = 0;
+  serve_test_devices td = {0};
   vstatus err = V_OK;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -69,8 +69,14 @@ int cmd_serve(int argc, char **argv) {
      * for the A/B of two servers (tests/cli/test_sweep_ab.sh); it is on the command line, so in the
      * launched side's spec and the run's manifest, never on by accident */
     else if (cli_opt(argc, argv, &i, "--test-slowdown", &v, &err)) {
-      if (v && (cli_double("--test-slowdown", v, &slowdown) || !(slowdown >= 0 && slowdown <= 10)))
+      if (v && (cli_double("--test-slowdown", v, &td.slowdown) || !(td.slowdown >= 0 && td.slowdown <= 10)))
         err = VERR("--test-slowdown %s: must be in [0, 10]", v);
+    }
+    /* a test device too: logits scaled by 1 + F (--test-logit-scale 0.05), a planted numerics change for
+     * served diverge's rule and its --kld-budget (tests/cli/test_diverge_budget.sh) */
+    else if (cli_opt(argc, argv, &i, "--test-logit-scale", &v, &err)) {
+      if (v && (cli_double("--test-logit-scale", v, &td.logit_scale) || !(td.logit_scale > -1 && td.logit_scale <= 10)))
+        err = VERR("--test-logit-scale %s: must be in (-1, 10]", v);
     }
     else err = VERR("unknown option '%s' (see vouch serve --help)", a);
     if (err) { cli_print_error("serve"); return EXIT_USAGE; }
@@ -100,14 +106,16 @@ int cmd_serve(int argc, char **argv) {
   serve_http *h = NULL;
   int bound = 0, rc = EXIT_OK;
   vinterrupt_install();
-  if (serve_sched_start(&s, &p, &m, name, (int)max_seqs, (int)max_ctx, (int)max_batched, spec_k, spec_al, slowdown) ||
+  if (serve_sched_start(&s, &p, &m, name, (int)max_seqs, (int)max_ctx, (int)max_batched, spec_k, spec_al, &td) ||
       serve_http_start(&h, &s, host, (int)port, &bound)) {
     cli_print_error("serve");
     rc = EXIT_CHECK_FAILED;
   } else {
     fprintf(stderr, "vouch serve: %s on %s as '%s', %ld slots x %ld positions, spec K=%d AL=%d\n", path_name,
             m.source, name, max_seqs, max_ctx, spec_k, spec_al);
-    if (slowdown > 0) fprintf(stderr, "vouch serve: test device: every decode step slowed by %.0f%%\n", 100 * slowdown);
+    if (td.slowdown > 0) fprintf(stderr, "vouch serve: test device: every decode step slowed by %.0f%%\n", 100 * td.slowdown);
+    if (td.logit_scale != 0)
+      fprintf(stderr, "vouch serve: test device: every logits row scaled by %g\n", 1 + td.logit_scale);
     fprintf(stderr, "vouch serve: listening on http://%s%s%s:%d\n", strchr(host, ':') ? "[" : "", host,
             strchr(host, ':') ? "]" : "", bound);
     fflush(stderr);

@@ -102,6 +102,9 @@ typedef struct serve_sched {
   int eos;                 /* model EOS id, -1 when none */
   double test_slowdown;    /* vouch serve --test-slowdown F (a test device, 0: off): every pure decode step
                             * spins F x its forward time after it, and counts as that much longer */
+  double test_logit_scale; /* vouch serve --test-logit-scale F (a test device, 0: off): every logits row the
+                            * path returns is multiplied by 1 + F before sampling and logprobs, a planted
+                            * numerics change (greedy tokens unchanged, distributions sharper or flatter) */
   /* state */
   pthread_mutex_t mu;
   pthread_cond_t work_cv;  /* scheduler waits for requests */
@@ -118,9 +121,16 @@ typedef struct serve_sched {
   bool started;
 } serve_sched;
 
-/* Opens the scheduler over an open path (the path stays the caller's); test_slowdown: see the field (0: off). */
+/* vouch serve's test devices (never on by default; on the command line, so in a launched side's spec and
+ * the run's manifest): see serve_sched's test_slowdown and test_logit_scale. */
+typedef struct {
+  double slowdown;         /* --test-slowdown F, 0: off */
+  double logit_scale;      /* --test-logit-scale F, 0: off */
+} serve_test_devices;
+
+/* Opens the scheduler over an open path (the path stays the caller's); td: the test devices (NULL: none). */
 vstatus serve_sched_start(serve_sched *s, const vpath *p, const ds_model *m, const char *model_name, int max_seq,
-                          int max_ctx, int max_batched_tokens, int spec_k, int spec_al, double test_slowdown);
+                          int max_ctx, int max_batched_tokens, int spec_k, int spec_al, const serve_test_devices *td);
 /* Aborts every request (finish "abort"), wakes all waiters and joins the thread. */
 void serve_sched_stop(serve_sched *s);
 void serve_sched_free(serve_sched *s);

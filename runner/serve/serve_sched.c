@@ -319,6 +319,12 @@ static vstatus run_step(serve_sched *s, step_buf *b, int i0, int i1, bool all_lo
   /* logits of this sub-step go to the front of the buffer: consume() reads them from there */
   vstatus r = ops->forward(s->path->state, &st, b->logits);
   *secs = vclock_now() - t0;
+  if (s->test_logit_scale != 0 && r == V_OK) { /* --test-logit-scale: a planted numerics change */
+    size_t rows = 0;
+    for (int i = i0; i < i1; i++) rows += all_logits ? (size_t)b->ntok[i] : 1;
+    const float f = (float)(1 + s->test_logit_scale);
+    for (size_t e = 0; e < rows * (size_t)s->vocab; e++) b->logits[e] *= f;
+  }
   bool decode = s->test_slowdown > 0;
   for (int i = i0; decode && i < i1; i++) decode = b->decode[i];
   if (decode && r == V_OK) { /* --test-slowdown: the step takes (1 + F) times as long, as a slower path would */
@@ -436,9 +442,10 @@ static void *sched_main(void *arg) {
 }
 
 vstatus serve_sched_start(serve_sched *s, const vpath *p, const ds_model *m, const char *model_name, int max_seq,
-                          int max_ctx, int max_batched_tokens, int spec_k, int spec_al, double test_slowdown) {
+                          int max_ctx, int max_batched_tokens, int spec_k, int spec_al, const serve_test_devices *td) {
   memset(s, 0, sizeof *s);
-  s->test_slowdown = test_slowdown;
+  s->test_slowdown = td ? td->slowdown : 0;
+  s->test_logit_scale = td ? td->logit_scale : 0;
   s->path = p;
   s->model = m;
   s->model_name = model_name;
