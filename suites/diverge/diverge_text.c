@@ -41,7 +41,7 @@
 static const char USAGE[] =
     "usage: vouch diverge --server URL --ref-server URL [--prompts FILE.jsonl] [--server-model NAME]\n"
     "                     [--tokens T] [--logprobs K] [--logprobs-api auto|prompt_logprobs|echo]\n"
-    "                     [--concurrency C] [--limit N] [--timeout S] [--json FILE]\n" SERVED_LAUNCH_HELP
+    "                     [--concurrency C] [--limit N] [--timeout S] [--kld-budget B] [--json FILE]\n" SERVED_LAUNCH_HELP
     "  The candidate build (--server) against the reference build of the same model (--ref-server; same\n"
     "  id, root and max_model_len in /v1/models, else refused before any request), teacher-forced on real\n"
     "  text: each prompt of FILE (one JSON object per line with a string \"prompt\"; no --prompts: vouch's\n"
@@ -54,6 +54,9 @@ static const char USAGE[] =
     "  mean KLD exceeds k^2 x the floor's by 3 standard errors of the paired difference, or that\n"
     "  difference's 20%-trimmed mean exceeds 3 of its standard errors, or its top token leaves the\n"
     "  reference's on decided positions more often than the floor's beyond chance (McNemar p < 0.01).\n"
+    "  --kld-budget B: a precision change the reviewer accepts (bf16 against an fp32 reference, an fp8\n"
+    "  KV cache): B nats are added to both KLD bounds and the top-token arm is reported, not gated; the\n"
+    "  record keeps B (default 0: the floor's rule alone).\n"
     "  No --model: the servers hold the model. API key: $VOUCH_SERVER_API_KEY, else $OPENAI_API_KEY.\n"
     "  defaults: --tokens 64 --logprobs 20 --logprobs-api auto --concurrency 8 --timeout 600; every row\n"
     "  (--limit N: the first N)\n";
@@ -72,6 +75,7 @@ enum { PASS_REF, PASS_FLOOR, PASS_CAND, N_PASS }; /* the scoring passes: referen
 typedef struct {
   diverge_floor fl;      /* the KLD rule's figures */
   bool kld_ok, bulk_ok, same_ok;
+  bool same_gated;       /* the top-token arm decides (no --kld-budget: a declared precision change moves tops) */
   double eps;            /* margin above which a position is decided: 2k x the floor's largest top-2 error */
   int decided, flips;    /* decided positions, of which the candidate's top token differs */
   int only_c, only_f;    /* positions where only the candidate's top token left the reference's / only the floor's */
@@ -84,6 +88,9 @@ typedef struct {
   const char *file, *server, *ref_server, *server_model, *api_s;
   long tokens, logprobs, concurrency, limit;
   double timeout_s;
+  double kld_budget;     /* --kld-budget B nats (0: none): the mean KLD and the trimmed excess the candidate may
+                          * add to the floor's, a precision change the reviewer accepted; the top-token arm is
+                          * then reported, not gated */
   /* state */
   char **prompts;        /* [n_prompts] the prompts' text (check; owned) */
   int n_prompts;
@@ -125,6 +132,10 @@ static bool dt_option(void *st, int argc, char **argv, int *i, vstatus *err) {
   else if (cli_opt(argc, argv, i, "--concurrency", &v, err)) { if (v) *err = cli_int("--concurrency", v, 2, 4096, &s->concurrency); }
   else if (cli_opt(argc, argv, i, "--limit", &v, err)) { if (v) *err = cli_int("--limit", v, 1, DT_MAX_PROMPTS, &s->limit); }
   else if (cli_opt(argc, argv, i, "--timeout", &v, err)) { if (v) *err = cli_double("--timeout", v, &s->timeout_s); }
+  else if (cli_opt(argc, argv, i, "--kld-budget", &v, err)) {
+    if (v && (cli_double("--kld-budget", v, &s->kld_budget) || !(s->kld_budget >= 0 && s->kld_budget <= 100)))
+      *err = VERR("--kld-budget %s: must be a number of nats in [0, 100] (0: no budget, the floor's rule alone)", v);
+  }
   else return false;
   return true;
 }
@@ -384,10 +395,11 @@ static vstatus judge(dt_state *s) {
   dt_verdict *v = &s->v;
   const double k = VOUCH_ACCURACY_RATIO;
   VTRY(diverge_floor_judge(&s->cand, &s->floor, k, &v->fl));
-  v->fl.bound = fmax(v->fl.bound, DT_KLD_RESOLUTION); /* NaN (no paired row) stays NaN: fails */
+  v->fl.bound = fmax(v->fl.bound, DT_KLD_RESOLUTION) + s->kld_budget; /* NaN (no paired row) stays NaN: fails */
   if (isnan(v->fl.base_mean)) v->fl.bound = NAN;
   v->kld_ok = s->cand.kld_mean <= v->fl.bound;
-  v->bulk_ok = !(v->fl.bulk > fmax(3 * v->fl.bulk_se, DT_KLD_RESOLUTION));
+  v->bulk_ok = !(v->fl.bulk > fmax(3 * v->fl.bulk_se, DT_KLD_RESOLUTION) + s->kld_budget);
+  v->same_gated = s->kld_budget == 0;
   double ftop = 0;
   for (int i = 0; i < s->floor.rows; i++)
     if (s->floor.top_err[i] > ftop) ftop = s->floor.top_err[i];
@@ -404,6 +416,7 @@ static vstatus judge(dt_state *s) {
   }
   v->mcn_p = stat_mcnemar_p(v->only_c, v->only_f);
   v->same_ok = !(v->flips > dec_f && v->only_c > v->only_f && v->mcn_p < 0.01);
+  if (!v->same_gated) v->same_ok = true; /* reported (metrics), not a check: the budget accepted the change */
   return V_OK;
 }
 
@@ -533,19 +546,26 @@ static vstatus dt_record(void *st, const vsuite_ctx *x, int c, veng *recs) {
     rec_metric_value(cand, "same_top_mcnemar_p", "", RB_HIGHER, v->mcn_p);
     rec_metric_value(cand, "kld_excess_trimmed", "nats", RB_NONE, v->fl.bulk);
     rec_metric_value(cand, "kld_excess_trimmed_se", "nats", RB_NONE, v->fl.bulk_se);
-    char src[400];
+    char src[560];
     snprintf(src, sizeof src, "floor: the reference against itself under another batch composition (k=%g): mean KLD "
              "%.3g, k^2 x that + 3 se of the paired difference (se %.2g); its %g%%-trimmed mean <= 3 of its se (%.2g); "
              "either at least %g nats (the logprobs' resolution); KLD over the tokens both list + the rest, a lower bound",
              VOUCH_ACCURACY_RATIO, v->fl.base_mean, v->fl.diff_se, 100 * DIVERGE_BULK_TRIM, v->fl.bulk_se, DT_KLD_RESOLUTION);
+    if (s->kld_budget > 0) {
+      const size_t n = strlen(src);
+      snprintf(src + n, sizeof src - n, "; plus --kld-budget %g nats on both (a declared precision change; the top "
+               "token reported, not gated)", s->kld_budget);
+    }
     rec_param_str(cand, "bound_source", src);
+    rec_param_num(cand, "kld_budget", s->kld_budget);
     rec_param_num(cand, "margin_eps", v->eps);
     rec_param_num(cand, "kld_resolution", DT_KLD_RESOLUTION);
     rec_set_threshold(cand, "kld", "<=", v->fl.bound);
     rec_check_add(cand, "kld_bulk_within_floor", v->bulk_ok);
-    rec_check_add(cand, "same_top_on_decided_positions", v->same_ok);
-    /* undecided only when nothing failed: a KLD or bulk check that failed decided the case */
-    if (v->decided == 0 && v->kld_ok && v->bulk_ok)
+    if (v->same_gated) rec_check_add(cand, "same_top_on_decided_positions", v->same_ok);
+    /* undecided only when nothing failed: a KLD or bulk check that failed decided the case; under a budget
+     * the KLD arms decide (the top-token arm does not gate) */
+    if (v->same_gated && v->decided == 0 && v->kld_ok && v->bulk_ok)
       rec_set_status(cand, REC_UNDECIDED, "no position's reference margin exceeds the floor's "
                                           "2k x top-2 error: the top-token check decided nothing");
   }
@@ -575,13 +595,16 @@ static void dt_print(const void *st, const vsuite_ctx *x, const veng *recs) {
   printf("%-40s %7s %10s %9s %10s %8s\n", "compared with the reference", "rows", "mean KLD", "se", "p99", "same-top");
   print_row("floor: the reference again (other batching)", &s->floor, "floor");
   const bool pass = v->kld_ok && v->bulk_ok && v->same_ok;
-  print_row(s->sv[0].path, &s->cand, pass ? (v->decided ? "pass" : "undecided") : "FAIL");
-  printf("rule: mean KLD %.3g <= k^2 x floor %.3g + 3 se = %.3g: %s; trimmed excess %.3g <= 3 x %.3g: %s (either "
+  print_row(s->sv[0].path, &s->cand, pass ? (v->decided || !v->same_gated ? "pass" : "undecided") : "FAIL");
+  if (!v->same_gated)
+    printf("--kld-budget %g nats: added to both KLD bounds below (a declared precision change); the top token is "
+           "reported, not gated\n", s->kld_budget);
+  printf("rule: mean KLD %.3g <= k^2 x floor %.3g + 3 se%s = %.3g: %s; trimmed excess %.3g <= 3 x %.3g%s: %s (either "
          "bound at least %.0e nats, the logprobs' resolution); "
          "top token on %d decided positions (margin > %.3g): %d differ, only the candidate's %d vs only the floor's %d, "
          "McNemar p %.3g: %s\n",
-         s->cand.kld_mean, v->fl.base_mean, v->fl.bound, v->kld_ok ? "ok" : "FAIL", v->fl.bulk, v->fl.bulk_se,
-         v->bulk_ok ? "ok" : "FAIL", DT_KLD_RESOLUTION, v->decided, v->eps, v->flips, v->only_c, v->only_f, v->mcn_p,
+         s->cand.kld_mean, v->fl.base_mean, v->same_gated ? "" : " + budget", v->fl.bound, v->kld_ok ? "ok" : "FAIL",
+         v->fl.bulk, v->fl.bulk_se, v->same_gated ? "" : " + budget", v->bulk_ok ? "ok" : "FAIL", DT_KLD_RESOLUTION, v->decided, v->eps, v->flips, v->only_c, v->only_f, v->mcn_p,
          v->same_ok ? "ok" : "FAIL");
   printf("ratio of the candidate's mean KLD to the floor's: %.3g (fewest tokens both listed at a position: %d)\n",
          s->floor.kld_mean > 0 ? s->cand.kld_mean / s->floor.kld_mean : INFINITY, v->shared_min);
