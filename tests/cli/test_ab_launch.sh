@@ -10,7 +10,7 @@ repo="$t/engine"
 mkdir -p "$repo" && git -C "$repo" init -q && git -C "$repo" config user.email t@t && git -C "$repo" config user.name t
 echo base >"$repo/rev.txt" && git -C "$repo" add rev.txt && git -C "$repo" commit -qm base
 echo head >"$repo/rev.txt" && git -C "$repo" commit -qam head
-step='{"suite": "diverge", "args": ["--server", "${server}", "--ref-server", "${ref}", "--concurrency", "2"]}'
+step='{"suite": "diverge", "args": ["--server", "${server}", "--ref-server", "${ref}", "--concurrency", "2", "--limit", "4", "--tokens", "8"]}'
 printf '{"name": "pair", "vars": {"server": "", "ref": ""}, "steps": [%s]}\n' "$step" >"$t/plan.json"
 cmd="test -f built.txt && echo \"side \$(cat rev.txt)\" && exec $VOUCH serve --model synth:tiny --threads 1 --port {port}"
 
