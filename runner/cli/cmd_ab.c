@@ -15,6 +15,9 @@
  *    covers the t interval of the per-round ratios; that comparison
  *    decides the exit code). Writes compare.json, compare.md, ab.json and SHA256SUMS.
  *
+ * With --launch (ab_launch.c: the repository is a server's) steps 3-5 become --build in each worktree and
+ * one run of the served plan on the two launched servers (DIR/served).
+ *
  * DIR layout:
  *   ab.json               revisions, commits, cmake options, plan, every run (order, exit
  *                         code, verdict, bundle sha256), regression counts
@@ -31,6 +34,8 @@
 #include "common/clock.h"
 #include "common/read_file.h"
 #include "runner/cli/cmd_ab.h"
+#include "runner/cli/ab_launch.h"
+#include "runner/cli/ab_side.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -92,64 +97,9 @@ static const char HELP[] =
     "beyond the threshold, or the head's runs are incomplete, errored or lack cases), 2 usage error, unknown revision, worktree collision, or a\n"
     "build or run that failed (the message names its log).\n";
 
-#define AB_MAX_SETS 16
-#define AB_MAX_ROUNDS 50
-
-/* One side of the comparison. */
-typedef struct {
-  const char *role;          /* "base" or "head" */
-  const char *rev;           /* the revision as given on the command line */
-  git_oid oid;               /* the commit it resolves to */
-  char sha[GIT_OID_HEXSZ + 1]; /* that commit, 40 hex digits */
-  char wt_name[64];          /* worktree (and temporary branch) name in the repository */
-  char wt_path[PATH_MAX];    /* DIR/work/<role>: the checkout */
-  char build_dir[PATH_MAX];  /* DIR/work/build-<role> */
-  char bin[PATH_MAX];        /* the vouch binary that runs this side */
-  char build_log[PATH_MAX];  /* DIR/logs/build-<role>.log */
-  double build_s;            /* seconds the build took (0 when prebuilt) */
-  bool added;                /* the worktree is registered (prune it at the end) */
-  bool built;                /* build_dir was made by this run (delete it at the end) */
-} side;
-
-/* The options and state of one `vouch ab`. */
-typedef struct {
-  char dir[PATH_MAX];        /* the output directory, absolute */
-  const char *plan;          /* plan name, or absolute path of a plan file */
-  char plan_abs[PATH_MAX];   /* storage for the absolute plan path */
-  const char *sets[AB_MAX_SETS]; /* [n_sets] "VAR=VALUE" passed to vouch run */
-  int n_sets;
-  int rounds;                /* base/head pairs */
-  double threshold;          /* compare threshold, fraction */
-  const char *cmake_options; /* shell words appended to `cmake -S -B` */
-  const char *prebuilt;      /* VOUCH_AB_PREBUILT or NULL */
-  const char *launch;        /* --launch: the server command (holds {port}), run in each worktree; NULL: builds
-                              * of vouch run the plan */
-  const char *build_cmd;     /* --build: a command run in each worktree before launching, or NULL */
-  bool rounds_given;         /* --rounds was on the command line (--launch: passed as ab_rounds) */
-  FILE *log;                 /* DIR/ab.log */
-} ab_opts;
-
 static const char *gerr(void) {
   const git_error *e = git_error_last();
   return e && e->message ? e->message : "unknown libgit2 error";
-}
-
-/* One line to ab.log (and stderr): "<UTC time> <what>". */
-static void ab_log(ab_opts *o, const char *fmt, const char *a, const char *b, const char *c) {
-  char ts[32];
-  manifest_time_iso(ts);
-  a = a ? a : "";
-  b = b ? b : "";
-  c = c ? c : "";
-  if (o->log) { /* written directly: paths may be as long as PATH_MAX */
-    fprintf(o->log, "%s ", ts);
-    fprintf(o->log, fmt, a, b, c);
-    fputc('\n', o->log);
-    fflush(o->log);
-  }
-  fputs("vouch ab: ", stderr);
-  fprintf(stderr, fmt, a, b, c);
-  fputc('\n', stderr);
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
@@ -162,42 +112,6 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 static void rm_rf(const char *path) {
   struct stat st;
   if (lstat(path, &st) == 0) nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-}
-
-/* Runs argv with cwd, stdout and stderr appended to log; `unset` (NULL-terminated) names
- * environment variables removed in the child. Returns the exit status, 128+signal when
- * killed, -1 when it could not be started. */
-static int spawn(char *const argv[], const char *cwd, const char *log, const char *const *unset) {
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    signal(SIGINT, SIG_DFL);
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd < 0) _exit(126);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    close(fd);
-    int nul = open("/dev/null", O_RDONLY);
-    if (nul >= 0) { dup2(nul, 0); close(nul); }
-    if (cwd && chdir(cwd) != 0) { fprintf(stderr, "vouch ab: cannot enter %s: %s\n", cwd, strerror(errno)); _exit(126); }
-    for (; unset && *unset; unset++) unsetenv(*unset);
-    execv(argv[0], argv);
-    fprintf(stderr, "vouch ab: cannot run %s: %s\n", argv[0], strerror(errno));
-    _exit(127);
-  }
-  /* Ctrl-C stops the child (the run keeps what finished and exits 130); this process then
-   * reports it and removes the worktrees instead of dying with them registered */
-  struct sigaction ign, old_int;
-  memset(&ign, 0, sizeof ign);
-  ign.sa_handler = SIG_IGN;
-  sigaction(SIGINT, &ign, &old_int);
-  int st = 0;
-  pid_t w;
-  while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {}
-  sigaction(SIGINT, &old_int, NULL);
-  if (w < 0) return -1;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
 }
 
 static vstatus resolve(git_repository *repo, const char *repo_path, const char *opt, side *s) {
@@ -321,28 +235,13 @@ static vstatus build_side(ab_opts *o, side *s) {
     return VERR("--cmake-options: too long");
   char *argv[] = {"/bin/sh", "-c", script, "sh", s->wt_path, s->build_dir, NULL};
   double t = vclock_now();
-  int rc = spawn(argv, s->wt_path, s->build_log, NULL);
+  int rc = ab_spawn(argv, s->wt_path, s->build_log, NULL);
   s->build_s = vclock_now() - t;
   if (rc != 0) return VERR("build of %s (%s = %.12s) failed (exit %d): see %s", s->role, s->rev, s->sha, rc, s->build_log);
   if (snprintf(s->bin, sizeof s->bin, "%s/vouch", s->build_dir) >= (int)sizeof s->bin) return VERR("%s: path too long", s->build_dir);
   if (access(s->bin, X_OK) != 0)
     return VERR("%s: the build of %s finished but made no vouch binary: see %s", s->bin, s->role, s->build_log);
   return V_OK;
-}
-
-/* Reads one string field of DIR/manifest.json ("" when absent). */
-static void manifest_field(const char *dir, const char *key, char *out, size_t cap) {
-  char path[PATH_MAX + 64];
-  snprintf(path, sizeof path, "%s/manifest.json", dir);
-  out[0] = 0;
-  char *txt = NULL;
-  size_t n;
-  if (vfile_read(path, &txt, &n)) { verr_clear(); return; }
-  cJSON *m = cJSON_Parse(txt);
-  const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, key));
-  snprintf(out, cap, "%s", v ? v : "");
-  cJSON_Delete(m);
-  free(txt);
 }
 
 /* One run of the plan with one side's build; appends its entry to runs. */
@@ -371,7 +270,7 @@ static vstatus run_side(ab_opts *o, const side *s, int round, cJSON *runs) {
   /* the CI's pull-request variables describe the head; a base run takes its subject from git */
   static const char *const base_unset[] = {"GITHUB_EVENT_PATH", "GITHUB_SHA", "GITHUB_REF", NULL};
   double t = vclock_now();
-  int rc = spawn(argv, s->wt_path, log, strcmp(s->role, "base") ? NULL : base_unset);
+  int rc = ab_spawn(argv, s->wt_path, log, strcmp(s->role, "base") ? NULL : base_unset);
   double secs = vclock_now() - t;
   char probe[PATH_MAX + 64];
   snprintf(probe, sizeof probe, "%s/manifest.json", out);
@@ -382,7 +281,7 @@ static vstatus run_side(ab_opts *o, const side *s, int round, cJSON *runs) {
                 rc == EXIT_INTERRUPTED ? " (interrupted)" : rc > 128 ? " (killed by a signal)" : "", log);
   if (access(bundle, F_OK) != 0) return VERR("run %s: no bundle at %s: see %s", name, bundle, log);
   char verdict[32], hex[65];
-  manifest_field(out, "verdict", verdict, sizeof verdict);
+  ab_manifest_field(out, "verdict", verdict, sizeof verdict);
   VTRY(sha256_file_hex(bundle, hex));
   snprintf(rs, sizeof rs, "%d", rc);
   ab_log(o, "done %s exit=%s verdict=%s", name, rs, verdict);
@@ -418,12 +317,6 @@ static vstatus write_text(const char *dir, const char *name, const char *text) {
   char path[PATH_MAX + 64];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   return vfile_write_atomic(path, text, strlen(text), 0644);
-}
-
-static vstatus write_json(const char *dir, const char *name, const cJSON *j) {
-  char path[PATH_MAX + 64];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  return vfile_write_json(path, j, true);
 }
 
 static vstatus write_md(const ab_opts *o, const side *b, const side *h, const cJSON *cmp, const char *hw) {
@@ -548,7 +441,7 @@ static vstatus compare_all(ab_opts *o, const side *b, const side *h, bool json, 
     cJSON_ReplaceItemInObjectCaseSensitive(cmp, "regressions", cJSON_CreateNumber(*regressions));
     *failed = compare_failed(cmp) || n_rr > 0;
     if (n_rr) cJSON_ReplaceItemInObjectCaseSensitive(cmp, "failed", cJSON_CreateTrue());
-    s = write_json(o->dir, "compare.json", cmp);
+    s = ab_write_json(o->dir, "compare.json", cmp);
     if (s == V_OK) s = write_md(o, b, h, cmp, hwb);
     cJSON *summary = cJSON_AddObjectToObject(ab, "compare");
     const char *keys[] = {"regressions", "correctness_regressions", "perf_regressions", "run_regressions",
@@ -579,86 +472,6 @@ static vstatus compare_all(ab_opts *o, const side *b, const side *h, bool json, 
   free(rb);
   free(rh);
   return s;
-}
-
-/* --launch: runs --build in the side's worktree (when given). */
-static vstatus build_launch_side(ab_opts *o, side *s) {
-  if (!o->build_cmd) return V_OK;
-  ab_log(o, "build %s %s: --build in its worktree, log %s", s->role, s->sha, s->build_log);
-  char *argv[] = {"/bin/sh", "-c", (char *)o->build_cmd, NULL};
-  const double t = vclock_now();
-  const int rc = spawn(argv, s->wt_path, s->build_log, NULL);
-  s->build_s = vclock_now() - t;
-  if (rc != 0) return VERR("--build in the %s worktree (%s = %.12s) failed (exit %d): see %s", s->role, s->rev, s->sha, rc,
-                           s->build_log);
-  return V_OK;
-}
-
-/* The plan variable of one side under --launch: "VAR=launch:cd 'WORKTREE' && CMD" (the worktree quoted
- * for sh: ' becomes '\''). Error when it does not fit cap. */
-static vstatus launch_set(const char *var, const side *s, const char *cmd, char *out, size_t cap) {
-  size_t n = (size_t)snprintf(out, cap, "%s=launch:cd '", var);
-  for (const char *c = s->wt_path; *c && n + 5 < cap; c++) {
-    if (*c == '\'') n += (size_t)snprintf(out + n, cap - n, "'\\''");
-    else out[n++] = *c, out[n] = 0;
-  }
-  if (n + 5 + strlen(cmd) >= cap) return VERR("--launch: the command with the worktree's path is too long");
-  snprintf(out + n, cap - n, "' && %s", cmd);
-  return V_OK;
-}
-
-/* --launch: one run of the plan with this vouch, head's server as `server`, base's as `ref`, into
- * DIR/served (log logs/served.log); its exit code into *plan_rc and its entry into ab. Error when the
- * run could not start or wrote no result directory. */
-static vstatus run_launched(ab_opts *o, const side *b, const side *h, cJSON *ab, int *plan_rc) {
-  char self[PATH_MAX], out[PATH_MAX + 16], log[PATH_MAX + 32], bundle[PATH_MAX + 32];
-  const ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (k <= 0) return VERR("--launch: cannot find this vouch binary (/proc/self/exe): %s", strerror(errno));
-  self[k] = 0;
-  snprintf(out, sizeof out, "%s/served", o->dir);
-  snprintf(log, sizeof log, "%s/logs/served.log", o->dir);
-  snprintf(bundle, sizeof bundle, "%s/served.vouch.tar.gz", o->dir);
-  static char server[2 * PATH_MAX + 3200], ref[2 * PATH_MAX + 3200];
-  char rounds[32];
-  VTRY(launch_set("server", h, o->launch, server, sizeof server));
-  VTRY(launch_set("ref", b, o->launch, ref, sizeof ref));
-  snprintf(rounds, sizeof rounds, "ab_rounds=%d", o->rounds);
-  char *argv[16 + 2 * AB_MAX_SETS];
-  int n = 0;
-  argv[n++] = self, argv[n++] = "run", argv[n++] = "--plan", argv[n++] = (char *)o->plan, argv[n++] = "--out";
-  argv[n++] = out;
-  argv[n++] = "--set", argv[n++] = server, argv[n++] = "--set", argv[n++] = ref;
-  if (o->rounds_given) argv[n++] = "--set", argv[n++] = rounds;
-  for (int i = 0; i < o->n_sets; i++) argv[n++] = "--set", argv[n++] = (char *)o->sets[i];
-  argv[n] = NULL;
-  ab_log(o, "run %s: head %s as server, base %s as ref", o->plan, h->sha, b->sha);
-  const double t = vclock_now();
-  const int rc = spawn(argv, NULL, log, NULL);
-  const double secs = vclock_now() - t;
-  char probe[PATH_MAX + 32];
-  snprintf(probe, sizeof probe, "%s/manifest.json", out);
-  if (access(probe, F_OK) != 0) return VERR("the %s run exited %d and wrote no result directory: see %s", o->plan, rc, log);
-  if (rc != EXIT_OK && rc != EXIT_CHECK_FAILED)
-    return VERR("the %s run exited %d%s: see %s", o->plan, rc, rc == EXIT_INTERRUPTED ? " (interrupted)" : "", log);
-  char verdict[32], hex[65] = "";
-  manifest_field(out, "verdict", verdict, sizeof verdict);
-  if (access(bundle, F_OK) == 0) VTRY(sha256_file_hex(bundle, hex));
-  cJSON *r = cJSON_AddObjectToObject(ab, "served");
-  cJSON_AddStringToObject(r, "launch", o->launch);
-  if (o->build_cmd) cJSON_AddStringToObject(r, "build", o->build_cmd);
-  else cJSON_AddNullToObject(r, "build");
-  cJSON_AddStringToObject(r, "dir", "served");
-  cJSON_AddNumberToObject(r, "exit_code", rc);
-  cJSON_AddStringToObject(r, "verdict", verdict);
-  cJSON_AddNumberToObject(r, "seconds", secs);
-  cJSON_AddStringToObject(r, "bundle", hex[0] ? "served.vouch.tar.gz" : "");
-  cJSON_AddStringToObject(r, "bundle_sha256", hex);
-  cJSON_AddStringToObject(r, "log", "logs/served.log");
-  char rcs[16];
-  snprintf(rcs, sizeof rcs, "%d", rc);
-  ab_log(o, "done served exit=%s verdict=%s (%s)", rcs, verdict, out);
-  *plan_rc = rc;
-  return V_OK;
 }
 
 static vstatus mkdir_one(const char *path) {
@@ -779,7 +592,7 @@ int cmd_ab(int argc, char **argv) {
     if ((s = add_worktree(repo, sides[i]))) goto out;
   }
   for (int i = 0; i < 2; i++)
-    if ((s = o.launch ? build_launch_side(&o, sides[i]) : build_side(&o, sides[i]))) goto out;
+    if ((s = o.launch ? ab_launch_build(&o, sides[i]) : build_side(&o, sides[i]))) goto out;
 
   ab = cJSON_CreateObject();
   cJSON_AddStringToObject(ab, "kind", "vouch-ab");
@@ -801,10 +614,10 @@ int cmd_ab(int argc, char **argv) {
     cJSON_AddItemToObject(ab, "base", side_json(&b));
     cJSON_AddItemToObject(ab, "head", side_json(&h));
     int plan_rc = EXIT_USAGE;
-    if ((s = run_launched(&o, &b, &h, ab, &plan_rc))) goto out;
+    if ((s = ab_launch_run(&o, &b, &h, ab, &plan_rc))) goto out;
     rc = plan_rc;
     cJSON_AddNumberToObject(ab, "exit_code", rc);
-    if ((s = write_json(o.dir, "ab.json", ab))) { rc = EXIT_USAGE; goto out; }
+    if ((s = ab_write_json(o.dir, "ab.json", ab))) { rc = EXIT_USAGE; goto out; }
     fprintf(stderr, "vouch ab: %s of head against base: exit %d; results in %s/served (bundle served.vouch.tar.gz, "
             "ab.json)\n", o.plan, rc, o.dir);
     goto out;
@@ -821,7 +634,7 @@ int cmd_ab(int argc, char **argv) {
   if ((s = compare_all(&o, &b, &h, json, runs, &regressions, &failed, ab))) goto out;
   rc = failed ? EXIT_CHECK_FAILED : EXIT_OK;
   cJSON_AddNumberToObject(ab, "exit_code", rc);
-  if ((s = write_json(o.dir, "ab.json", ab)) || (s = write_sums(&o, runs))) { rc = EXIT_USAGE; goto out; }
+  if ((s = ab_write_json(o.dir, "ab.json", ab)) || (s = write_sums(&o, runs))) { rc = EXIT_USAGE; goto out; }
   char cnt[16];
   snprintf(cnt, sizeof cnt, "%d", regressions);
   ab_log(&o, "compare: %s regression(s); %s", cnt, failed ? "exit 1" : "exit 0", NULL);
