@@ -37,6 +37,12 @@ cat >"$t/plan.json" <<EOF2
 EOF2
 "$VOUCH" run --plan "$t/plan.json" --out "$t/run" --no-bundle >"$t/run.out" 2>&1 && grep -q "fake server listening" "$t/run/logs/server.log" \
   && grep -q "fake server listening" "$t/run/logs/ref-server.log" && ok || bad "vouch run: logs/server.log: $(cat "$t/run.out"; ls "$t/run/logs")"
+# the report's AIME table: a row per server, pass@1 with its interval, the candidate's paired difference
+"$VOUCH" report "$t/run" --md "$t/run.md" >/dev/null 2>"$t/report.err" && grep -q '^### AIME (pass@1' "$t/run.md" &&
+  [ "$(grep -c '^| server:fake-aime | 1.000 | \[1.000, 1.000\] | 8 | 0 |' "$t/run.md")" -eq 1 ] &&
+  grep -q '^| server:fake-aime | 1.000 | \[1.000, 1.000\] | 8 | 0 | +0.000 | 1 |$' "$t/run.md" &&
+  grep -q '^| ref-server:fake-aime | 1.000 | \[1.000, 1.000\] | 8 | 0 | | |$' "$t/run.md" && ok ||
+  bad "report: the AIME table: $(grep -A4 'AIME' "$t/run.md") $(cat "$t/report.err")"
 
 # a server that exits first: the error names the status and shows its last output
 "$VOUCH" eval aime --dataset "$t/d.jsonl" --server "launch:echo cannot load the weights {port}; exit 3" \
