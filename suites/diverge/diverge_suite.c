@@ -142,7 +142,7 @@ static vstatus diverge_options_done(void *st) {
     verr_prefix("option --routing");
     return e;
   }
-  return served_url_check(s->server);
+  return served_url_check("--server", s->server);
 }
 
 static vstatus diverge_paths_done(void *st, const vpath_spec *paths, int n) {

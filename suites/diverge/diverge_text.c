@@ -144,8 +144,7 @@ static vstatus dt_options_done(void *st) {
   dt_state *s = st;
   if (!s->server) return VERR("option --server URL is required with --ref-server (the candidate build)");
   VTRY(served_spec_check("--server", s->server));
-  vstatus e = served_spec_check("--ref-server", s->ref_server);
-  if (e) { verr_prefix("--ref-server"); return e; }
+  VTRY(served_spec_check("--ref-server", s->ref_server)); /* its errors name --ref-server */
   if (strcmp(s->api_s, "auto") && strcmp(s->api_s, "prompt_logprobs") && strcmp(s->api_s, "echo"))
     return VERR("option --logprobs-api: '%s' is not auto, prompt_logprobs or echo", s->api_s);
   if (!(s->timeout_s > 0)) return VERR("option --timeout: %g is not a positive number of seconds", s->timeout_s);

@@ -25,7 +25,7 @@ bool eval_option(eval_opts *o, int argc, char **argv, int *i, vstatus *err) {
 
 vstatus eval_options_done(const eval_opts *o) {
   if (o->server_model && !o->server) return VERR("option --server-model needs --server URL");
-  return served_url_check(o->server);
+  return served_url_check("--server", o->server);
 }
 
 /* Query i is in the mask and pr ran it. */

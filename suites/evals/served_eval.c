@@ -106,10 +106,7 @@ vstatus seval_options_done(const seval_opts *o) {
   if (!o->dataset) return VERR("option --dataset FILE is required here");
   if (!o->server) return VERR("option --server URL is required with --dataset (the eval asks a server; there is no model)");
   VTRY(served_spec_check("--server", o->server));
-  if (o->ref_server) {
-    vstatus e = served_spec_check("--ref-server", o->ref_server);
-    if (e) { verr_prefix("--ref-server"); return e; }
-  }
+  if (o->ref_server) VTRY(served_spec_check("--ref-server", o->ref_server)); /* its errors name --ref-server */
   if (!(o->alpha > 0 && o->alpha < 1)) return VERR("option --alpha: %g is not in (0, 1)", o->alpha);
   if (!(o->timeout_s > 0)) return VERR("option --timeout: %g is not a positive number of seconds", o->timeout_s);
   return V_OK;

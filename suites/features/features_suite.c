@@ -114,7 +114,7 @@ static vstatus features_options_done(void *st) {
     vstatus e = vrouting_parse(s->routing_s, &s->routing); /* prepared for the model in check */
     if (e) { verr_prefix("option --routing"); return e; }
   }
-  return served_url_check(s->server);
+  return served_url_check("--server", s->server);
 }
 
 /* The dry run: the reference and the path open together, max_seq = 2, max_ctx = --full-ctx (the

@@ -104,8 +104,7 @@ static vstatus fts_options_done(void *st) {
   fts_state *s = st;
   if (!s->server) return VERR("option --server URL is required with --ref-server (the candidate build)");
   VTRY(served_spec_check("--server", s->server));
-  vstatus e = served_spec_check("--ref-server", s->ref_server);
-  if (e) { verr_prefix("--ref-server"); return e; }
+  VTRY(served_spec_check("--ref-server", s->ref_server)); /* its errors name --ref-server */
   static const char *const styles[] = {"vllm", "guided", "openai"};
   s->c.style_auto = !strcmp(s->style_s, "auto");
   bool known = s->c.style_auto;

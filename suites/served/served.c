@@ -21,17 +21,18 @@ static void curl_once(void) {
   if (!done) curl_global_init(CURL_GLOBAL_DEFAULT), done = true;
 }
 
-vstatus served_conn_init(served_conn *c, const char *url, double timeout_s) {
+/* served_conn_init with the option the URL came from named in its errors. */
+static vstatus conn_init(served_conn *c, const char *url, double timeout_s, const char *option) {
   memset(c, 0, sizeof *c);
   if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8))
-    return VERR("--server '%s': expected an http:// or https:// URL", url);
-  if (strlen(url) >= sizeof c->base) return VERR("--server: URL longer than %zu characters", sizeof c->base - 1);
+    return VERR("%s '%s': expected an http:// or https:// URL", option, url);
+  if (strlen(url) >= sizeof c->base) return VERR("%s: URL longer than %zu characters", option, sizeof c->base - 1);
   snprintf(c->base, sizeof c->base, "%s", url);
   size_t n = strlen(c->base);
   while (n > 0 && c->base[n - 1] == '/') c->base[--n] = 0;
   if (n >= 3 && !strcmp(c->base + n - 3, "/v1")) c->base[n -= 3] = 0; /* "http://h:8000/v1" as OpenAI clients take it */
   const char *sep = strstr(c->base, "://");
-  if (!sep || !sep[3]) return VERR("--server: no host after the scheme"); /* "http://", "http:///v1" */
+  if (!sep || !sep[3]) return VERR("%s: no host after the scheme", option); /* "http://", "http:///v1" */
   /* shown: without user:password@ and ?query */
   const char *scheme_end = sep + 3, *at = strchr(scheme_end, '@'), *slash = strchr(scheme_end, '/');
   const char *host = at && (!slash || at < slash) ? at + 1 : scheme_end;
@@ -49,9 +50,13 @@ vstatus served_conn_init(served_conn *c, const char *url, double timeout_s) {
   return V_OK;
 }
 
-vstatus served_url_check(const char *url) {
+vstatus served_conn_init(served_conn *c, const char *url, double timeout_s) {
+  return conn_init(c, url, timeout_s, "--server");
+}
+
+vstatus served_url_check(const char *option, const char *url) {
   served_conn c;
-  return url ? served_conn_init(&c, url, 0) : V_OK;
+  return url ? conn_init(&c, url, 0, option) : V_OK;
 }
 
 typedef struct {

@@ -25,11 +25,12 @@ typedef struct {
   double timeout_s;    /* per request, 0: none */
 } served_conn;
 
-/* Checks the URL (http:// or https://) and picks up the API key from the environment. */
+/* Checks the URL (http:// or https://) and picks up the API key from the environment; errors name the
+ * URL as --server's. */
 vstatus served_conn_init(served_conn *c, const char *url, double timeout_s);
-/* The same checks for an option's value before anything runs (a plan's steps, a suite's options);
- * NULL (no --server) passes. */
-vstatus served_url_check(const char *url);
+/* The same checks for the value of `option` ("--server", "--ref-server") before anything runs (a plan's
+ * steps, a suite's options), its errors naming that option; NULL (no such option given) passes. */
+vstatus served_url_check(const char *option, const char *url);
 
 /* GET base+path: body (malloc'ed, NUL-terminated) and HTTP status. V_ERR with a clear message when
  * the server cannot be reached; HTTP errors are returned as *code for the caller to judge. */

@@ -160,7 +160,7 @@ vstatus served_conn_note(const vrec_sink *sink, const served_conn *c, const char
 }
 
 vstatus served_spec_check(const char *option, const char *spec) {
-  return served_launch_wanted(spec) ? served_launch_check(option, spec) : served_url_check(spec);
+  return served_launch_wanted(spec) ? served_launch_check(option, spec) : served_url_check(option, spec);
 }
 
 #define LAUNCH_WAIT_S 900.0 /* how long a launched server may take to answer /v1/models (a big model loads) */

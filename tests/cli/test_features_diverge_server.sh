@@ -164,5 +164,8 @@ expect_error 2 "option --server-model needs --server URL" "$VOUCH" diverge --pat
 expect_error 2 "option --server-logprobs: 21 is out of range \[1, 20\]" "$VOUCH" diverge --paths cpu-ref --server "$S" --server-logprobs 21
 expect_error 2 "or the reference and --server" "$VOUCH" diverge --paths cpu-ref
 expect_error 2 "expected an http:// or https:// URL" "$VOUCH" diverge --paths cpu-ref --server localhost:8000
+# a bad --ref-server is named as --ref-server (not "--ref-server: --server ...")
+expect_error 2 "error: --ref-server 'ftp://x': expected an http" "$VOUCH" diverge --server http://127.0.0.1:9 --ref-server ftp://x
+expect_error 2 "error: --ref-server: no host after the scheme" "$VOUCH" features --server http://127.0.0.1:9 --ref-server http://
 
 finish
