@@ -52,7 +52,6 @@
 #include "suites/sweep/sweep_suite.h"
 
 #define SAB_MAX_ROUNDS 50
-#define SAB_LAUNCH_WAIT_S 900.0 /* a relaunched server may take as long to answer as served_pair gives one */
 
 /* The A/B's own options; the rest of argv goes to each side's served sweep. */
 typedef struct {
@@ -480,7 +479,7 @@ static int sweep_ab(int argc, char **argv, sab_opts *o, const vrec_sink *sink) {
         if (fresh) { /* stop the side's server and start its command again, on a new port */
           const char *spec = side ? o->server : o->ref, *opt = side ? "--server" : "--ref-server";
           served_launch_stop(&sd->launch);
-          if ((s = served_launch_start(&sd->launch, opt, spec, logs, side ? "server" : "ref-server", SAB_LAUNCH_WAIT_S)) ||
+          if ((s = served_launch_start(&sd->launch, opt, spec, logs, side ? "server" : "ref-server", SERVED_LAUNCH_WAIT_S)) ||
               (s = sweep_srv_set_url(w[side], sd->launch.url)))
             goto out;
         }

@@ -132,14 +132,18 @@ static void print_undecided(const char *outdir) {
 /* The case id of step `step_i`'s own records ("step3-kernels"; rundir.c writes the same). */
 static void step_id(char *buf, size_t n, int step_i, const char *suite) { snprintf(buf, n, "step%d-%s", step_i, suite); }
 
-/* Records step `step_i` (suite) as not run, with the reason, into the run `sink`. */
-static void not_run_record(const vrec_sink *sink, int step_i, const char *suite, const char *why) {
+/* Records step `step_i` (suite) with status `st` (not run, or an error of the run) and the reason `why`
+ * into the run `sink`. */
+static void step_record(const vrec_sink *sink, int step_i, const char *suite, rec_status st, const char *why) {
   vrecord *r = rec_new("run", suite, "");
   if (!r) return;
   step_id(r->case_id, sizeof r->case_id, step_i, suite);
-  rec_set_status(r, REC_NOT_RUN, why);
+  rec_set_status(r, st, why);
   rec_emit(sink, r, NULL);
   rec_free(r);
+}
+static void not_run_record(const vrec_sink *sink, int step_i, const char *suite, const char *why) {
+  step_record(sink, step_i, suite, REC_NOT_RUN, why);
 }
 
 /* What a run keeps of its command line for --resume: meta 'run_args' =
@@ -495,16 +499,9 @@ static int run_step(const vplan_step *st, int i, const vplan_steps *steps, vrund
     /* A step that failed without recording why (bad arguments, an unreadable model, a store
      * error after some cases were kept) still leaves an error record, so the verdict cannot stay
      * "pass" (seen: a UNIQUE-constraint failure left a plan "pass" with exit 1). */
-    if (rc == EXIT_USAGE || rec_dir_count_bad(rd) == bad_before) {
-      vrecord *r = rec_new("run", st->suite, "");
-      if (r) {
-        step_id(r->case_id, sizeof r->case_id, i, st->suite);
-        rec_set_status(r, REC_ERROR, rc == EXIT_USAGE ? "the suite rejected its arguments (see the log above)"
-                                                      : "the suite exited non-zero without a failing case (see the log above)");
-        rec_emit(sink, r, NULL);
-        rec_free(r);
-      }
-    }
+    if (rc == EXIT_USAGE || rec_dir_count_bad(rd) == bad_before)
+      step_record(sink, i, st->suite, REC_ERROR, rc == EXIT_USAGE ? "the suite rejected its arguments (see the log above)"
+                                                             : "the suite exited non-zero without a failing case (see the log above)");
   }
   return rc;
 }
@@ -535,13 +532,7 @@ static int run_steps(const vplan *p, const run_opts *o, const vplan_steps *steps
       not_run_record(vrundir_sink(rd), i, st->suite, st->skip_why);
     } else if (plan_servers_alive(ps, st)) { /* a server the plan launched is gone: no step can reach it */
       fprintf(stderr, "vouch run: step %d (%s) not run: %s\n", i, st->suite, verr_msg());
-      vrecord *r = rec_new("run", st->suite, "");
-      if (r) {
-        step_id(r->case_id, sizeof r->case_id, i, st->suite);
-        rec_set_status(r, REC_ERROR, verr_msg());
-        rec_emit(vrundir_sink(rd), r, NULL);
-        rec_free(r);
-      }
+      step_record(vrundir_sink(rd), i, st->suite, REC_ERROR, verr_msg());
       if (worst == EXIT_OK) worst = EXIT_CHECK_FAILED;
       snprintf(stop_why, sizeof stop_why, "a server launched for the plan exited before step %d (%s)", i, st->suite);
       verr_clear();

@@ -5,10 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* How long a server launched for the plan may take to answer /v1/models: as a served step gives its
- * own (suites/served/served_pair.c), a big checkpoint loading. */
-#define PLAN_LAUNCH_WAIT_S 900.0
-
 /* True when step st asks to start its launched sides afresh (a sweep's --relaunch). */
 static bool step_relaunches(const vplan_step *st) {
   for (int k = 1; k < st->argc; k++)
@@ -62,7 +58,7 @@ vstatus plan_servers_start(vplan *p, const vrec_sink *sink, plan_servers *ps) {
     plan_server *v = &ps->s[i];
     fprintf(stderr, "vouch run: starting the server for %s once for the plan (log: logs/%s.log)\n", v->option,
             v->name);
-    s = served_launch_start(&v->launch, v->option, v->spec, sink, v->name, PLAN_LAUNCH_WAIT_S);
+    s = served_launch_start(&v->launch, v->option, v->spec, sink, v->name, SERVED_LAUNCH_WAIT_S);
     if (s == V_OK) fprintf(stderr, "vouch run: %s answers on %s\n", v->option, v->launch.url);
   }
   if (s != V_OK) {

@@ -21,6 +21,8 @@
   "  --server / --ref-server 'launch:CMD': vouch runs CMD (sh; {port} becomes a free local port), waits for\n"     \
   "  /v1/models, keeps its output (redacted) as logs/server.log or logs/ref-server.log of the run, and stops\n"   \
   "  its process group at the end (docs/serving.md).\n"
+/* How long a launched server may take to answer /v1/models (a big checkpoint loading): every launcher's wait. */
+#define SERVED_LAUNCH_WAIT_S 900.0
 #define SERVED_LAUNCH_TAIL 1024 /* bytes of the server's last output kept for an error message */
 
 typedef struct {

@@ -163,7 +163,6 @@ vstatus served_spec_check(const char *option, const char *spec) {
   return served_launch_wanted(spec) ? served_launch_check(option, spec) : served_url_check(option, spec);
 }
 
-#define LAUNCH_WAIT_S 900.0 /* how long a launched server may take to answer /v1/models (a big model loads) */
 
 /* Opens one side; a 'launch:CMD' spec is started first (its log: the run's logs/<path_prefix>.log). */
 static vstatus open_one(const vrec_sink *sink, served_side *s, const char *url, const char *model, double timeout_s,
@@ -171,7 +170,7 @@ static vstatus open_one(const vrec_sink *sink, served_side *s, const char *url, 
   memset(s, 0, sizeof *s);
   if (served_launch_wanted(url)) {
     VTRY(served_launch_start(&s->launch, path_prefix[0] == 'r' ? "--ref-server" : "--server", url, sink, path_prefix,
-                             LAUNCH_WAIT_S));
+                             SERVED_LAUNCH_WAIT_S));
     url = s->launch.url;
   }
   VTRY(served_conn_init(&s->conn, url, timeout_s));
