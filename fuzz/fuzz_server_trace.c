@@ -2,7 +2,8 @@
  * check (suites/sweep/server_agentx.c trace_format_detect), then the reader it picks, and the other
  * readers too (a file may be named with --trace-format against its shape): Mooncake lines, vouch's
  * sessions (suites/sweep/server_trace.c trace_read) and AgentX traces (agentx_read). An accepted
- * trace holds lines with counts >= 1 and each session's turns contiguous, numbered from 0. */
+ * trace holds lines with counts >= 1, each session's turns contiguous, numbered from 0, trees
+ * contiguous and joiners that the replay can wait on (an earlier turn of the tree, another session). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,12 @@ static void check_lines(trace_line *v, int n) {
     const bool same = i > 0 && v[i].session == v[i - 1].session;
     fz_assert(same ? v[i].turn == v[i - 1].turn + 1 : v[i].turn == 0, "turns numbered from 0 within a session");
     fz_assert(same || i == 0 || v[i].session > v[i - 1].session, "a session's turns contiguous");
+    /* trees in file order, each contiguous (the replay's lanes need it); a joiner is an earlier turn
+     * of the same tree in another session, the same on every turn of a session */
+    fz_assert(i == 0 ? v[i].tree == 0 : v[i].tree == v[i - 1].tree || v[i].tree == v[i - 1].tree + 1, "trees contiguous");
+    const int j = v[i].joiner - 1;
+    fz_assert(j == -1 || (j >= 0 && j < i && v[j].session != v[i].session && v[j].tree == v[i].tree), "a joiner");
+    fz_assert(!same || v[i].joiner == v[i - 1].joiner, "one joiner per session");
   }
   trace_free(v, n);
 }

@@ -84,6 +84,7 @@ typedef struct {
   trace_line *v;      /* [n] the lines so far (cap allocated) */
   int n, cap;
   int sessions;       /* sessions started so far */
+  int trees;          /* traces that gave lines so far: the tree index of the next trace's lines */
 } reader;
 
 /* One request of a chain, checked. */
@@ -154,6 +155,7 @@ static vstatus push(reader *R, const req *q, int skip, trace_line t) {
   const cJSON *x;
   cJSON_ArrayForEach(x, q->hash) if (k++ >= skip) t.hash[m++] = scoped(R->scope, (int64_t)x->valuedouble);
   t.n_hash = m;
+  t.tree = R->trees;
   R->v[R->n++] = t;
   return V_OK;
 }
@@ -206,6 +208,71 @@ static vstatus read_chain(reader *R, const cJSON *list, const char *prefix, bool
   return V_OK;
 }
 
+/* A subagent's recorded end, s: its entry's t + duration_ms / 1000 when given, else the latest end
+ * (t + api_time) of its requests (read_chain checked them; t below the entry's t is relative to it),
+ * else its t (AIPerf's rule, weka_trace.py _sa_end_seconds). Error: duration_ms not a number of ms
+ * >= 0 (null: not given, as AIPerf records a subagent launched in the background). */
+static vstatus subagent_end(const reader *R, int idx, const cJSON *e, double t, double *end) {
+  const cJSON *d = cJSON_GetObjectItemCaseSensitive(e, "duration_ms");
+  if (d && !cJSON_IsNull(d)) {
+    if (!cJSON_IsNumber(d) || !(d->valuedouble >= 0) || d->valuedouble > 1e12)
+      return VERR("%s:%ld: requests[%d].duration_ms must be a number of ms >= 0", R->file, R->lno, idx);
+    *end = t + d->valuedouble / 1e3;
+    return V_OK;
+  }
+  *end = t;
+  const cJSON *x;
+  cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(e, "requests")) {
+    const cJSON *qt = cJSON_GetObjectItemCaseSensitive(x, "t"), *api = cJSON_GetObjectItemCaseSensitive(x, "api_time");
+    if (!cJSON_IsNumber(qt)) continue; /* past a --num-prompts cut: not read, not checked */
+    const double start = qt->valuedouble + (qt->valuedouble + 1e-6 < t ? t : 0);
+    *end = fmax(*end, start + (cJSON_IsNumber(api) && api->valuedouble > 0 ? api->valuedouble : 0));
+  }
+  return V_OK;
+}
+
+/* The join turn of a subagent that ended at `end` s: 1 + the line index of the trace's first own
+ * request (in list order) whose t is at or after it (1e-6 s of slack, as AIPerf), 0 when none is
+ * (the subagent runs on beside its parent). Own requests are lines first .. first + n_own - 1 in
+ * list order (fewer than the list's when --num-prompts cut the chain). */
+static int join_turn(const cJSON *list, int first, int n_own, double end) {
+  int k = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, list) {
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "type"));
+    if (!type || !strcmp(type, "subagent")) continue;
+    if (k >= n_own) break;
+    if (cJSON_GetObjectItemCaseSensitive(e, "t")->valuedouble + 1e-6 >= end) return 1 + first + k;
+    k++;
+  }
+  return 0;
+}
+
+/* The subagents of a trace whose own requests are lines first .. first + n_own - 1: each into
+ * sessions of its own (read_chain), joined by the parent's turn at or after its end. */
+static vstatus read_subagents(reader *R, const cJSON *list, int first, int n_own) {
+  int idx = -1;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, list) {
+    idx++;
+    const char *type = cJSON_IsObject(e) ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "type")) : NULL;
+    if (!type || strcmp(type, "subagent")) continue;
+    char prefix[48];
+    snprintf(prefix, sizeof prefix, "requests[%d].", idx);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "t"), *inner = cJSON_GetObjectItemCaseSensitive(e, "requests");
+    if (!cJSON_IsNumber(t) || !(t->valuedouble >= 0) || t->valuedouble > 1e9)
+      return VERR("%s:%ld: requests[%d].t must be a number of s >= 0", R->file, R->lno, idx);
+    if (!cJSON_IsArray(inner)) return VERR("%s:%ld: requests[%d].requests must be a list", R->file, R->lno, idx);
+    const int from = R->n;
+    VTRY(read_chain(R, inner, prefix, false, t->valuedouble));
+    double end = t->valuedouble;
+    VTRY(subagent_end(R, idx, e, t->valuedouble, &end));
+    const int joiner = join_turn(list, first, n_own, end);
+    for (int k = from; k < R->n; k++) R->v[k].joiner = joiner;
+  }
+  return V_OK;
+}
+
 /* One trace object: its own requests, then each subagent's. *block: set by the first trace, the
  * same for the rest. */
 static vstatus read_trace(reader *R, const cJSON *j, int *block) {
@@ -219,21 +286,10 @@ static vstatus read_trace(reader *R, const cJSON *j, int *block) {
   if (*block && *block != (int)bs->valuedouble)
     return VERR("%s:%ld: block_size %d, but an earlier trace of the file has %d", R->file, R->lno, (int)bs->valuedouble, *block);
   *block = (int)bs->valuedouble;
+  const int first = R->n;
   VTRY(read_chain(R, list, "", true, 0));
-  int idx = -1;
-  const cJSON *e;
-  cJSON_ArrayForEach(e, list) {
-    idx++;
-    const char *type = cJSON_IsObject(e) ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "type")) : NULL;
-    if (!type || strcmp(type, "subagent")) continue;
-    char prefix[48];
-    snprintf(prefix, sizeof prefix, "requests[%d].", idx);
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "t"), *inner = cJSON_GetObjectItemCaseSensitive(e, "requests");
-    if (!cJSON_IsNumber(t) || !(t->valuedouble >= 0) || t->valuedouble > 1e9)
-      return VERR("%s:%ld: requests[%d].t must be a number of s >= 0", R->file, R->lno, idx);
-    if (!cJSON_IsArray(inner)) return VERR("%s:%ld: requests[%d].requests must be a list", R->file, R->lno, idx);
-    VTRY(read_chain(R, inner, prefix, false, t->valuedouble));
-  }
+  VTRY(read_subagents(R, list, first, R->n - first));
+  if (R->n > first) R->trees++;
   return V_OK;
 }
 

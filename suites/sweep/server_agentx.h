@@ -6,14 +6,22 @@
  * "requests": [...]}. A request is {"t": s from the trace's start, "type": "n" | "s", "in": the
  * whole prompt's tokens, "out": output tokens, "hash_ids": [block ids of the whole prompt],
  * "think_time": s the client waited after the previous answer, "api_time": s the answer took}; a
- * {"type": "subagent", "t", "requests": [...]} entry holds a helper agent's own requests. A file
- * holds one trace (pretty-printed or not) or one trace per line; other fields are ignored.
+ * {"type": "subagent", "t", "duration_ms", "requests": [...]} entry holds a helper agent's own
+ * requests. A file holds one trace (pretty-printed or not) or one trace per line; other fields are
+ * ignored.
  *
  * Into sessions: the trace's requests are one session, each subagent another (started at its own
- * first request's time; the parent does not wait for it: vouch's replay has no joins). A turn's new
- * input is its `in` minus the previous turn's `in` + `out` (at least 1 token): vouch composes the
- * history from the server's own answers. A turn whose `in` is smaller than that (the agent cut
- * its context) starts a new session at its recorded time. The pause before a turn is `think_time`,
+ * first request's time). A trace and its subagents are one tree (trace_line.tree): the replay
+ * admits --concurrency trees at a time. Join (AIPerf's spawn/join): a subagent ends at its t +
+ * duration_ms / 1000 when given, else at the latest t + api_time of its requests, else at its t;
+ * the parent's first own request (in list order) whose t is at or after that end waits for it:
+ * every session of the subagent is marked with that turn (trace_line.joiner), which the replay
+ * sends only after each of their turns finished. A subagent that ends after the parent's last
+ * request is joined by none and runs on beside it. What the replay does: server_replay.h.
+ *
+ * A turn's new input is its `in` minus the previous turn's `in` + `out` (at least 1 token): vouch
+ * composes the history from the server's own answers. A turn whose `in` is smaller than that (the
+ * agent cut its context) starts a new session at its recorded time, in the same tree. The pause before a turn is `think_time`,
  * else t - (previous t + api_time), else t - previous t (never below 0). A first turn keeps all
  * its hash ids, a later one those past the prefix it shares with the previous turn's; ids are
  * scoped to their trace (a trace and its subagents share blocks, two traces never). */
@@ -37,9 +45,11 @@ const char *trace_format_name(trace_format f);
 vstatus trace_format_detect(const char *file, trace_format *f);
 
 /* Reads the AgentX traces of `file` into session lines (turns of a session contiguous, sessions
- * in the order above). limit > 0 keeps the first `limit` sessions. *block: the traces' block_size
- * (every trace of the file must have the same). Errors name FILE:LINE (the line its trace starts
- * on) and the field, e.g. "t.json:1: requests[3].in must be an integer in [1, 1e7]". */
+ * in the order above, trees and joins set). limit > 0 keeps the first `limit` sessions (a join
+ * turn that was cut leaves its subagent unjoined). *block: the traces' block_size (every trace of
+ * the file must have the same). Errors name FILE:LINE (the line its trace starts on) and the
+ * field, e.g. "t.json:1: requests[3].in must be an integer in [1, 1e7]" or
+ * "t.json:1: requests[2].duration_ms must be a number of ms >= 0". */
 vstatus agentx_read(const char *file, int limit, trace_line **out, int *n_out, int *block);
 
 #endif

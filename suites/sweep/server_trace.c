@@ -26,6 +26,19 @@ vstatus trace_sessions_fit(const char *src, const trace_line *v, int n, int max_
   return V_OK;
 }
 
+vstatus trace_tree_counts(const trace_line *v, int n, int *trees, int *joins) {
+  bool *waits = calloc((size_t)(n > 0 ? n : 1), sizeof *waits); /* [n] the line is a join turn */
+  if (!waits) return VERR("out of memory for %d turns", n);
+  *trees = *joins = 0;
+  for (int i = 0; i < n; i++) {
+    if (v[i].tree + 1 > *trees) *trees = v[i].tree + 1;
+    const int j = v[i].joiner - 1;
+    if (j >= 0 && j < n && !waits[j]) waits[j] = true, ++*joins;
+  }
+  free(waits);
+  return V_OK;
+}
+
 /* Session ids seen so far: their text, index = position (linear probing on a power-of-two table). */
 typedef struct {
   char **key;  /* [cap] NULL: free */

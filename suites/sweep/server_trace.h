@@ -29,6 +29,13 @@ typedef struct {
   int session;     /* session index, 0.. in order of first appearance */
   int turn;        /* 0.. within the session */
   double pause_ms; /* tool pause before this turn (turn > 0) */
+  /* Session trees and joins (AgentX traces, server_agentx.h; 0 in Mooncake and generated sessions,
+   * whose sessions stand alone). Zero means "none" so that a line built field by field stays plain. */
+  int tree;        /* the tree (an agent run: its sessions and its subagents'), 0.. in file order;
+                      AgentX replays admit --concurrency trees at a time */
+  int joiner;      /* 1 + the index (into the lines) of the turn that is sent only after every turn of
+                      this line's session finished (a parent turn joining its subagent); the same on
+                      every line of a session; 0: no turn waits for this session */
 } trace_line;
 
 /* Reads a trace. sessions: group lines by session_id (the turns of a session become contiguous,
@@ -40,6 +47,9 @@ void trace_free(trace_line *v, int n);
 /* Every session's last turn (all its new inputs and outputs) must fit the server's context
  * (max_len; 0: unknown, not checked); the error names the session and the lengths. */
 vstatus trace_sessions_fit(const char *src, const trace_line *v, int n, int max_len);
+/* The trees (1 + the largest tree index) and the join turns (distinct joiners) of the lines.
+ * Error: out of memory. */
+vstatus trace_tree_counts(const trace_line *v, int n, int *trees, int *joins);
 
 /* Synthetic agentic sessions: `gen:sessions=N,turns=T,input=I,delta=D,output=O,pause=MS,gap=MS,system=S`
  * (any subset; defaults 8, 4, 256, 64, 64, 500, 100, 0). Per session: T turns; the first turn's new

@@ -1,7 +1,8 @@
 /* suites/sweep/server_agentx.h: AgentX (AIPerf weka_trace) traces into vouch's session lines: new
  * input per turn from the whole-prompt lengths, pauses from think_time / api_time / t, hash ids past
  * the shared prefix and scoped per trace, subagents and context cuts as sessions of their own, the
- * format told by the file's shape, and every broken field named with FILE:LINE. */
+ * parent turn that joins each subagent (from duration_ms, else its requests' ends), one tree per
+ * trace, the format told by the file's shape, and every broken field named with FILE:LINE. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,12 +73,33 @@ int main(void) {
     CHECK(v[4].session == 2 && v[4].turn == 1 && v[4].in == 2 && v[4].out == 1 && v[4].pause_ms == 250 && v[4].n_hash == 1,
           "subagent turn 2: in %d pause %g hashes %d", v[4].in, v[4].pause_ms, v[4].n_hash);
     CHECK(v[1].hash[0] != v[0].hash[0] && v[4].hash[0] != v[3].hash[1], "later turns keep the ids past the shared prefix");
+    /* the subagent ends at 1.5 s (its last request, 0.5 s after its start, no api_time): the main
+     * turn at 2.5 s (line 1) joins both its lines; the main agent's own lines join nothing */
+    CHECK(v[3].joiner == 2 && v[4].joiner == 2, "the subagent is joined by line 1 (joiners %d %d)", v[3].joiner, v[4].joiner);
+    CHECK(v[0].joiner == 0 && v[1].joiner == 0 && v[2].joiner == 0, "the parent's lines join nothing");
+    int trees = 0, joins = 0;
+    CHECK_OK(trace_tree_counts(v, n, &trees, &joins));
+    CHECK(trees == 1 && joins == 1 && v[4].tree == 0 && v[2].tree == 0, "one tree (%d), one join turn (%d)", trees, joins);
     CHECK_OK(trace_sessions_fit(p, v, n, 18)); /* 16 + its 2 output tokens */
     CHECK(trace_sessions_fit(p, v, n, 17) == V_ERR && strstr(verr_msg(), "session 0 needs 18 tokens"),
           "the sessions' lengths are the recorded ones: %s", verr_msg());
   }
   const int64_t h1 = n ? v[0].hash[0] : 0;
   trace_free(v, n);
+
+  /* duration_ms decides the end where given: 2 s after 1.0 s is after the turn at 2.5 s, so the
+   * cut session's first turn (4.0 s, line 2) joins it; 3.5 s: no parent turn after it, no join;
+   * null (AIPerf: launched in the background) falls back to the requests' ends */
+  static const struct { const char *dur; int joiner; } ends[] = {{"2000", 3}, {"3500", 0}, {"null", 2}, {"1500", 2}};
+  for (size_t k = 0; k < sizeof ends / sizeof *ends; k++) {
+    char text[sizeof TRACE + 64];
+    const char *at = strstr(TRACE, "\"agent_id\"");
+    snprintf(text, sizeof text, "%.*s\"duration_ms\": %s, %s", (int)(at - TRACE), TRACE, ends[k].dur, at);
+    CHECK_OK(agentx_read(write_file("dur.json", text), 0, &v, &n, &block));
+    CHECK(n == 5 && v[3].joiner == ends[k].joiner && v[4].joiner == ends[k].joiner, "duration_ms %s: joiner %d, want %d",
+          ends[k].dur, n == 5 ? v[3].joiner : -1, ends[k].joiner);
+    trace_free(v, n);
+  }
 
   /* limit: the first session only */
   CHECK_OK(agentx_read(p, 1, &v, &n, &block));
@@ -93,6 +115,7 @@ int main(void) {
   CHECK_OK(agentx_read(p, 0, &v, &n, &block));
   CHECK(n == 2 && v[1].session == 1 && v[0].hash[0] != v[1].hash[0] && v[0].hash[0] == h1,
         "two traces, two sessions, id 1 of each a different block");
+  CHECK(n == 2 && v[0].tree == 0 && v[1].tree == 1, "one tree per trace");
   trace_free(v, n);
   p = write_file("moon.jsonl", "{\"timestamp\": 0, \"input_length\": 4, \"output_length\": 2, \"requests\": 3}\n");
   CHECK_OK(trace_format_detect(p, &f));
@@ -139,6 +162,13 @@ int main(void) {
   bad("{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 3, \"out\": 1},"
       "{\"t\": 1, \"type\": \"subagent\"}]}",
       "requests[1].requests must be a list");
+  /* a malformed join: the subagent's duration_ms */
+  bad("{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 3, \"out\": 1},"
+      "{\"t\": 1, \"type\": \"subagent\", \"duration_ms\": -5, \"requests\": []}]}",
+      "bad.json:1: requests[1].duration_ms must be a number of ms >= 0");
+  bad("{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 3, \"out\": 1},"
+      "{\"t\": 1, \"type\": \"subagent\", \"duration_ms\": \"5\", \"requests\": []}]}",
+      "requests[1].duration_ms must be");
   CHECK(agentx_read("/nonexistent/x.json", 0, &v, &n, &block) == V_ERR && strstr(verr_msg(), "cannot open"), "missing");
   return test_finish();
 }
