@@ -9,54 +9,128 @@
 
 static bool has_next(const replay_ctx *c, int i) { return i + 1 < c->n && c->tr[i + 1].session == c->tr[i].session; }
 
+/* The line whose turn waits for line i's session, -1 when none (or the joiner is not a line of
+ * another session: nothing may wait for itself). */
+static int joiner_of(const replay_ctx *c, int i) {
+  const int j = c->tr[i].joiner - 1;
+  return j >= 0 && j < c->n && c->tr[j].session != c->tr[i].session ? j : -1;
+}
+
+/* Sizes the per-session and per-tree tables; the trees' first lines and earliest timestamps.
+ * Error: out of memory, or with lanes a tree whose lines are not contiguous. */
+static vstatus alloc_tables(replay_ctx *c) {
+  const int n = c->n;
+  for (int i = 0; i < n; i++) {
+    if (c->tr[i].session + 1 > c->n_sess) c->n_sess = c->tr[i].session + 1;
+  }
+  VTRY(trace_tree_counts(c->tr, n, &c->n_trees, &c->n_joins));
+  c->wait = calloc((size_t)n, sizeof *c->wait);
+  c->due = calloc((size_t)n, sizeof *c->due);
+  c->sess_left = calloc((size_t)c->n_sess, sizeof *c->sess_left);
+  c->tree_left = calloc((size_t)c->n_trees, sizeof *c->tree_left);
+  c->tree_first = calloc((size_t)c->n_trees, sizeof *c->tree_first);
+  c->tree_t0 = calloc((size_t)c->n_trees, sizeof *c->tree_t0);
+  if (!c->wait || !c->due || !c->sess_left || !c->tree_left || !c->tree_first || !c->tree_t0)
+    return VERR("out of memory for %d turns", n);
+  for (int t = 0; t < c->n_trees; t++) c->tree_first[t] = -1, c->tree_t0[t] = INFINITY;
+  for (int i = 0; i < n; i++) {
+    const trace_line *L = &c->tr[i];
+    c->sess_left[L->session]++;
+    if (c->tree_first[L->tree] < 0) c->tree_first[L->tree] = i;
+    else if (c->lanes && L->tree != c->tr[i - 1].tree)
+      return VERR("turn %d of tree %d is apart from the tree's other turns", i, L->tree);
+    c->tree_left[L->tree]++;
+    if (L->turn == 0) c->tree_t0[L->tree] = fmin(c->tree_t0[L->tree], L->t_ms);
+  }
+  return V_OK;
+}
+
 vstatus replay_init(replay_ctx *c, const trace_line *tr, int32_t *const *fresh, int n, int vocab, double speed,
-                    served_req *reqs) {
-  assert(n >= 1 && speed > 0 && vocab >= 1);
-  *c = (replay_ctx){.tr = tr, .fresh = fresh, .n = n, .vocab = vocab, .speed = speed};
+                    int lanes, served_req *reqs) {
+  assert(n >= 1 && speed > 0 && vocab >= 1 && lanes >= 0);
+  *c = (replay_ctx){.tr = tr, .fresh = fresh, .n = n, .vocab = vocab, .speed = speed, .lanes = lanes};
   c->composed = calloc((size_t)n, sizeof *c->composed);
   if (!c->composed) return VERR("out of memory for %d turns", n);
+  VTRY(alloc_tables(c));
+  c->next_tree = lanes ? lanes : c->n_trees;
   double t_min = INFINITY;
   for (int i = 0; i < n; i++)
     if (tr[i].turn == 0) t_min = fmin(t_min, tr[i].t_ms);
+  for (int i = 0; i < n; i++) {
+    if (tr[i].turn > 0) c->wait[i]++;                     /* its previous turn */
+    else if (tr[i].tree >= c->next_tree) c->wait[i]++;    /* its tree's admission */
+    const int j = i == 0 || tr[i - 1].session != tr[i].session ? joiner_of(c, i) : -1;
+    if (j >= 0) c->wait[j]++;                             /* this session, once */
+  }
   for (int i = 0; i < n; i++) {
     served_req *q = &reqs[i];
     q->max_tokens = tr[i].out;
     q->keep_ids = has_next(c, i);
     if (tr[i].turn == 0) {
       q->prompt = fresh[i], q->n_prompt = tr[i].in;
-      q->arrival_s = (tr[i].t_ms - t_min) / 1e3 / speed;
-    } else {
-      q->held = true; /* replay_done gives it its prompt and arrival */
+      c->due[i] = (tr[i].t_ms - t_min) / 1e3 / speed;
     }
+    q->held = c->wait[i] > 0; /* replay_done gives a later turn its prompt; every held one its arrival */
+    q->arrival_s = c->due[i];
   }
   return V_OK;
 }
 
-/* Marks the turns after i in its session as not sent, naming why. */
-static void skip_rest(replay_ctx *c, served_req *reqs, int i, const char *why) {
+/* One condition of held line k met at `at` (s after the run's start): sent when none is left, at
+ * the latest time any of them set. A skipped line stays skipped. */
+static void satisfy(replay_ctx *c, served_req *reqs, int k, double at) {
+  served_req *q = &reqs[k];
+  if (q->skip) return;
+  assert(c->wait[k] > 0);
+  c->due[k] = fmax(c->due[k], at);
+  if (--c->wait[k] > 0) return;
+  q->arrival_s = c->due[k];
+  q->held = false;
+}
+
+/* With lanes, the next tree in file order is admitted at `at`: its first turns are due at their
+ * offsets from the tree's start (never before their own timestamps: satisfy keeps the later). */
+static void admit_next(replay_ctx *c, served_req *reqs, double at) {
+  if (c->next_tree >= c->n_trees) return;
+  const int t = c->next_tree++;
+  for (int i = c->tree_first[t]; i >= 0 && i < c->n && c->tr[i].tree == t; i++)
+    if (c->tr[i].turn == 0) satisfy(c, reqs, i, at + (c->tr[i].t_ms - c->tree_t0[t]) / 1e3 / c->speed);
+}
+
+/* Line k finished or was skipped at `at`: its session may be over (its joiner then has one wait
+ * less), and its tree (the next one is then admitted). */
+static void line_over(replay_ctx *c, served_req *reqs, int k, double at) {
+  const trace_line *L = &c->tr[k];
+  const int j = joiner_of(c, k);
+  if (--c->sess_left[L->session] == 0 && j >= 0) satisfy(c, reqs, j, at);
+  if (c->lanes && --c->tree_left[L->tree] == 0) admit_next(c, reqs, at);
+}
+
+/* Marks the turns after i in its session as not sent, naming why; they are over at i's end (at). */
+static void skip_rest(replay_ctx *c, served_req *reqs, int i, double at, const char *why) {
   for (int k = i + 1; k < c->n && c->tr[k].session == c->tr[i].session; k++) {
     served_req *q = &reqs[k];
     q->held = false, q->skip = true, q->ok = false;
     q->t_send = q->t_end = reqs[i].t_end; /* counted among the failed requests */
     snprintf(q->error, sizeof q->error, "not sent: turn %d of session %d %s", c->tr[i].turn + 1, c->tr[i].session, why);
   }
+  for (int k = i + 1; k < c->n && c->tr[k].session == c->tr[i].session; k++) line_over(c, reqs, k, at);
 }
 
-void replay_done(void *ctx, served_req *reqs, int i, double t0) {
-  replay_ctx *c = ctx;
-  assert(i >= 0 && i < c->n);
-  if (!has_next(c, i)) return;
+/* The turn after i (of the same session) gets its prompt and one wait less: due its pause after
+ * i's end (at); or, when i failed or its tokens cannot go into a prompt, the session ends. */
+static void next_turn(replay_ctx *c, served_req *reqs, int i, double at) {
   const served_req *r = &reqs[i];
-  if (!r->ok) { skip_rest(c, reqs, i, "failed"); return; }
+  if (!r->ok) { skip_rest(c, reqs, i, at, "failed"); return; }
   for (int k = 0; k < r->n_tokens; k++)
     if (!r->ids || r->ids[k] < 0 || r->ids[k] >= c->vocab) {
-      skip_rest(c, reqs, i, "returned a token id outside the vocabulary");
+      skip_rest(c, reqs, i, at, "returned a token id outside the vocabulary");
       return;
     }
   const int in = c->tr[i + 1].in;
   const long n = (long)r->n_prompt + r->n_tokens + in;
   int32_t *p = n < (1L << 28) ? malloc((size_t)n * sizeof *p) : NULL;
-  if (!p) { skip_rest(c, reqs, i, "left no memory for the next prompt"); return; }
+  if (!p) { skip_rest(c, reqs, i, at, "left no memory for the next prompt"); return; }
   memcpy(p, r->prompt, (size_t)r->n_prompt * sizeof *p);
   memcpy(p + r->n_prompt, r->ids, (size_t)r->n_tokens * sizeof *p);
   memcpy(p + r->n_prompt + r->n_tokens, c->fresh[i + 1], (size_t)in * sizeof *p);
@@ -64,18 +138,45 @@ void replay_done(void *ctx, served_req *reqs, int i, double t0) {
   c->composed[i + 1] = p;
   served_req *q = &reqs[i + 1];
   q->prompt = p, q->n_prompt = (int)n;
-  q->arrival_s = (r->t_end - t0) + c->tr[i + 1].pause_ms / 1e3 / c->speed;
-  q->held = false;
+  satisfy(c, reqs, i + 1, at + c->tr[i + 1].pause_ms / 1e3 / c->speed);
+}
+
+void replay_done(void *ctx, served_req *reqs, int i, double t0) {
+  replay_ctx *c = ctx;
+  assert(i >= 0 && i < c->n);
+  const double at = reqs[i].t_end - t0;
+  if (has_next(c, i)) next_turn(c, reqs, i, at);
+  line_over(c, reqs, i, at);
 }
 
 void replay_free(replay_ctx *c) {
   if (c->composed)
     for (int i = 0; i < c->n; i++) free(c->composed[i]);
   free(c->composed);
-  c->composed = NULL;
+  free(c->wait);
+  free(c->due);
+  free(c->sess_left);
+  free(c->tree_left);
+  free(c->tree_first);
+  free(c->tree_t0);
+  *c = (replay_ctx){0};
 }
 
 #define MAX_TURN_METRICS 16
+
+/* turn_send_s and turn_end_s: every line's send and end in line order, s after the first send
+ * (buf: [n] scratch); nothing when a line was never sent. */
+static vstatus turn_times(vrecord *r, const replay_ctx *c, const served_req *reqs, double *buf) {
+  double first = INFINITY;
+  for (int i = 0; i < c->n; i++) {
+    if (reqs[i].t_send == 0) return V_OK; /* interrupted: the times would not line up */
+    first = fmin(first, reqs[i].t_send);
+  }
+  for (int i = 0; i < c->n; i++) buf[i] = reqs[i].t_send - first;
+  VTRY(rec_metric_samples(r, "turn_send_s", "s", RD_MAX, RB_NONE, buf, c->n, 0));
+  for (int i = 0; i < c->n; i++) buf[i] = reqs[i].t_end - first;
+  return rec_metric_samples(r, "turn_end_s", "s", RD_MAX, RB_NONE, buf, c->n, 0);
+}
 
 vstatus replay_metrics(vrecord *r, const replay_ctx *c, const served_req *reqs) {
   const int n = c->n;
@@ -118,6 +219,7 @@ vstatus replay_metrics(vrecord *r, const replay_ctx *c, const served_req *reqs) 
   if (ns && s == V_OK) s = rec_metric_samples(r, "session_ms_p90", "ms", RD_P90, RB_LOWER, sess, ns, 0);
   if (s == V_OK) s = rec_metric_value(r, "sessions", "", RB_NONE, n_sess);
   if (s == V_OK) s = rec_metric_value(r, "sessions_ok", "", RB_HIGHER, ns);
+  if (s == V_OK) s = turn_times(r, c, reqs, sess);
   free(ttft);
   free(tpot);
   free(sess);

@@ -64,7 +64,9 @@ static const char USAGE[] =
     "  gap=MS,system=S (seeded by --seed; --sessions-out writes them). Reports per-turn TTFT/TPOT,\n"
     "  session times and interactivity_p90 = 1000 / TPOT p90 (docs/serving.md). --sessions also replays\n"
     "  AgentX traces (AIPerf's weka_trace: objects with block_size and requests of t, in, out, hash_ids,\n"
-    "  think_time, subagents; suites/sweep/server_agentx.h), told by the file's shape or --trace-format.\n"
+    "  think_time, subagents; suites/sweep/server_agentx.h), told by the file's shape or --trace-format:\n"
+    "  a parent turn waits for the subagents that ended before it (join), and --concurrency counts session\n"
+    "  trees (a trace with its subagents), not turns.\n"
     "  Every record: e2e_norm_interactivity_p90 = 1000 / p90 of E2E ms per output token (InferenceX),\n"
     "  decode_tokens_per_s (tokens after each first / time some request was decoding) beside tokens_per_s.\n"
     "  --send-times FILE writes one line per request sent: concurrency, index, intended and actual send\n"
@@ -233,6 +235,10 @@ static vrecord *level_record(const level_info *L, const level_stats *st, const s
     s = s ? s : rec_param_str(r, "rate", L->rate);
   }
   if (L->format) s = s ? s : rec_param_str(r, "trace_format", L->format);
+  if (L->format && L->replay) { /* AgentX: concurrency counts these trees; turns that waited for subagents */
+    s = s ? s : rec_param_int(r, "trees", L->replay->n_trees);
+    s = s ? s : rec_param_int(r, "joins", L->replay->n_joins);
+  }
   s = s ? s : rec_param_int(r, "seed", (int64_t)L->seed);
   if (L->g->ttft > 0) s = s ? s : rec_param_num(r, "slo_ttft_ms", L->g->ttft);
   if (L->g->tpot > 0) s = s ? s : rec_param_num(r, "slo_tpot_ms", L->g->tpot);
@@ -525,6 +531,10 @@ void sweep_srv_print_intro(const sweep_srv *w) {
   else if (o->sess_s)
     printf("sessions %s: %d sessions, %d turns, speed x%g, block %d tokens\n", o->sess_s, w->tr[w->n_tr - 1].session + 1,
            w->n_tr, o->trace_speed, w->block);
+  int trees, joins;
+  if (o->sess_s && w->fmt == TRACE_FMT_AGENTX && trace_tree_counts(w->tr, w->n_tr, &trees, &joins) == V_OK)
+    printf("trees %d (--concurrency counts live trees), join turns %d (parent turns that wait for their subagents)\n",
+           trees, joins);
   else printf("input %ld, output %ld tokens, rate %s\n", o->in_len, o->out_len, o->rate_s);
 }
 
@@ -583,8 +593,12 @@ vstatus sweep_srv_level(sweep_srv *w, int li, bool warm, const vrec_sink *sink, 
     if (!reqs[i].ok) s = VERR("warm-up request failed: %s", reqs[i].error);
   if (s == V_OK) s = served_metrics_read(c, &before);
   replay_ctx rc_ = {0};
-  if (s == V_OK && sess_s) s = replay_init(&rc_, tr, prompts + nw, n, vocab, trace_speed, reqs + nw);
-  if (s == V_OK) s = served_run_hooked(c, model, reqs + nw, n, cc, vinterrupted, sess_s ? replay_done : NULL, &rc_);
+  /* AgentX: --concurrency counts live trees (replay_init holds the rest), the turns in flight are
+   * whatever those trees send; elsewhere it caps the turns in flight */
+  const bool trees = sess_s && w->fmt == TRACE_FMT_AGENTX;
+  if (s == V_OK && sess_s) s = replay_init(&rc_, tr, prompts + nw, n, vocab, trace_speed, trees ? cc : 0, reqs + nw);
+  if (s == V_OK)
+    s = served_run_hooked(c, model, reqs + nw, n, trees ? n : cc, vinterrupted, sess_s ? replay_done : NULL, &rc_);
   if (s == V_OK) s = served_metrics_read(c, &after);
   if (s == V_OK && w->sends) s = write_sends(w->sends, o->sends_file, cc, reqs + nw, n);
   level_stats st = {0};

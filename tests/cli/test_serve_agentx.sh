@@ -2,9 +2,11 @@
 # An AgentX trace (AIPerf's weka_trace format, suites/sweep/server_agentx.h) replayed by `vouch sweep
 # --server --sessions` against vouch serve (loopback only): told by its shape, the composed prompts'
 # lengths are the recorded ones (vouch serve's prompt token counter), a subagent and a context cut
-# are sessions of their own, the record carries trace_format, e2e_norm_interactivity_p90 (InferenceX:
-# 1000 / p90 of E2E ms per output token) beside interactivity_p90, and decode_tokens_per_s beside
-# tokens_per_s; errors name FILE:LINE and the field.
+# are sessions of their own, a parent turn waits for its subagent (join) and --concurrency counts
+# session trees (both proven from the record's per-turn send and end times), the record carries
+# trace_format, e2e_norm_interactivity_p90 (InferenceX: 1000 / p90 of E2E ms per output token)
+# beside interactivity_p90, and decode_tokens_per_s beside tokens_per_s; errors name FILE:LINE and
+# the field.
 . "$VOUCH_SRC/tests/cli/counters.sh"
 . "$VOUCH_SRC/tests/cli/serve_lib.sh"
 command -v curl >/dev/null || { echo "curl missing"; exit 77; }
@@ -55,6 +57,52 @@ assert v["e2e_norm_interactivity_p90"] < v["interactivity_p90"], v  # TTFT count
 # pure decode: tokens after each first over the time some request decoded; faster than prefill + decode
 assert v["decode_tokens_per_s"] > 0 and "tokens_per_s" in v, v
 PY
+# Joins and trees: the parent's turn at 0.2 s is at the subagent's recorded end (0.01 s + 190 ms), so
+# it is sent only after the subagent's last turn ended; the subagent (0.8 s of think time between its
+# turns) outlasts the parent's own schedule by far, so the wait shows in the record's per-turn times.
+# --concurrency 1 counts trees: the subagent (due at 10 ms) runs beside its parent's first turn (200
+# tokens, about 100 ms here) in the same lane, where a cap of 1 turn in flight would hold it back,
+# and the second trace (one turn) starts only when every turn of the first has ended.
+cat >"$t/join.json" <<'EOF'
+{
+  "id": "tr1", "block_size": 4, "hash_id_scope": "local",
+  "requests": [
+    {"t": 0.0, "type": "n", "in": 8, "out": 200, "hash_ids": [1, 2], "api_time": 0.2},
+    {"t": 0.01, "type": "subagent", "agent_id": "a1", "duration_ms": 190, "requests": [
+      {"t": 0.01, "type": "n", "in": 6, "out": 2, "hash_ids": [1, 9]},
+      {"t": 0.1, "type": "n", "in": 10, "out": 2, "hash_ids": [1, 9, 10], "think_time": 0.8}]},
+    {"t": 0.2, "type": "s", "in": 212, "out": 2, "hash_ids": [1, 2, 3], "think_time": 0.0}
+  ]
+}
+{"id": "tr2", "block_size": 4, "requests": [{"t": 0, "type": "n", "in": 8, "out": 2, "hash_ids": [1, 2]}]}
+EOF
+start=$(date +%s.%N)
+"$VOUCH" sweep --server "$A" --sessions "$t/join.json" --concurrency 1 --warmup 0 --json "$t/j.json" >"$t/j.txt" 2>&1 \
+  && ok || bad "AgentX replay with a join: $(cat "$t/j.txt")"
+echo "AgentX replay with a join and 2 trees took $(awk "BEGIN {print $(date +%s.%N) - $start}") s"
+grep -q "trees 2 (--concurrency counts live trees), join turns 1" "$t/j.txt" && ok || bad "intro: $(cat "$t/j.txt")"
+python3 - "$t/j.json" <<'PY' && ok || bad "join record: $(head -c 900 "$t/j.json")"
+import json, sys
+(r,) = json.load(open(sys.argv[1]))["records"]
+m = {x["name"]: x for x in r["metrics"]}
+v = {k: x["value"] for k, x in m.items()}
+p = r["params"]
+assert r["status"] == "pass" and v["requests_ok"] == 5 and v["sessions"] == 3, (r["status"], v)
+assert p["trees"] == 2 and p["joins"] == 1 and p["concurrency"] == 1, p
+# lines: parent turns 0 and 1, subagent turns 2 and 3, the second trace's turn 4
+send, end = m["turn_send_s"]["samples"], m["turn_end_s"]["samples"]
+assert len(send) == len(end) == 5, (send, end)
+eps = 1e-6
+assert send[1] >= end[3] - eps, f"the join turn was sent at {send[1]:.3f} s, before the subagent ended at {end[3]:.3f} s"
+assert end[3] > end[0] + 0.1, f"vacuous: the subagent ended at {end[3]:.3f} s, the parent's first turn at {end[0]:.3f} s"
+assert send[2] < end[0], f"the subagent ({send[2]:.3f} s) did not run beside its parent's first turn (ended {end[0]:.3f} s)"
+assert send[4] >= max(end[:4]) - eps, f"the second tree started at {send[4]:.3f} s, before the first ended ({max(end[:4]):.3f} s)"
+PY
+# a malformed join: FILE:LINE and the field
+printf '%s\n' '{"block_size": 4, "requests": [{"t": 0, "type": "n", "in": 4, "out": 2},' \
+  '{"t": 0.1, "type": "subagent", "duration_ms": -3, "requests": [{"t": 0.1, "type": "n", "in": 4, "out": 2}]}]}' >"$t/dur.json"
+expect_error 1 "dur.json:1: requests\[1\].duration_ms must be a number of ms >= 0" \
+  "$VOUCH" sweep --server "$A" --sessions "$t/dur.json"
 # --trace-format wins over the shape; --trace refuses an AgentX trace (it holds sessions)
 expect_error 1 "agentx.json:1: not a JSON object" "$VOUCH" sweep --server "$A" --sessions "$t/agentx.json" --trace-format mooncake
 printf '%s\n' '{"timestamp": 0, "input_length": 4, "output_length": 2}' >"$t/moon.jsonl"

@@ -1,0 +1,114 @@
+/* suites/sweep/server_replay.h without a server: the done hook driven by hand, as served_run_hooked
+ * calls it, with made-up end times. A turn that joins a subagent is held until every turn of the
+ * subagent finished and is then due at the later of its own time and the subagent's end; a failed
+ * subagent turn ends the subagent and releases the parent; a join turn whose own session failed
+ * stays skipped; with lanes, a tree's first turns wait until a live tree is over. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "suites/sweep/server_replay.h"
+#include "tests/harness.h"
+
+#define N 6
+#define T0 100.0 /* the run's start on the clock: ends are given relative to it */
+
+/* Tree 0: the parent (session 0: turn at 0 ms, then one 100 ms after its end, which joins the
+ * subagent) and its subagent (session 1: at 50 ms, then 300 ms after its end). Tree 1: a session
+ * of two turns at 20 ms. */
+static const trace_line LINES[N] = {
+    {.t_ms = 0, .in = 4, .out = 2, .session = 0, .turn = 0},
+    {.in = 2, .out = 2, .session = 0, .turn = 1, .pause_ms = 100},
+    {.t_ms = 50, .in = 3, .out = 2, .session = 1, .turn = 0, .joiner = 2},
+    {.in = 2, .out = 2, .session = 1, .turn = 1, .pause_ms = 300, .joiner = 2},
+    {.t_ms = 20, .in = 4, .out = 2, .session = 2, .turn = 0, .tree = 1},
+    {.in = 1, .out = 2, .session = 2, .turn = 1, .tree = 1},
+};
+
+typedef struct {
+  replay_ctx c;
+  served_req reqs[N];
+  int32_t tok[N][4];
+  int32_t *fresh[N];
+} run;
+
+static void start(run *r, int lanes) {
+  memset(r, 0, sizeof *r);
+  for (int i = 0; i < N; i++) r->fresh[i] = r->tok[i];
+  CHECK_OK(replay_init(&r->c, LINES, r->fresh, N, 100, 1.0, lanes, r->reqs));
+}
+
+/* Request i finished `end` s after the run's start (two tokens when ok), then the hook ran. */
+static void finish(run *r, int i, double end, bool ok) {
+  served_req *q = &r->reqs[i];
+  CHECK(!q->held && !q->skip, "request %d was sent: it was released", i);
+  q->ok = ok, q->t_send = T0 + q->arrival_s, q->t_end = T0 + end;
+  if (ok) {
+    q->ids = malloc(2 * sizeof *q->ids);
+    q->ids[0] = 7, q->ids[1] = 8, q->n_tokens = 2;
+  }
+  replay_done(&r->c, r->reqs, i, T0);
+}
+
+static void stop(run *r) {
+  replay_free(&r->c);
+  for (int i = 0; i < N; i++) served_req_free(&r->reqs[i]);
+}
+
+static bool near(double a, double b) { return fabs(a - b) < 1e-9; }
+
+int main(void) {
+  run r;
+  /* all ok, one tree at a time */
+  start(&r, 1);
+  CHECK(!r.reqs[0].held && !r.reqs[2].held && near(r.reqs[2].arrival_s, 0.05), "first turns of tree 0 due at once");
+  CHECK(r.reqs[1].held && r.reqs[3].held && r.reqs[4].held && r.reqs[5].held, "later turns and tree 1 held");
+  CHECK(r.c.n_trees == 2 && r.c.n_joins == 1, "2 trees (%d), 1 join (%d)", r.c.n_trees, r.c.n_joins);
+  finish(&r, 0, 1.0, true);
+  CHECK(r.reqs[1].held && r.reqs[1].n_prompt == 4 + 2 + 2, "the join turn has its prompt and still waits for the subagent");
+  finish(&r, 2, 1.2, true);
+  CHECK(!r.reqs[3].held && near(r.reqs[3].arrival_s, 1.5), "the subagent's next turn: its pause after its end");
+  CHECK(r.reqs[1].held, "the join turn waits while the subagent has a turn left");
+  finish(&r, 3, 2.0, true);
+  CHECK(!r.reqs[1].held && near(r.reqs[1].arrival_s, 2.0),
+        "released at the subagent's end, not its own 1.1 s (arrival %g)", r.reqs[1].arrival_s);
+  CHECK(r.reqs[4].held, "tree 1 waits while tree 0 has a turn left");
+  finish(&r, 1, 2.5, true);
+  CHECK(!r.reqs[4].held && near(r.reqs[4].arrival_s, 2.5), "tree 1 admitted at tree 0's end (arrival %g)", r.reqs[4].arrival_s);
+  CHECK(r.reqs[5].held, "tree 1's second turn waits for its first");
+  stop(&r);
+
+  /* a failed subagent turn ends the subagent: its rest is not sent, the parent goes on */
+  start(&r, 0);
+  CHECK(!r.reqs[4].held && near(r.reqs[4].arrival_s, 0.02), "no lanes: tree 1 starts at its time");
+  finish(&r, 0, 1.0, true);
+  finish(&r, 2, 1.2, false);
+  CHECK(r.reqs[3].skip && !r.reqs[3].ok && strstr(r.reqs[3].error, "turn 1 of session 1 failed"), "the subagent's rest: %s",
+        r.reqs[3].error);
+  CHECK(!r.reqs[1].held && !r.reqs[1].skip && near(r.reqs[1].arrival_s, 1.2),
+        "the parent's join turn sent when the subagent failed (arrival %g)", r.reqs[1].arrival_s);
+  stop(&r);
+
+  /* the join turn's own session failed: it stays skipped when the subagent ends; the tree is over */
+  start(&r, 1);
+  finish(&r, 0, 0.5, false);
+  CHECK(r.reqs[1].skip, "the join turn is skipped with its session");
+  finish(&r, 2, 0.7, true);
+  finish(&r, 3, 1.5, true);
+  CHECK(r.reqs[1].skip && !r.reqs[1].held, "still skipped after the subagent ended");
+  CHECK(!r.reqs[4].held && near(r.reqs[4].arrival_s, 1.5), "tree 1 admitted when tree 0's last turn ended");
+  stop(&r);
+
+  /* with lanes, a tree's lines must be contiguous */
+  trace_line apart[3] = {{.session = 0, .in = 1, .out = 1}, {.session = 1, .in = 1, .out = 1, .tree = 1},
+                         {.session = 2, .in = 1, .out = 1}};
+  int32_t t1[1] = {1};
+  int32_t *fr[3] = {t1, t1, t1};
+  served_req rq[3] = {0};
+  replay_ctx c;
+  CHECK(replay_init(&c, apart, fr, 3, 100, 1.0, 1, rq) == V_ERR && strstr(verr_msg(), "apart"), "tree apart: %s", verr_msg());
+  replay_free(&c);
+  CHECK_OK(replay_init(&c, apart, fr, 3, 100, 1.0, 0, rq)); /* without lanes trees are not tracked */
+  replay_free(&c);
+  return test_finish();
+}
