@@ -4,7 +4,7 @@
  * catches a write past the end; the poison check catches an unwritten element; a variant
  * missing from the trace fails; fp32 outputs of bf16 variants are held to the fp32 bound; a variant
  * that promises bitwise reruns fails when they differ; a wrong eps shows at small activations; and the
- * MLA expanded and absorbed oracles agree. */
+ * MLA expanded and absorbed oracles agree; the router's weight check allows float32 underflow only. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,6 +245,45 @@ static void test_declarations(void) {
   kernels_result_free(&r);
 }
 
+/* The router's weight check accepts float32 underflow and nothing more: one expert, k = 1, normalized,
+ * at the logits of the two false alarms (seeds 8003 and 8231: -124.7 and -92.46, where float32's sigmoid
+ * is exactly 0 and the oracle's double is 7e-55 and 7e-41, weights 6.7e-35 and 7e-21 after the 1e-20),
+ * and a row at an ordinary logit whose weight is off by 1e-4 (fails) or by a float32 ulp (passes). */
+static void test_router_underflow(void) {
+  const vop *op = vopreg_find_op("router");
+  CHECK(op != NULL, "router op registered");
+  if (!op) return;
+  vop_case c;
+  memset(&c, 0, sizeof c);
+  c.op = op;
+  c.batch = 3;
+  c.d[0] = 1, c.d[1] = 1, c.d[2] = 1, c.d[3] = 1, c.d[4] = 1; /* E, k, groups, topk_groups, norm */
+  c.f[0] = 1.0;
+  vop_layout l;
+  CHECK(op->layout(&c, &l) == V_OK && l.n == 4, "router layout");
+  float logits[3] = {-124.733f, -92.4625f, 0.3f}, bias[1] = {0.01f}, wt[3];
+  int32_t idx[3] = {0, 0, 0};
+  double ref_idx[3], ref_wt[3];
+  void *buf[4] = {logits, bias, idx, wt};
+  double *ref[4] = {NULL, NULL, ref_idx, ref_wt};
+  CHECK(op->oracle(&c, &l, buf, ref) == V_OK, "router oracle");
+  for (int b = 0; b < 3; b++) { /* what a float32 router computes */
+    const float s = 1.0f / (1.0f + expf(-logits[b]));
+    wt[b] = s / (s + 1e-20f);
+  }
+  char note[160] = "";
+  const double ok = op->check(&c, &l, buf, ref, 3, note);
+  const vop_tol t = op->tolerance(&c, 3, DT_F32);
+  CHECK(wt[0] == 0.0f && wt[1] == 0.0f && ref_wt[1] > 0, "the underflow case: f32 %g %g, oracle %g", wt[0], wt[1],
+        ref_wt[1]);
+  CHECK(ok <= t.bound, "router: float32 underflow judged an error %g > %g", ok, t.bound);
+  wt[2] = (float)(ref_wt[2] * (1 + 1e-4));
+  const double bad = op->check(&c, &l, buf, ref, 3, note);
+  CHECK(bad > t.bound, "router: a weight 1e-4 off passed (error %g, bound %g)", bad, t.bound);
+  wt[2] = NAN;
+  CHECK(isnan(op->check(&c, &l, buf, ref, 3, note)), "router: a NaN weight is not reported as NaN");
+}
+
 int main(void) {
   kernels_register_ops();
   CHECK(vopreg_n_ops() >= 14, "ops registered: %d", vopreg_n_ops());
@@ -254,5 +293,6 @@ int main(void) {
   test_declarations();
   test_usage_errors();
   test_mla_forms_agree();
+  test_router_underflow();
   return test_finish();
 }
