@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "runner/evidence/manifest.h"
+#include "runner/evidence/report_aime.h"
 #include "runner/evidence/report_coverage.h"
 #include "runner/evidence/report_ran.h"
 #include "runner/evidence/report_speed.h"
@@ -249,29 +250,6 @@ static void evals_md(sbuf *b, const vresults *r) {
     sb_add(b, "\n");
   }
   if (more) sb_add(b, "\n…%d more eval rows in the full report.\n", more);
-}
-
-/* AIME over all repeats (eval aime: records "aime_all", one per server): pass@1 with its bootstrap
- * interval, and on the candidate's row the paired difference against the reference and its one-sided p. */
-static void aime_md(sbuf *b, const vresults *r) {
-  int n = 0;
-  for (int i = 0; i < r->n; i++) {
-    const vrecord *x = r->recs[i];
-    const double p = rt_metric(x, "pass_at_1");
-    if (strcmp(x->suite, "evals") || strcmp(x->case_id, "aime_all") || !isfinite(p)) continue;
-    if (n++ == 0)
-      sb_add(b, "\n### AIME (pass@1 over every repeat; paired against the reference)\n\n"
-                "| path | pass@1 | 95%% interval | answers | truncated | paired difference | p (worse) |\n"
-                "|---|---:|---|---:|---:|---:|---:|\n");
-    sb_add(b, "| ");
-    sb_md_cell(b, x->path);
-    sb_add(b, " | %.3f%s | [%.3f, %.3f] | %.0f | %.0f |", p, x->status == REC_FAIL || x->status == REC_ERROR ? " ❌" : "",
-           rt_metric(x, "pass_at_1_lo95"), rt_metric(x, "pass_at_1_hi95"), rt_metric(x, "answers"),
-           rt_metric(x, "truncated"));
-    const double d = rt_metric(x, "paired_diff"), pw = rt_metric(x, "worse_p");
-    if (isfinite(d)) sb_add(b, " %+.3f | %.3g |\n", d, pw);
-    else sb_add(b, " | |\n");
-  }
 }
 
 /* What did not run or decide, and why: undecided / not supported / not run / error, grouped by reason. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runner/evidence/report_aime.h"
 #include "runner/evidence/report_coverage.h"
 #include "runner/evidence/report_speed.h"
 #include "runner/evidence/report_text.h"
@@ -377,6 +378,7 @@ vstatus report_html(const vresults *r, char **out) {
   charts += diverge_chart(&b, r);
   if (!charts) sb_add(&b, "<p>No sweep, eval or divergence records to chart in this run.</p>\n");
   served_ab_html(&b, r);
+  aime_html(&b, r);
   coverage_html(&b, r);
   const char *suites[64];
   int ns = rt_suites(r, suites, 64);

@@ -43,6 +43,11 @@ EOF2
   grep -q '^| server:fake-aime | 1.000 | \[1.000, 1.000\] | 8 | 0 | +0.000 | 1 |$' "$t/run.md" &&
   grep -q '^| ref-server:fake-aime | 1.000 | \[1.000, 1.000\] | 8 | 0 | | |$' "$t/run.md" && ok ||
   bad "report: the AIME table: $(grep -A4 'AIME' "$t/run.md") $(cat "$t/report.err")"
+# the same table in the full (HTML) report
+"$VOUCH" report "$t/run" --html "$t/run.html" >/dev/null 2>"$t/report.err" && grep -q '<h2>AIME</h2>' "$t/run.html" &&
+  grep -q '<tr><td>server:fake-aime</td><td class="pass">pass</td><td>1.000</td><td>\[1.000, 1.000\]</td><td>8</td><td>0</td><td>+0.000</td><td>1</td></tr>' "$t/run.html" &&
+  grep -q '<tr><td>ref-server:fake-aime</td><td class="pass">pass</td><td>1.000</td><td>\[1.000, 1.000\]</td><td>8</td><td>0</td><td></td><td></td></tr>' "$t/run.html" && ok ||
+  bad "report --html: the AIME table: $(grep -A4 'AIME' "$t/run.html" | head -8) $(cat "$t/report.err")"
 
 # a server that exits first: the error names the status and shows its last output
 "$VOUCH" eval aime --dataset "$t/d.jsonl" --server "launch:echo cannot load the weights {port}; exit 3" \
