@@ -22,6 +22,7 @@
 #include "common/vstatus.h"
 #include "model/construct.h"
 #include "model/model.h"
+#include "suites/paths/paths.h"
 #include "suites/paths/spec.h"
 
 /* ---- mrcr ---- */
@@ -90,6 +91,15 @@ vstatus mrcr_run_path(const ds_model *m, const construct_layout *L, const mrcr_o
 /* mrcr_begin, then every path in order; r is freed on error. */
 vstatus mrcr_run(const ds_model *m, const construct_layout *L, const mrcr_opts *o, mrcr_result *r);
 void mrcr_result_free(mrcr_result *r);
+
+/* ---- what both in-process evals do with one path ---- */
+
+/* Opens spec with po, runs run(path, ctx) on it and closes it keeping what ran (pr->opened, pr->ran).
+ * A path that says unsupported, or any path but the reference (p > 0) that fails, is marked on pr
+ * (supported false, errored when it failed, reason the message) and V_OK returned, so the other paths
+ * still run; the reference's error returns, prefixed "EVAL: path NAME". */
+vstatus eval_on_path(const char *eval, const vpath_spec *spec, const ds_model *m, const vpath_opts *po, int p,
+                     eval_path_result *pr, vstatus (*run)(vpath *path, void *ctx), void *ctx);
 
 /* ---- chain ---- */
 typedef struct {

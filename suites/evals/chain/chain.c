@@ -152,26 +152,23 @@ vstatus chain_begin(const ds_model *m, const construct_layout *L, const chain_op
   return V_OK;
 }
 
+/* run_path's arguments, for eval_on_path. */
+typedef struct {
+  const construct_layout *L;
+  const chain_opts *o;
+  chain_result *r;
+  int p;
+} chain_on_path;
+static vstatus chain_path_body(vpath *path, void *ctx) {
+  chain_on_path *a = ctx;
+  return run_path(path, a->L, a->o, a->r, a->p);
+}
+
 vstatus chain_run_path(const ds_model *m, const construct_layout *L, const chain_opts *o, chain_result *r, int p) {
-  eval_path_result *pr = &r->pr[p];
-  vpath path;
   vpath_opts po = {.max_seq = o->batch, .max_ctx = L->o.n_keys + 2 + (int)o->hops[o->n_hops - 1], .n_threads = o->n_threads,
                    .expect_fallback = o->expect_fallback};
-  vstatus s = vpath_open(&path, &o->paths[p], m, &po);
-  if (s == V_OK) {
-    s = run_path(&path, L, o, r, p);
-    pr->opened = true;
-    vstatus ks = vpath_close_keep(&path, &pr->ran);
-    if (s == V_OK) s = ks;
-  }
-  if (s == V_UNSUPPORTED || (s != V_OK && p > 0)) {
-    pr->supported = false;
-    pr->errored = s != V_UNSUPPORTED;
-    snprintf(pr->reason, sizeof pr->reason, "%s", verr_msg());
-    return V_OK;
-  }
-  if (s != V_OK) verr_prefix("chain: path %s", o->paths[p].name);
-  return s;
+  chain_on_path a = {L, o, r, p};
+  return eval_on_path("chain", &o->paths[p], m, &po, p, &r->pr[p], chain_path_body, &a);
 }
 
 vstatus chain_run(const ds_model *m, const construct_layout *L, const chain_opts *o, chain_result *r) {

@@ -62,11 +62,6 @@ void mrcr_result_free(mrcr_result *r) {
   memset(r, 0, sizeof *r);
 }
 
-static void path_unsupported(eval_path_result *pr, const char *why) {
-  pr->supported = false;
-  snprintf(pr->reason, sizeof pr->reason, "%s", why);
-}
-
 /* Runs every prompt on one open path. */
 static vstatus run_path(vpath *p, const construct_layout *L, const mrcr_opts *o, mrcr_result *r, eval_path_result *pr) {
   const int V = L->vocab, B = o->batch;
@@ -185,26 +180,24 @@ vstatus mrcr_begin(const ds_model *m, const construct_layout *L, const mrcr_opts
   return V_OK;
 }
 
+/* run_path's arguments, for eval_on_path. */
+typedef struct {
+  const construct_layout *L;
+  const mrcr_opts *o;
+  mrcr_result *r;
+  eval_path_result *pr;
+} mrcr_on_path;
+static vstatus mrcr_path_body(vpath *path, void *ctx) {
+  mrcr_on_path *a = ctx;
+  return run_path(path, a->L, a->o, a->r, a->pr);
+}
+
 vstatus mrcr_run_path(const ds_model *m, const construct_layout *L, const mrcr_opts *o, mrcr_result *r, int p) {
   long maxbin = 0;
   for (int i = 0; i < o->n_bins; i++) if (o->bins[i] > maxbin) maxbin = o->bins[i];
-  eval_path_result *pr = &r->pr[p];
-  vpath path;
   vpath_opts po = {.max_seq = o->batch, .max_ctx = (int)maxbin, .n_threads = o->n_threads, .expect_fallback = o->expect_fallback};
-  vstatus s = vpath_open(&path, &o->paths[p], m, &po);
-  if (s == V_OK) {
-    s = run_path(&path, L, o, r, pr);
-    pr->opened = true;
-    vstatus ks = vpath_close_keep(&path, &pr->ran);
-    if (s == V_OK) s = ks;
-  }
-  if (s == V_UNSUPPORTED || (s != V_OK && p > 0)) {
-    path_unsupported(pr, verr_msg());
-    pr->errored = s != V_UNSUPPORTED;
-    return V_OK;
-  }
-  if (s != V_OK) verr_prefix("mrcr: path %s", o->paths[p].name);
-  return s;
+  mrcr_on_path a = {L, o, r, &r->pr[p]};
+  return eval_on_path("mrcr", &o->paths[p], m, &po, p, &r->pr[p], mrcr_path_body, &a);
 }
 
 vstatus mrcr_run(const ds_model *m, const construct_layout *L, const mrcr_opts *o, mrcr_result *r) {
