@@ -33,9 +33,13 @@ static void unsupported(diverge_result *r, vstatus s, const char *why) {
   snprintf(r->reason, sizeof r->reason, "%s", why);
 }
 
-/* Sequence b's cached length before the first decoded token. */
-static int context_of(const diverge_opts *o, int b) {
-  return o->ragged ? (int)((long)o->context * (o->batch - b) / o->batch) : o->context;
+int diverge_context_of(const diverge_opts *o, int b) {
+  assert(b >= 0 && b < o->batch);
+  switch (o->ragged) {
+    case DIVERGE_CTX_RAGGED: return (int)((long)o->context * (o->batch - b) / o->batch);
+    case DIVERGE_CTX_SKEW: return b == 0 ? o->context : 0;
+    default: return o->context;
+  }
 }
 
 void diverge_row(diverge_result *r, size_t row, const float *lr, const float *lt, int V, int32_t next, double *scratch) {
@@ -171,8 +175,8 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
         continue;
       }
       for (int b = 0; b < B && live[p]; b++) {
-        if (context_of(o, b) == 0) continue;
-        vstatus s = paths[p].ops->fill_cache(paths[p].state, b, context_of(o, b), o->seed);
+        if (diverge_context_of(o, b) == 0) continue;
+        vstatus s = paths[p].ops->fill_cache(paths[p].state, b, diverge_context_of(o, b), o->seed);
         if (s == V_OK) continue;
         if (p == 0) { st = s; verr_prefix("diverge: reference fill_cache"); goto done; }
         unsupported(&res[p - 1], s, verr_msg());
@@ -189,7 +193,7 @@ vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *re
   vsampling samp = {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .seed = o->seed};
   for (int t = 0; t < T; t++) {
     for (int b = 0; b < B; b++) {
-      pos[b] = context_of(o, b) + t * K1;
+      pos[b] = diverge_context_of(o, b) + t * K1;
       tok[b * K1] = next[b];
       for (int k = 1; k < K1; k++)
         tok[b * K1 + k] = (int32_t)(philox_unit(dkey, ((uint64_t)t * B + b) * 16 + k) * V) % V;

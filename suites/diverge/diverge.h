@@ -2,7 +2,9 @@
  *
  * All paths are opened on the same model. Each of `batch` sequences gets, on every path,
  * the same synthetic context (fill_cache with the shared rule, same seed; context 0: none;
- * `ragged`: sequence b gets context * (batch - b) / batch, so one step mixes cached lengths),
+ * `ragged`: DIVERGE_CTX_RAGGED gives sequence b context * (batch - b) / batch, so one step mixes
+ * cached lengths; DIVERGE_CTX_SKEW gives sequence 0 the whole context and the others none, the one
+ * long row among short ones that makes split-KV attention pay),
  * then `tokens` decode steps of one token per sequence (`spec_k` > 0: K+1 tokens per sequence
  * per step, every row's logits, as a speculative verification step), all sequences in one
  * step, experts chosen by the router or forced by `routing` (e.g. zipf: one hot expert;
@@ -30,6 +32,13 @@
 #include "suites/engine/routing.h"
 #include "suites/paths/spec.h"
 
+/* How a point's context spreads over its sequences. */
+typedef enum {
+  DIVERGE_CTX_UNIFORM = 0, /* every sequence at the context */
+  DIVERGE_CTX_RAGGED = 1,  /* sequence b at context * (batch - b) / batch (--ragged) */
+  DIVERGE_CTX_SKEW = 2,    /* sequence 0 at the context, the others at 0 (--skew) */
+} diverge_ctx;
+
 typedef struct {
   const vpath_spec *paths;  /* [n_paths] the paths (suites/paths/spec.h); paths[0] is the reference */
   int n_paths;
@@ -39,7 +48,7 @@ typedef struct {
   uint64_t seed;            /* stream and fill_cache seed */
   int n_threads;            /* CPU threads for host paths (0: all) */
   bool expect_fallback;    /* --expect-fallback: a path that hands over to another path is accepted (vpath_opts) */
-  bool ragged;              /* sequence b's context is context * (batch - b) / batch */
+  diverge_ctx ragged;       /* how the context spreads over the sequences (diverge_context_of) */
   int spec_k;               /* draft tokens per step (0: one token per sequence per step) */
   const vrouting *routing; /* forced experts (prepared for the model); NULL or natural: the router's */
   bool alternate_natural;   /* with forced routing: odd steps use the router's experts, so one path instance
@@ -85,6 +94,8 @@ typedef struct {
  * is recorded as unsupported with the reason, one whose open, fill_cache or forward fails
  * otherwise as errored (the record's status is error and the suite exits non-zero). */
 vstatus diverge_run(const ds_model *m, const diverge_opts *o, diverge_result *res);
+/* Sequence b's cached length before its first decoded token (o->ragged's rule; 0 <= b < o->batch). */
+int diverge_context_of(const diverge_opts *o, int b);
 void diverge_result_free(diverge_result *r);
 /* The KLD rule of `path` against the floor `base` (the --baseline engine) at one point
  * (docs/verdicts.md), from the paired difference d_i = kld_path[i] - k^2 kld_base[i] over the rows

@@ -19,7 +19,7 @@
 static const char DIVERGE_USAGE[] =
     "usage: vouch diverge --paths REF,P1[,P2..] [--model DIR|synth:PRESET] [--batch 1,8,64] [--context 0,4k]\n"
     "                     [--tokens T] [--seed S] [--layers N] [--threads N] [--max-kld K] [--min-same-top PCT]\n"
-    "                     [--margin-eps E] [--baseline PATH] [--ragged] [--spec K] [--routing natural|zipf:S|..]\n"
+    "                     [--margin-eps E] [--baseline PATH] [--ragged|--skew] [--spec K] [--routing natural|zipf:S|..]\n"
     "                     [--alternate-natural] [--server URL [--server-model NAME] [--server-logprobs K]]\n"
     "                     [--path-lib FILE] [--expect-fallback] [--json FILE]\n"
     "  Teacher-forced divergence of each path against the first on one token stream: the\n"
@@ -28,6 +28,7 @@ static const char DIVERGE_USAGE[] =
     "  path), then T decode steps run. Prints mean KLD +/- standard error, KLD percentiles\n"
     "  (99.9, 99, 95, median), same-top-token %, RMS dp (next token), max |dlogit| and NaN/Inf.\n"
     "  --ragged: sequence b's context is C x (batch - b) / batch (mixed cached lengths in one step);\n"
+    "  --skew: sequence 0 holds the context C, the others none (one long row among empty ones);\n"
     "  --spec K: K+1 tokens per sequence per step (a verification step), every row compared;\n"
     "  --routing zipf:S forces skewed experts (one expert takes most tokens; `vouch sweep --help`);\n"
     "  --alternate-natural: with forced routing, every odd step uses the router's experts (one path\n"
@@ -78,7 +79,8 @@ typedef struct {
   const char *baseline;          /* --baseline: a compared path whose distance to the reference calibrates the bounds */
   const char *routing_s;         /* --routing as given */
   long spec_k;                   /* --spec: draft tokens per step */
-  bool ragged, alternate;        /* --ragged, --alternate-natural */
+  diverge_ctx ragged;            /* --ragged or --skew (DIVERGE_CTX_UNIFORM: neither) */
+  bool alternate;                /* --alternate-natural */
   long *batches, *ctxs;          /* [nb], [nc]: the points are batches x contexts (options_done) */
   int nb, nc;
   vrouting routing;         /* --routing parsed and prepared for the model (check) */
@@ -125,7 +127,11 @@ static bool diverge_option(void *st, int argc, char **argv, int *i, vstatus *err
   else if (cli_opt(argc, argv, i, "--server-logprobs", &v, err)) {
     if (v) *err = cli_int("--server-logprobs", v, 1, SERVED_TOP_MAX - 1, &s->server_lp);
   }
-  else if (!strcmp(a, "--ragged")) s->ragged = true;
+  else if (!strcmp(a, "--ragged") || !strcmp(a, "--skew")) {
+    const diverge_ctx want = a[2] == 'r' ? DIVERGE_CTX_RAGGED : DIVERGE_CTX_SKEW;
+    if (s->ragged != DIVERGE_CTX_UNIFORM && s->ragged != want) *err = VERR("option %s: --ragged and --skew exclude each other", a);
+    s->ragged = want;
+  }
   else if (!strcmp(a, "--alternate-natural")) s->alternate = true;
   else return false;
   return true;
@@ -221,7 +227,7 @@ static vstatus diverge_prepare(void *st, const vsuite_ctx *x, bool *done) {
                         s->srv.conn.shown, s->srv.model, s->srv.max_len, s->server_lp);
   printf("diverge: model %s, reference %s, %ld teacher-forced steps per sequence x %ld token%s%s, routing %s%s\n",
          x->model->source, x->paths[0].name, s->tokens, s->spec_k + 1, s->spec_k ? "s (verification steps)" : "",
-         s->ragged ? ", ragged contexts" : "", s->routing_s, s->alternate ? " on even steps, natural on odd" : "");
+         s->ragged == DIVERGE_CTX_RAGGED ? ", ragged contexts" : s->ragged == DIVERGE_CTX_SKEW ? ", skewed contexts (sequence 0 holds the context)" : "", s->routing_s, s->alternate ? " on even steps, natural on odd" : "");
   printf("%-*s %5s %7s %20s %10s %10s %10s %10s %8s %9s %10s %6s %7s\n", s->col_w, "path", "batch", "context", "mean KLD +/- se",
          "p99.9", "p99", "p95", "median", "same%", "RMS dp", "max|dl|", "nan", "status");
   return V_OK;
@@ -245,7 +251,7 @@ static diverge_opts point_opts(const diverge_state *s, const vsuite_ctx *x, int 
 static void point_id(const diverge_state *s, const vsuite_ctx *x, int c, char *id, size_t cap) {
   const diverge_opts o = point_opts(s, x, c);
   char shape[48] = "";
-  if (s->ragged) snprintf(shape, sizeof shape, "_ragged");
+  if (s->ragged) snprintf(shape, sizeof shape, s->ragged == DIVERGE_CTX_SKEW ? "_skew" : "_ragged");
   if (s->spec_k) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "_k%ld", s->spec_k);
   if (s->routing.kind != ROUTE_NATURAL)
     snprintf(shape + strlen(shape), sizeof shape - strlen(shape), s->alternate ? "_forced_alt" : "_forced");
@@ -277,7 +283,8 @@ static vrecord *point_record(const diverge_state *s, const vsuite_ctx *x, int c,
   rec_param_int(rec, "tokens", o.tokens);
   rec_param_int(rec, "seed", (int64_t)x->seed);
   rec_param_int(rec, "spec_k", s->spec_k);
-  rec_param_int(rec, "ragged", s->ragged);
+  rec_param_int(rec, "ragged", s->ragged == DIVERGE_CTX_RAGGED);
+  rec_param_int(rec, "skew", s->ragged == DIVERGE_CTX_SKEW);
   rec_param_str(rec, "routing", s->routing_s);
   rec_param_int(rec, "alternate_natural", s->alternate);
   return rec;

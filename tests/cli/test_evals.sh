@@ -37,6 +37,15 @@ assert t['case_id']=='b3_c48_t2_ragged_k2_forced_vs_cpu-ref', t['case_id']
 assert t['threshold']['metric']=='kld' and {'name': 'kld_bulk_within_floor', 'ok': True} in t['checks'], t
 m={x['name']: x['value'] for x in t['metrics']}
 assert m['kld_excess_trimmed'] <= 3 * m['kld_excess_trimmed_se'], m" && ok || bad "diverge --baseline records"
+# --skew: sequence 0 holds the context, the others none; on the record and in the case id, and it
+# excludes --ragged
+"$VOUCH" diverge --paths cpu-ref,cpu-ref:tp2 --batch 3 --context 48 --skew --tokens 2 --threads 2 --json "$t/s.json" \
+  >"$t/out" && grep -q "skewed contexts (sequence 0 holds the context)" "$t/out" && python3 -c "
+import json; t=json.load(open('$t/s.json'))['records'][0]
+assert t['case_id']=='b3_c48_t2_skew_vs_cpu-ref' and t['params']['skew']==1 and t['params']['ragged']==0, t
+assert t['status']=='pass', t" && ok || bad "diverge --skew: $(cat "$t/out")"
+expect_error 2 "option --skew: --ragged and --skew exclude each other" \
+  "$VOUCH" diverge --paths cpu-ref,cpu-ref:tp2 --batch 3 --context 48 --ragged --skew --tokens 2
 # a --baseline that is not a compared path (a typo, the reference itself) would leave the bounds
 # uncalibrated: a usage error naming the compared paths
 expect_error 2 "option --baseline: 'cpu-ref:tp3' is not one of the compared paths (--paths after the reference: cpu-ref:tp2,cpu-ref:tp4)" \

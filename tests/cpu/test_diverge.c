@@ -230,13 +230,29 @@ int main(void) {
   vpath_spec tp[sizeof tp_s / sizeof *tp_s];
   test_specs(tp_s, (int)(sizeof tp_s / sizeof *tp_s), tp);
   diverge_opts os = {.paths = tp, .n_paths = 2, .batch = 3, .context = 40, .tokens = 3, .seed = 9, .n_threads = 2,
-                     .ragged = true, .spec_k = 2, .routing = &zipf};
+                     .ragged = DIVERGE_CTX_RAGGED, .spec_k = 2, .routing = &zipf};
   CHECK_OK(diverge_run(&m, &os, res));
   CHECK(res[0].supported && res[0].rows == 3 * 3 * 3, "spec rows: %d", res[0].rows);
   bool margins = true;
   for (int i = 0; i < res[0].rows; i++) margins &= res[0].margin[i] >= 0 && res[0].top_err[i] < 1e-3 && res[0].same[i];
   CHECK(margins && res[0].kld_mean < 1e-9, "TP2 against TP1 on ragged spec steps: kld %g", res[0].kld_mean);
   diverge_result_free(&res[0]);
+  /* the context shapes: uniform, ragged (C x (B - b) / B) and skew (one long row, the others empty),
+   * and a skewed run: TP2 equals TP1 there too */
+  diverge_opts shp = {.batch = 4, .context = 40};
+  const int shape_ctx[3][4] = {{40, 40, 40, 40}, {40, 30, 20, 10}, {40, 0, 0, 0}};
+  for (int sk = 0; sk < 3; sk++) {
+    shp.ragged = (diverge_ctx)sk;
+    for (int sb = 0; sb < 4; sb++)
+      CHECK(diverge_context_of(&shp, sb) == shape_ctx[sk][sb], "context shape %d, sequence %d: %d, want %d", sk, sb,
+            diverge_context_of(&shp, sb), shape_ctx[sk][sb]);
+  }
+  os.ragged = DIVERGE_CTX_SKEW;
+  CHECK_OK(diverge_run(&m, &os, res));
+  CHECK(res[0].supported && res[0].rows == 3 * 3 * 3 && res[0].kld_mean < 1e-9, "TP2 against TP1 on skewed spec steps: "
+        "rows %d, kld %g", res[0].rows, res[0].kld_mean);
+  diverge_result_free(&res[0]);
+  os.ragged = DIVERGE_CTX_RAGGED;
   os.spec_k = 16;
   CHECK(diverge_run(&m, &os, res) == V_ERR && strstr(verr_msg(), "spec"), "spec_k past 15 is an error");
   vrouting_free(&zipf);
