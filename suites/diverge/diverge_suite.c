@@ -171,8 +171,9 @@ static vstatus diverge_paths_done(void *st, const vpath_spec *paths, int n) {
 }
 
 /* The dry run: per batch x context every path open at once, max_seq = the batch, max_ctx = the
- * context + the tokens (x (K+1) under --spec); each path opens, fills the context and runs the
- * tokens (a server costs nothing here). */
+ * context + the tokens (x (K+1) under --spec); each path opens, fills the sequences' contexts (all
+ * of them at C uniform, about half under --ragged, one under --skew) and runs the tokens (a server
+ * costs nothing here). */
 static vstatus diverge_estimate(const void *st, const vsuite_est_ctx *x, vest *X) {
   const diverge_state *s = st;
   const long T = s->tokens * (s->spec_k + 1);
@@ -180,9 +181,12 @@ static vstatus diverge_estimate(const void *st, const vsuite_est_ctx *x, vest *X
   for (int bi = 0; bi < s->nb; bi++)
     for (int ci = 0; ci < s->nc; ci++) {
       const long b = s->batches[bi], ctx = s->ctxs[ci];
+      const diverge_opts shape = {.batch = (int)b, .context = (int)ctx, .ragged = s->ragged};
+      double filled = 0; /* sequences' worth of the context filled */
+      for (int q = 0; q < b && ctx > 0; q++) filled += (double)diverge_context_of(&shape, q) / (double)ctx;
       vest_open_set(X, x->paths, x->n_paths, (int)b, (int)(ctx + T), true);
       for (int p = 0; p < x->n_paths; p++)
-        X->out->seconds += vest_open_s(X, x->paths[p], X->wbytes[p]) + vest_fill_s(X, x->paths[p], b, ctx) +
+        X->out->seconds += vest_open_s(X, x->paths[p], X->wbytes[p]) + vest_fill_s(X, x->paths[p], filled, ctx) +
                            T * vest_step_s(X, x->paths[p], (int)b, ctx + T / 2.0);
     }
   return V_OK;
