@@ -57,21 +57,23 @@ assert v["e2e_norm_interactivity_p90"] < v["interactivity_p90"], v  # TTFT count
 # pure decode: tokens after each first over the time some request decoded; faster than prefill + decode
 assert v["decode_tokens_per_s"] > 0 and "tokens_per_s" in v, v
 PY
-# Joins and trees: the parent's turn at 0.2 s is at the subagent's recorded end (0.01 s + 190 ms), so
-# it is sent only after the subagent's last turn ended; the subagent (0.8 s of think time between its
-# turns) outlasts the parent's own schedule by far, so the wait shows in the record's per-turn times.
-# --concurrency 1 counts trees: the subagent (due at 10 ms) runs beside its parent's first turn (200
-# tokens, about 100 ms here) in the same lane, where a cap of 1 turn in flight would hold it back,
-# and the second trace (one turn) starts only when every turn of the first has ended.
+# Joins and trees: the parent's turn at 0.2 s is at the subagent's recorded end (0 s + 190 ms), so
+# it is sent only after the subagent's last turn ended; the subagent (1.2 s of think time between its
+# turns) outlasts the parent's own schedule (a first turn of 8 tokens, then no pause) by far, so the
+# wait shows in the record's per-turn times. The timing is in the think times, not in token counts:
+# under ASan a 200-token first turn took 4.4 s and outlasted the subagent (the CI of 9c6e83d).
+# --concurrency 1 counts trees: the subagent and its parent's first turn are both due at 0 and go out
+# together in the same lane, where a cap of 1 turn in flight would hold one back until the other
+# ended; the second trace (one turn) starts only when every turn of the first has ended.
 cat >"$t/join.json" <<'EOF'
 {
   "id": "tr1", "block_size": 4, "hash_id_scope": "local",
   "requests": [
-    {"t": 0.0, "type": "n", "in": 8, "out": 200, "hash_ids": [1, 2], "api_time": 0.2},
-    {"t": 0.01, "type": "subagent", "agent_id": "a1", "duration_ms": 190, "requests": [
-      {"t": 0.01, "type": "n", "in": 6, "out": 2, "hash_ids": [1, 9]},
-      {"t": 0.1, "type": "n", "in": 10, "out": 2, "hash_ids": [1, 9, 10], "think_time": 0.8}]},
-    {"t": 0.2, "type": "s", "in": 212, "out": 2, "hash_ids": [1, 2, 3], "think_time": 0.0}
+    {"t": 0.0, "type": "n", "in": 8, "out": 8, "hash_ids": [1, 2], "api_time": 0.2},
+    {"t": 0.0, "type": "subagent", "agent_id": "a1", "duration_ms": 190, "requests": [
+      {"t": 0.0, "type": "n", "in": 6, "out": 2, "hash_ids": [1, 9]},
+      {"t": 0.1, "type": "n", "in": 10, "out": 2, "hash_ids": [1, 9, 10], "think_time": 1.2}]},
+    {"t": 0.2, "type": "s", "in": 20, "out": 2, "hash_ids": [1, 2, 3, 4, 5], "think_time": 0.0}
   ]
 }
 {"id": "tr2", "block_size": 4, "requests": [{"t": 0, "type": "n", "in": 8, "out": 2, "hash_ids": [1, 2]}]}
@@ -95,7 +97,7 @@ assert len(send) == len(end) == 5, (send, end)
 eps = 1e-6
 assert send[1] >= end[3] - eps, f"the join turn was sent at {send[1]:.3f} s, before the subagent ended at {end[3]:.3f} s"
 assert end[3] > end[0] + 0.1, f"vacuous: the subagent ended at {end[3]:.3f} s, the parent's first turn at {end[0]:.3f} s"
-assert send[2] < end[0], f"the subagent ({send[2]:.3f} s) did not run beside its parent's first turn (ended {end[0]:.3f} s)"
+assert send[2] < end[0] and send[0] < end[2], f"the subagent ({send[2]:.3f}-{end[2]:.3f} s) did not run beside its parent's first turn ({send[0]:.3f}-{end[0]:.3f} s)"
 assert send[4] >= max(end[:4]) - eps, f"the second tree started at {send[4]:.3f} s, before the first ended ({max(end[:4]):.3f} s)"
 PY
 # a malformed join: FILE:LINE and the field
