@@ -528,14 +528,14 @@ void sweep_srv_print_intro(const sweep_srv *w) {
          : w->fmt == TRACE_FMT_AGENTX ? "multi-turn session replay of an AgentX trace"
          : o->sess_s ? "multi-turn session replay" : "random token-id prompts, ignore_eos");
   if (o->trace_file) printf("trace %s: %d requests, speed x%g, block %d tokens\n", o->trace_file, w->n_tr, o->trace_speed, w->block);
-  else if (o->sess_s)
+  else if (o->sess_s) {
     printf("sessions %s: %d sessions, %d turns, speed x%g, block %d tokens\n", o->sess_s, w->tr[w->n_tr - 1].session + 1,
            w->n_tr, o->trace_speed, w->block);
-  int trees, joins;
-  if (o->sess_s && w->fmt == TRACE_FMT_AGENTX && trace_tree_counts(w->tr, w->n_tr, &trees, &joins) == V_OK)
-    printf("trees %d (--concurrency counts live trees), join turns %d (parent turns that wait for their subagents)\n",
-           trees, joins);
-  else printf("input %ld, output %ld tokens, rate %s\n", o->in_len, o->out_len, o->rate_s);
+    int trees, joins;
+    if (w->fmt == TRACE_FMT_AGENTX && trace_tree_counts(w->tr, w->n_tr, &trees, &joins) == V_OK)
+      printf("trees %d (--concurrency counts live trees), join turns %d (parent turns that wait for their subagents)\n",
+             trees, joins);
+  } else printf("input %ld, output %ld tokens, rate %s\n", o->in_len, o->out_len, o->rate_s);
 }
 
 void sweep_srv_print_columns(const char *lead) {
