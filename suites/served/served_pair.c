@@ -163,7 +163,6 @@ vstatus served_spec_check(const char *option, const char *spec) {
   return served_launch_wanted(spec) ? served_launch_check(option, spec) : served_url_check(option, spec);
 }
 
-
 /* Opens one side; a 'launch:CMD' spec is started first (its log: the run's logs/<path_prefix>.log). */
 static vstatus open_one(const vrec_sink *sink, served_side *s, const char *url, const char *model, double timeout_s,
                         const char *role, const char *path_prefix) {

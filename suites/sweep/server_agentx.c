@@ -168,6 +168,14 @@ static int common_prefix(const cJSON *a, const cJSON *b) {
   return n;
 }
 
+/* Slack when comparing recorded times, s (AIPerf's): a request at its subagent's start is not
+ * "below" it, a parent turn 1 us before a subagent's end still joins it. */
+#define T_SLACK 1e-6
+
+/* A subagent request's time t on the trace's clock: below its subagent's start base_t it is
+ * relative to that start (as AIPerf reads older captures); base_t 0: the trace's own requests. */
+static double trace_time(double t, double base_t) { return base_t > 0 && t + T_SLACK < base_t ? t + base_t : t; }
+
 /* One chain of requests (the trace's own, or a subagent's) into sessions. base_t: a subagent's
  * start (its requests' t below it are relative to it, as AIPerf reads older captures), else 0.
  * Subagent entries are skipped at the top (the caller reads them) and refused inside one. */
@@ -190,7 +198,7 @@ static vstatus read_chain(reader *R, const cJSON *list, const char *prefix, bool
     }
     req q;
     VTRY(check_req(R, path, e, &q));
-    if (base_t > 0 && q.t + 1e-6 < base_t) q.t += base_t;
+    q.t = trace_time(q.t, base_t);
     const long grown = have ? (long)prev.in + prev.out : 0;
     if (!have || q.in < grown) { /* a first turn, or the agent cut its context: a new session */
       if (R->limit > 0 && R->sessions >= R->limit) return V_OK;
@@ -225,14 +233,14 @@ static vstatus subagent_end(const reader *R, int idx, const cJSON *e, double t, 
   cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(e, "requests")) {
     const cJSON *qt = cJSON_GetObjectItemCaseSensitive(x, "t"), *api = cJSON_GetObjectItemCaseSensitive(x, "api_time");
     if (!cJSON_IsNumber(qt)) continue; /* past a --num-prompts cut: not read, not checked */
-    const double start = qt->valuedouble + (qt->valuedouble + 1e-6 < t ? t : 0);
+    const double start = trace_time(qt->valuedouble, t);
     *end = fmax(*end, start + (cJSON_IsNumber(api) && api->valuedouble > 0 ? api->valuedouble : 0));
   }
   return V_OK;
 }
 
 /* The join turn of a subagent that ended at `end` s: 1 + the line index of the trace's first own
- * request (in list order) whose t is at or after it (1e-6 s of slack, as AIPerf), 0 when none is
+ * request (in list order) whose t is at or after it (T_SLACK), 0 when none is
  * (the subagent runs on beside its parent). Own requests are lines first .. first + n_own - 1 in
  * list order (fewer than the list's when --num-prompts cut the chain). */
 static int join_turn(const cJSON *list, int first, int n_own, double end) {
@@ -242,7 +250,7 @@ static int join_turn(const cJSON *list, int first, int n_own, double end) {
     const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "type"));
     if (!type || !strcmp(type, "subagent")) continue;
     if (k >= n_own) break;
-    if (cJSON_GetObjectItemCaseSensitive(e, "t")->valuedouble + 1e-6 >= end) return 1 + first + k;
+    if (cJSON_GetObjectItemCaseSensitive(e, "t")->valuedouble + T_SLACK >= end) return 1 + first + k;
     k++;
   }
   return 0;
