@@ -13,7 +13,9 @@
  * whose interval reaches past both 1 - threshold and 1 + threshold is counted "too noisy"
  * in the notes: no change of the threshold's size could have been seen. A figure needs
  * enough samples per side for its statistic (compare_min_samples), and a timing needs
- * COMPARE_MIN_TIMING_RUNS rounds a side; below that its verdict is "not enough samples"
+ * COMPARE_MIN_TIMING_RUNS rounds a side; below that its verdict is "not enough samples". A timing
+ * read once per run (output tok/s) has one sample a round: with paired rounds its interval is
+ * the paired t interval alone, from COMPARE_MIN_TIMING_RUNS rounds on
  * and it is never a regression (one bundle against another: timings are listed, not gated). Min/max figures, in-record ratios
  * and statistics of other metrics (a CI bound, a CV) are listed but never gated.
  *

@@ -89,14 +89,16 @@ assert a["base"]["commit"] == b and a["head"]["commit"] == h and a["rounds"] == 
 assert [r["name"] for r in a["runs"]] == ["base-1", "head-1", "head-2", "base-2", "base-3", "head-3"]
 assert all(r["exit_code"] == 0 for r in a["runs"]) and a["exit_code"] == 0 and a["compare"]["regressions"] == 0
 PY
-python3 - "$O/compare.json" <<'PY' && ok "all-rounds comparison: 3 values a side, not enough to test; per-round counts" || bad "compare.json"
+python3 - "$O/compare.json" <<'PY' && ok "all-rounds comparison: 3 values a side, a paired interval; per-round counts" || bad "compare.json"
 import json, sys
 c = json.load(open(sys.argv[1]))
 assert c["regressions"] == 0 and len(c["per_round"]) == 3 and c["ab"]["rounds"] == 3 and not c["failed"]
 assert c["headline"].startswith("No regression"), c["headline"]
 m = [x for x in c["metrics"] if x["metric"] == "decode_tokens_per_s"]
-# one value per run, three runs a side: the median over runs, and too few values for an interval
-assert m and m[0]["n_base"] == 3 and m[0]["bootstrap"] is False and m[0]["verdict"] in ("not enough samples", "same"), m
+# one value per run, three paired runs a side: the median over runs, its interval the paired t interval of
+# the runs' ratios (compare.h), and no regression between two builds of the same code
+assert m and m[0]["n_base"] == 3 and m[0]["paired_rounds"] is True and m[0]["ci95"][0] is not None, m
+assert not m[0]["regression"] and m[0]["verdict"] != "not enough samples", m
 PY
 (cd "$O" && sha256sum --quiet -c SHA256SUMS) && ok "SHA256SUMS holds" || bad "SHA256SUMS"
 "$VOUCH" verify --quiet "$O/head-3.vouch.tar.gz" >/dev/null 2>&1 && ok "a run's bundle verifies" || bad "vouch verify head-2"

@@ -40,7 +40,8 @@ assert c["rounds"] == {"base": 3, "cand": 3}
 m = {e["metric"]: e for e in c["metrics"] if e["case_id"] == "served/c1/in16/out32/rate-inf"}
 for k in ("tokens_per_s_per_user", "ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "itl_ms_p90"):
     assert m[k]["paired_rounds"] and m[k]["ci95"][0] is not None, (k, m[k])
-assert m["tokens_per_s"]["verdict"] in ("not enough samples", "same"), m["tokens_per_s"]  # once per run: 8 rounds
+# once per run: one value a round, its interval the paired t interval of the rounds' ratios
+assert m["tokens_per_s"]["paired_rounds"] and m["tokens_per_s"]["ci95"][0] is not None, m["tokens_per_s"]
 spec = c["sweep_ab"]["levels"][0]["spec"]
 for side in ("base", "head"):
     assert spec[side]["draft_length"] == 3 and abs(spec[side]["mean_acceptance_length"] - 2) < 1e-9, spec

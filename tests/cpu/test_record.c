@@ -104,6 +104,27 @@ int main(void) {
   CHECK(r->status == REC_NOT_SUPPORTED, "not_supported is never re-derived into pass/fail");
   rec_free(r);
 
+  /* median and percentiles by selection give exactly what a sorted copy gives: many sizes, ties, p 0-100 */
+  {
+    uint64_t st2 = 5;
+    int bad_sel = 0;
+    for (int n = 1; n <= 64; n++)
+      for (int rep = 0; rep < 8; rep++) {
+        double x[64], s[64];
+        for (int i = 0; i < n; i++) x[i] = s[i] = (double)(rec_rng_next(&st2) % (rep % 2 ? 5 : 1000));
+        for (int i = 1; i < n; i++)
+          for (int w = i; w > 0 && s[w - 1] > s[w]; w--) { double t = s[w]; s[w] = s[w - 1]; s[w - 1] = t; }
+        const double med = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+        bad_sel += rec_stat_median(x, n) != med;
+        for (double pp = 0; pp <= 100; pp += 2.5) {
+          double pos = pp / 100.0 * (n - 1);
+          int lo = (int)floor(pos), hi = lo + 1 < n ? lo + 1 : lo;
+          bad_sel += rec_stat_percentile(x, n, pp) != s[lo] + (s[hi] - s[lo]) * (pos - lo);
+        }
+      }
+    CHECK(bad_sel == 0, "selection agrees with a sort at every size 1-64, with ties: %d differ", bad_sel);
+  }
+
   /* bootstrap: deterministic, CI covers the true ratio */
   double x1[50], x2[50];
   uint64_t st = 1;
@@ -199,6 +220,42 @@ int main(void) {
           "agreeing rounds 1.10/1.12/1.11: a regression");
     cJSON_Delete(cmp);
     for (int k = 0; k < 3; k++) rec_free(dr[k]);
+  }
+  /* a timing read once per run (output tok/s of a served sweep round): one sample a round, so its
+   * interval comes from the paired rounds' ratios alone; before 3 rounds it has none */
+  {
+    const double base[4] = {350, 347, 349, 346}, fast[4] = {564, 562, 563, 561}, slow[4] = {262, 261, 263, 260},
+                 same[4] = {346, 352, 345, 350};
+    const double *heads[3] = {fast, slow, same};
+    const char *want[3] = {"faster", "slower", "same-within-noise"};
+    for (int h = 0; h < 3; h++) {
+      vrecord *rr[2][4], *rp[2][4][1];
+      vresults S[2][4];
+      for (int k = 0; k < 4; k++)
+        for (int side = 0; side < 2; side++) {
+          rr[side][k] = rec_new("sweep", "c1/in32/out32", "server");
+          rec_metric_value(rr[side][k], "output_tok_s", "tok/s", RB_HIGHER, side ? heads[h][k] : base[k]);
+          rec_finalize(rr[side][k]);
+          rp[side][k][0] = rr[side][k];
+          S[side][k] = (vresults){.recs = rp[side][k], .n = 1};
+        }
+      cmp = compare_rounds_family(S[0], 4, S[1], 4, 0.05);
+      m0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cmp, "metrics"), 0);
+      const cJSON *ci = cJSON_GetObjectItemCaseSensitive(m0, "ci95");
+      CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m0, "verdict")), want[h]) &&
+                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m0, "paired_rounds")) &&
+                cJSON_GetObjectItemCaseSensitive(cmp, "perf_regressions")->valueint == (h == 1),
+            "output tok/s over 4 paired rounds: %s, interval [%g, %g]",
+            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m0, "verdict")), cJSON_GetArrayItem(ci, 0)->valuedouble,
+            cJSON_GetArrayItem(ci, 1)->valuedouble);
+      cJSON_Delete(cmp);
+      cmp = compare_rounds_family(S[0], 2, S[1], 2, 0.05);
+      m0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cmp, "metrics"), 0);
+      CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m0, "verdict")), "not enough samples") &&
+                !compare_failed(cmp), "output tok/s over 2 rounds: not enough samples");
+      cJSON_Delete(cmp);
+      for (int k = 0; k < 4; k++) rec_free(rr[0][k]), rec_free(rr[1][k]);
+    }
   }
   CHECK(fabs(rec_stat_t975(2) - 4.303) < 1e-3 && fabs(rec_stat_t975(31) - 2.040) < 2e-3 &&
             fabs(rec_stat_t975(120) - 1.980) < 2e-3 && fabs(rec_stat_t975(100000) - 1.960) < 1e-3,
