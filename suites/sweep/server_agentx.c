@@ -256,8 +256,31 @@ static int join_turn(const cJSON *list, int first, int n_own, double end) {
   return 0;
 }
 
+/* The spawning turn of a subagent that started at `start` s: 1 + the line index of the trace's last
+ * own request (in list order, lines as in join_turn) whose t is at or before it (T_SLACK), 0 when
+ * none is (the subagent precedes every parent request: it starts at its recorded time). *gap: the
+ * recorded s from that request's end (t + api_time, or t when api_time is absent) to `start`, >= 0. */
+static int spawn_turn(const cJSON *list, int first, int n_own, double start, double *gap) {
+  int k = 0, found = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, list) {
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "type"));
+    if (!type || !strcmp(type, "subagent")) continue;
+    if (k >= n_own) break;
+    const double t = cJSON_GetObjectItemCaseSensitive(e, "t")->valuedouble;
+    if (t <= start + T_SLACK) {
+      const cJSON *api = cJSON_GetObjectItemCaseSensitive(e, "api_time"); /* checked: absent, null or >= 0 */
+      found = 1 + first + k;
+      *gap = fmax(0, start - t - (cJSON_IsNumber(api) ? api->valuedouble : 0));
+    }
+    k++;
+  }
+  return found;
+}
+
 /* The subagents of a trace whose own requests are lines first .. first + n_own - 1: each into
- * sessions of its own (read_chain), joined by the parent's turn at or after its end. */
+ * sessions of its own (read_chain), its first turn spawned by the parent's turn at or before its
+ * start, joined by the parent's turn at or after its end. */
 static vstatus read_subagents(reader *R, const cJSON *list, int first, int n_own) {
   int idx = -1;
   const cJSON *e;
@@ -277,6 +300,11 @@ static vstatus read_subagents(reader *R, const cJSON *list, int first, int n_own
     VTRY(subagent_end(R, idx, e, t->valuedouble, &end));
     const int joiner = join_turn(list, first, n_own, end);
     for (int k = from; k < R->n; k++) R->v[k].joiner = joiner;
+    /* a spawner at or after the join turn (requests out of time order, or one request at both the
+     * start and the end) would wait for the subagent that waits for it: then none */
+    double gap = 0;
+    const int spawner = from < R->n ? spawn_turn(list, first, n_own, t->valuedouble, &gap) : 0;
+    if (spawner && (!joiner || spawner < joiner)) R->v[from].spawner = spawner, R->v[from].pause_ms = gap * 1e3;
   }
   return V_OK;
 }

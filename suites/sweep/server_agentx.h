@@ -10,14 +10,20 @@
  * requests. A file holds one trace (pretty-printed or not) or one trace per line; other fields are
  * ignored.
  *
- * Into sessions: the trace's requests are one session, each subagent another (started at its own
- * first request's time). A trace and its subagents are one tree (trace_line.tree): the replay
- * admits --concurrency trees at a time. Join (AIPerf's spawn/join): a subagent ends at its t +
+ * Into sessions: the trace's requests are one session, each subagent another. A trace and its
+ * subagents are one tree (trace_line.tree): the replay admits --concurrency trees at a time. Spawn
+ * (AIPerf's spawn/join): the parent's last own request (in list order) whose t is at or before the
+ * subagent's t spawned it: the subagent's first turn is marked with that turn (trace_line.spawner),
+ * which the replay lets it wait for, then the recorded gap max(0, its t - (spawn t + api_time))
+ * (trace_line.pause_ms); a subagent before every parent request starts at its first request's time,
+ * as do the sessions its context cuts start. Join: a subagent ends at its t +
  * duration_ms / 1000 when given, else at the latest t + api_time of its requests, else at its t;
  * the parent's first own request (in list order) whose t is at or after that end waits for it:
  * every session of the subagent is marked with that turn (trace_line.joiner), which the replay
  * sends only after each of their turns finished. A subagent that ends after the parent's last
- * request is joined by none and runs on beside it. What the replay does: server_replay.h.
+ * request is joined by none and runs on beside it. A spawner at or after the join turn (requests
+ * out of time order) would wait for its own subagent: that subagent is spawned by none. What the
+ * replay does: server_replay.h.
  *
  * A turn's new input is its `in` minus the previous turn's `in` + `out` (at least 1 token): vouch
  * composes the history from the server's own answers. A turn whose `in` is smaller than that (the
@@ -45,8 +51,8 @@ const char *trace_format_name(trace_format f);
 vstatus trace_format_detect(const char *file, trace_format *f);
 
 /* Reads the AgentX traces of `file` into session lines (turns of a session contiguous, sessions
- * in the order above, trees and joins set). limit > 0 keeps the first `limit` sessions (a join
- * turn that was cut leaves its subagent unjoined). *block: the traces' block_size (every trace of
+ * in the order above, trees, spawns and joins set). limit > 0 keeps the first `limit` sessions (a
+ * join turn that was cut leaves its subagent unjoined). *block: the traces' block_size (every trace of
  * the file must have the same). Errors name FILE:LINE (the line its trace starts on) and the
  * field, e.g. "t.json:1: requests[3].in must be an integer in [1, 1e7]" or
  * "t.json:1: requests[2].duration_ms must be a number of ms >= 0". */

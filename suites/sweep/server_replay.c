@@ -16,6 +16,17 @@ static int joiner_of(const replay_ctx *c, int i) {
   return j >= 0 && j < c->n && c->tr[j].session != c->tr[i].session ? j : -1;
 }
 
+/* The line whose end releases line i (a subagent's first turn, after the parent turn that spawned
+ * it), -1 when none: only a first turn waits so, for a line of another session of its tree (an
+ * earlier tree would hold its lane while waiting for a later one). */
+static int spawner_of(const replay_ctx *c, int i) {
+  const int j = c->tr[i].spawner - 1;
+  return c->tr[i].turn == 0 && j >= 0 && j < c->n && c->tr[j].session != c->tr[i].session &&
+                 c->tr[j].tree == c->tr[i].tree
+             ? j
+             : -1;
+}
+
 /* Sizes the per-session and per-tree tables; the trees' first lines and earliest timestamps.
  * Error: out of memory, or with lanes a tree whose lines are not contiguous. */
 static vstatus alloc_tables(replay_ctx *c) {
@@ -30,9 +41,17 @@ static vstatus alloc_tables(replay_ctx *c) {
   c->tree_left = calloc((size_t)c->n_trees, sizeof *c->tree_left);
   c->tree_first = calloc((size_t)c->n_trees, sizeof *c->tree_first);
   c->tree_t0 = calloc((size_t)c->n_trees, sizeof *c->tree_t0);
-  if (!c->wait || !c->due || !c->sess_left || !c->tree_left || !c->tree_first || !c->tree_t0)
+  c->spawned = malloc((size_t)n * sizeof *c->spawned);
+  c->spawn_next = malloc((size_t)n * sizeof *c->spawn_next);
+  if (!c->wait || !c->due || !c->sess_left || !c->tree_left || !c->tree_first || !c->tree_t0 || !c->spawned ||
+      !c->spawn_next)
     return VERR("out of memory for %d turns", n);
   for (int t = 0; t < c->n_trees; t++) c->tree_first[t] = -1, c->tree_t0[t] = INFINITY;
+  for (int i = 0; i < n; i++) c->spawned[i] = c->spawn_next[i] = -1;
+  for (int i = n - 1; i >= 0; i--) { /* each spawner's list in line order */
+    const int j = spawner_of(c, i);
+    if (j >= 0) c->spawn_next[i] = c->spawned[j], c->spawned[j] = i, c->n_spawns++;
+  }
   for (int i = 0; i < n; i++) {
     const trace_line *L = &c->tr[i];
     c->sess_left[L->session]++;
@@ -58,6 +77,7 @@ vstatus replay_init(replay_ctx *c, const trace_line *tr, int32_t *const *fresh, 
     if (tr[i].turn == 0) t_min = fmin(t_min, tr[i].t_ms);
   for (int i = 0; i < n; i++) {
     if (tr[i].turn > 0) c->wait[i]++;                     /* its previous turn */
+    else if (spawner_of(c, i) >= 0) c->wait[i]++;         /* its spawner (admitted before it) */
     else if (tr[i].tree >= c->next_tree) c->wait[i]++;    /* its tree's admission */
     const int j = i == 0 || tr[i - 1].session != tr[i].session ? joiner_of(c, i) : -1;
     if (j >= 0) c->wait[j]++;                             /* this session, once */
@@ -68,7 +88,8 @@ vstatus replay_init(replay_ctx *c, const trace_line *tr, int32_t *const *fresh, 
     q->keep_ids = has_next(c, i);
     if (tr[i].turn == 0) {
       q->prompt = fresh[i], q->n_prompt = tr[i].in;
-      c->due[i] = (tr[i].t_ms - t_min) / 1e3 / speed;
+      /* a spawned first turn: due from its spawner's end alone, not its recorded time */
+      c->due[i] = spawner_of(c, i) >= 0 ? 0 : (tr[i].t_ms - t_min) / 1e3 / speed;
     }
     q->held = c->wait[i] > 0; /* replay_done gives a later turn its prompt; every held one its arrival */
     q->arrival_s = c->due[i];
@@ -94,13 +115,17 @@ static void admit_next(replay_ctx *c, served_req *reqs, double at) {
   if (c->next_tree >= c->n_trees) return;
   const int t = c->next_tree++;
   for (int i = c->tree_first[t]; i >= 0 && i < c->n && c->tr[i].tree == t; i++)
-    if (c->tr[i].turn == 0) satisfy(c, reqs, i, at + (c->tr[i].t_ms - c->tree_t0[t]) / 1e3 / c->speed);
+    if (c->tr[i].turn == 0 && spawner_of(c, i) < 0) /* a spawned one goes with its spawner */
+      satisfy(c, reqs, i, at + (c->tr[i].t_ms - c->tree_t0[t]) / 1e3 / c->speed);
 }
 
-/* Line k finished or was skipped at `at`: its session may be over (its joiner then has one wait
- * less), and its tree (the next one is then admitted). */
+/* Line k finished or was skipped at `at`: the subagents it spawned are due their gap later, its
+ * session may be over (its joiner then has one wait less), and its tree (the next one is then
+ * admitted). */
 static void line_over(replay_ctx *c, served_req *reqs, int k, double at) {
   const trace_line *L = &c->tr[k];
+  for (int s = c->spawned[k]; s >= 0; s = c->spawn_next[s])
+    satisfy(c, reqs, s, at + c->tr[s].pause_ms / 1e3 / c->speed);
   const int j = joiner_of(c, k);
   if (--c->sess_left[L->session] == 0 && j >= 0) satisfy(c, reqs, j, at);
   if (c->lanes && --c->tree_left[L->tree] == 0) admit_next(c, reqs, at);
@@ -159,6 +184,8 @@ void replay_free(replay_ctx *c) {
   free(c->tree_left);
   free(c->tree_first);
   free(c->tree_t0);
+  free(c->spawned);
+  free(c->spawn_next);
   *c = (replay_ctx){0};
 }
 

@@ -14,7 +14,12 @@
  * already holds the time the agent spent waiting, so it is not added again. With lanes > 0 at most
  * `lanes` trees are live: the first `lanes` start at their timestamps, and each tree whose every
  * turn finished (or was skipped) admits the next one in file order, whose first turns are then
- * sent at their offsets from that tree's start (never before their own timestamps). Everything
+ * sent at their offsets from that tree's start (never before their own timestamps).
+ *
+ * Spawns: a first turn that names a spawner (a subagent's, after the parent turn that spawned it)
+ * is held until that turn finished or was skipped, ok or not, and is then sent its pause_ms (the
+ * recorded gap) later, whatever its own timestamp; it is not counted as its tree's first turn
+ * (the spawner's tree is admitted, and the subagent goes with it). Everything
  * waits in the held flags that served_run_hooked already honours: released by the done hook, no
  * thread and no polling of its own. */
 #ifndef VOUCH_SUITES_SWEEP_SERVER_REPLAY_H
@@ -34,7 +39,8 @@ typedef struct {
   int lanes;              /* > 0: at most this many trees live at once (AgentX --concurrency); 0: trees
                              not tracked (served_run's concurrency caps turns in flight) */
   int *wait;              /* [n] conditions a held line still waits for: its previous turn (1), each
-                             session it joins (1 each), its tree's admission (first turns, 1) (owned) */
+                             session it joins (1 each), its spawner or else its tree's admission (first
+                             turns, 1) (owned) */
   double *due;            /* [n] s after the run's start: the earliest send the conditions met so far
                              allow (owned) */
   int *sess_left;         /* [n_sess] turns of the session neither finished nor skipped (owned) */
@@ -45,6 +51,9 @@ typedef struct {
   int n_trees;            /* 1 + the largest tree index */
   int next_tree;          /* lanes > 0: the first tree not admitted yet */
   int n_joins;            /* turns that wait for sessions (trace_tree_counts) */
+  int *spawned;           /* [n] the first line that line i spawned, -1: none (owned) */
+  int *spawn_next;        /* [n] the next line spawned by the same line, -1: none (owned) */
+  int n_spawns;           /* first turns that wait for the turn that spawned them */
 } replay_ctx;
 
 /* Prepares reqs[0..n) from the lines: prompts of first turns (fresh), arrival times, held later
@@ -52,8 +61,8 @@ typedef struct {
  * a next turn needs them. Error: out of memory, or lanes > 0 and a tree's lines not contiguous. */
 vstatus replay_init(replay_ctx *c, const trace_line *tr, int32_t *const *fresh, int n, int vocab, double speed,
                     int lanes, served_req *reqs);
-/* served_done_fn: releases (or skips) the next turn of the session of reqs[i], the turn joining
- * that session once it is over, and the next tree once this one is over. */
+/* served_done_fn: releases (or skips) the next turn of the session of reqs[i], the first turns it
+ * spawned, the turn joining that session once it is over, and the next tree once this one is over. */
 void replay_done(void *ctx, served_req *reqs, int i, double t0);
 void replay_free(replay_ctx *c);
 

@@ -28,14 +28,19 @@ typedef struct {
   int n_hash;
   int session;     /* session index, 0.. in order of first appearance */
   int turn;        /* 0.. within the session */
-  double pause_ms; /* tool pause before this turn (turn > 0) */
-  /* Session trees and joins (AgentX traces, server_agentx.h; 0 in Mooncake and generated sessions,
+  double pause_ms; /* tool pause before this turn (turn > 0); a spawned first turn (spawner > 0): the
+                      recorded gap between its spawner's end and its start */
+  /* Session trees, joins and spawns (AgentX traces, server_agentx.h; 0 in Mooncake and generated sessions,
    * whose sessions stand alone). Zero means "none" so that a line built field by field stays plain. */
   int tree;        /* the tree (an agent run: its sessions and its subagents'), 0.. in file order;
                       AgentX replays admit --concurrency trees at a time */
   int joiner;      /* 1 + the index (into the lines) of the turn that is sent only after every turn of
                       this line's session finished (a parent turn joining its subagent); the same on
                       every line of a session; 0: no turn waits for this session */
+  int spawner;     /* on a subagent's first turn: 1 + the index of the parent turn that spawned it, which
+                      it waits for (ok or failed) and then pause_ms, instead of starting at t_ms; always
+                      an earlier line of the tree in another session; 0: none (it starts at t_ms), as on
+                      every other line */
 } trace_line;
 
 /* Reads a trace. sessions: group lines by session_id (the turns of a session become contiguous,

@@ -235,9 +235,11 @@ static vrecord *level_record(const level_info *L, const level_stats *st, const s
     s = s ? s : rec_param_str(r, "rate", L->rate);
   }
   if (L->format) s = s ? s : rec_param_str(r, "trace_format", L->format);
-  if (L->format && L->replay) { /* AgentX: concurrency counts these trees; turns that waited for subagents */
+  if (L->format && L->replay) { /* AgentX: concurrency counts these trees; turns that waited for subagents,
+                                   subagents that waited for the turn that spawned them */
     s = s ? s : rec_param_int(r, "trees", L->replay->n_trees);
     s = s ? s : rec_param_int(r, "joins", L->replay->n_joins);
+    s = s ? s : rec_param_int(r, "spawns", L->replay->n_spawns);
   }
   s = s ? s : rec_param_int(r, "seed", (int64_t)L->seed);
   if (L->g->ttft > 0) s = s ? s : rec_param_num(r, "slo_ttft_ms", L->g->ttft);

@@ -2,8 +2,9 @@
 # An AgentX trace (AIPerf's weka_trace format, suites/sweep/server_agentx.h) replayed by `vouch sweep
 # --server --sessions` against vouch serve (loopback only): told by its shape, the composed prompts'
 # lengths are the recorded ones (vouch serve's prompt token counter), a subagent and a context cut
-# are sessions of their own, a parent turn waits for its subagent (join) and --concurrency counts
-# session trees (both proven from the record's per-turn send and end times), the record carries
+# are sessions of their own, a subagent starts after the parent turn that spawned it (spawn), a
+# parent turn waits for its subagent (join) and --concurrency counts session trees (all proven from
+# the record's per-turn send and end times), the record carries
 # trace_format, e2e_norm_interactivity_p90 (InferenceX: 1000 / p90 of E2E ms per output token)
 # beside interactivity_p90, and decode_tokens_per_s beside tokens_per_s; errors name FILE:LINE and
 # the field.
@@ -57,48 +58,53 @@ assert v["e2e_norm_interactivity_p90"] < v["interactivity_p90"], v  # TTFT count
 # pure decode: tokens after each first over the time some request decoded; faster than prefill + decode
 assert v["decode_tokens_per_s"] > 0 and "tokens_per_s" in v, v
 PY
-# Joins and trees: the parent's turn at 0.2 s is at the subagent's recorded end (0 s + 190 ms), so
-# it is sent only after the subagent's last turn ended; the subagent (1.2 s of think time between its
-# turns) outlasts the parent's own schedule (a first turn of 8 tokens, then no pause) by far, so the
-# wait shows in the record's per-turn times. The timing is in the think times, not in token counts:
-# under ASan a 200-token first turn took 4.4 s and outlasted the subagent (the CI of 9c6e83d).
-# --concurrency 1 counts trees: the subagent and its parent's first turn are both due at 0 and go out
-# together in the same lane, where a cap of 1 turn in flight would hold one back until the other
-# ended; the second trace (one turn) starts only when every turn of the first has ended.
+# Spawns, joins and trees. The parent's first turn (0 s) spawns the subagent (at 0 s, the last parent
+# request at or before it; gap 0 - (0 + 0) s): the subagent's first turn is sent only after it ended,
+# with the parent's second turn (0.05 s recorded, no pause: due at that same end), beside it. The
+# parent's turn at 0.2 s is at the subagent's recorded end (0 s + 190 ms), so it is sent only after the
+# subagent's last turn ended; the subagent (1.2 s of think time between its turns) outlasts the
+# parent's own schedule by far, so the wait shows in the record's per-turn times. The timing is in the
+# think times, not in token counts: under ASan a 200-token first turn took 4.4 s and outlasted the
+# subagent (the CI of 9c6e83d). --concurrency 1 counts trees: the subagent and its parent's second
+# turn are both due at the first turn's end and go out together in the same lane, where a cap of 1
+# turn in flight would hold one back until the other ended; the second trace (one turn) starts only
+# when every turn of the first has ended.
 cat >"$t/join.json" <<'EOF'
 {
   "id": "tr1", "block_size": 4, "hash_id_scope": "local",
   "requests": [
-    {"t": 0.0, "type": "n", "in": 8, "out": 8, "hash_ids": [1, 2], "api_time": 0.2},
+    {"t": 0.0, "type": "n", "in": 8, "out": 8, "hash_ids": [1, 2], "api_time": 0.0},
     {"t": 0.0, "type": "subagent", "agent_id": "a1", "duration_ms": 190, "requests": [
       {"t": 0.0, "type": "n", "in": 6, "out": 2, "hash_ids": [1, 9]},
       {"t": 0.1, "type": "n", "in": 10, "out": 2, "hash_ids": [1, 9, 10], "think_time": 1.2}]},
-    {"t": 0.2, "type": "s", "in": 20, "out": 2, "hash_ids": [1, 2, 3, 4, 5], "think_time": 0.0}
+    {"t": 0.05, "type": "s", "in": 20, "out": 8, "hash_ids": [1, 2, 3, 4, 5], "think_time": 0.0},
+    {"t": 0.2, "type": "s", "in": 32, "out": 2, "hash_ids": [1, 2, 3, 4, 5, 6, 7, 8], "think_time": 0.0}
   ]
 }
 {"id": "tr2", "block_size": 4, "requests": [{"t": 0, "type": "n", "in": 8, "out": 2, "hash_ids": [1, 2]}]}
 EOF
 start=$(date +%s.%N)
 "$VOUCH" sweep --server "$A" --sessions "$t/join.json" --concurrency 1 --warmup 0 --json "$t/j.json" >"$t/j.txt" 2>&1 \
-  && ok || bad "AgentX replay with a join: $(cat "$t/j.txt")"
-echo "AgentX replay with a join and 2 trees took $(awk "BEGIN {print $(date +%s.%N) - $start}") s"
+  && ok || bad "AgentX replay with a spawn and a join: $(cat "$t/j.txt")"
+echo "AgentX replay with a spawn, a join and 2 trees took $(awk "BEGIN {print $(date +%s.%N) - $start}") s"
 grep -q "trees 2 (--concurrency counts live trees), join turns 1" "$t/j.txt" && ok || bad "intro: $(cat "$t/j.txt")"
-python3 - "$t/j.json" <<'PY' && ok || bad "join record: $(head -c 900 "$t/j.json")"
+python3 - "$t/j.json" <<'PY' && ok || bad "spawn and join record: $(head -c 900 "$t/j.json")"
 import json, sys
 (r,) = json.load(open(sys.argv[1]))["records"]
 m = {x["name"]: x for x in r["metrics"]}
 v = {k: x["value"] for k, x in m.items()}
 p = r["params"]
-assert r["status"] == "pass" and v["requests_ok"] == 5 and v["sessions"] == 3, (r["status"], v)
-assert p["trees"] == 2 and p["joins"] == 1 and p["concurrency"] == 1, p
-# lines: parent turns 0 and 1, subagent turns 2 and 3, the second trace's turn 4
+assert r["status"] == "pass" and v["requests_ok"] == 6 and v["sessions"] == 3, (r["status"], v)
+assert p["trees"] == 2 and p["joins"] == 1 and p["spawns"] == 1 and p["concurrency"] == 1, p
+# lines: parent turns 0, 1 and 2, subagent turns 3 and 4, the second trace's turn 5
 send, end = m["turn_send_s"]["samples"], m["turn_end_s"]["samples"]
-assert len(send) == len(end) == 5, (send, end)
+assert len(send) == len(end) == 6, (send, end)
 eps = 1e-6
-assert send[1] >= end[3] - eps, f"the join turn was sent at {send[1]:.3f} s, before the subagent ended at {end[3]:.3f} s"
-assert end[3] > end[0] + 0.1, f"vacuous: the subagent ended at {end[3]:.3f} s, the parent's first turn at {end[0]:.3f} s"
-assert send[2] < end[0] and send[0] < end[2], f"the subagent ({send[2]:.3f}-{end[2]:.3f} s) did not run beside its parent's first turn ({send[0]:.3f}-{end[0]:.3f} s)"
-assert send[4] >= max(end[:4]) - eps, f"the second tree started at {send[4]:.3f} s, before the first ended ({max(end[:4]):.3f} s)"
+assert send[3] >= end[0] - eps, f"the subagent was sent at {send[3]:.3f} s, before its spawning turn ended at {end[0]:.3f} s"
+assert send[2] >= end[4] - eps, f"the join turn was sent at {send[2]:.3f} s, before the subagent ended at {end[4]:.3f} s"
+assert end[4] > end[1] + 0.1, f"vacuous: the subagent ended at {end[4]:.3f} s, the parent's second turn at {end[1]:.3f} s"
+assert send[3] < end[1] and send[1] < end[3], f"the subagent ({send[3]:.3f}-{end[3]:.3f} s) did not run beside its parent's second turn ({send[1]:.3f}-{end[1]:.3f} s)"
+assert send[5] >= max(end[:5]) - eps, f"the second tree started at {send[5]:.3f} s, before the first ended ({max(end[:5]):.3f} s)"
 PY
 # a malformed join: FILE:LINE and the field
 printf '%s\n' '{"block_size": 4, "requests": [{"t": 0, "type": "n", "in": 4, "out": 2},' \

@@ -1,7 +1,8 @@
 /* suites/sweep/server_agentx.h: AgentX (AIPerf weka_trace) traces into vouch's session lines: new
  * input per turn from the whole-prompt lengths, pauses from think_time / api_time / t, hash ids past
  * the shared prefix and scoped per trace, subagents and context cuts as sessions of their own, the
- * parent turn that joins each subagent (from duration_ms, else its requests' ends), one tree per
+ * parent turn that joins each subagent (from duration_ms, else its requests' ends), the parent turn
+ * that spawned it (the last at or before its t) with the recorded gap after it, one tree per
  * trace, the format told by the file's shape, and every broken field named with FILE:LINE. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,11 @@ int main(void) {
      * turn at 2.5 s (line 1) joins both its lines; the main agent's own lines join nothing */
     CHECK(v[3].joiner == 2 && v[4].joiner == 2, "the subagent is joined by line 1 (joiners %d %d)", v[3].joiner, v[4].joiner);
     CHECK(v[0].joiner == 0 && v[1].joiner == 0 && v[2].joiner == 0, "the parent's lines join nothing");
+    /* spawned by the main turn at 0 s (the last at or before the subagent's 1.0 s), which took its
+     * recorded 1.0 s: no gap; only the subagent's first turn waits for it */
+    CHECK(v[3].spawner == 1 && v[3].pause_ms == 0, "the subagent is spawned by line 0 (spawner %d, gap %g ms)", v[3].spawner,
+          v[3].pause_ms);
+    CHECK(v[0].spawner == 0 && v[1].spawner == 0 && v[2].spawner == 0 && v[4].spawner == 0, "no other line is spawned");
     int trees = 0, joins = 0;
     CHECK_OK(trace_tree_counts(v, n, &trees, &joins));
     CHECK(trees == 1 && joins == 1 && v[4].tree == 0 && v[2].tree == 0, "one tree (%d), one join turn (%d)", trees, joins);
@@ -100,6 +106,39 @@ int main(void) {
           ends[k].dur, n == 5 ? v[3].joiner : -1, ends[k].joiner);
     trace_free(v, n);
   }
+
+  /* spawns: the parent's last request at or before the subagent's t, the gap from its end (t +
+   * api_time, else t); none when the subagent precedes every parent request, or when the spawner
+   * would be at or after the join turn (requests out of time order: it would wait for itself) */
+  p = write_file("spawn.jsonl",
+                 "{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 4, \"out\": 1, \"api_time\": 0.25},"
+                 " {\"t\": 0.5, \"type\": \"n\", \"in\": 8, \"out\": 1},"
+                 " {\"t\": 0.375, \"type\": \"subagent\", \"requests\": [{\"t\": 0.375, \"type\": \"n\", \"in\": 4, \"out\": 1}]},"
+                 " {\"t\": 1.25, \"type\": \"subagent\", \"requests\": [{\"t\": 1.25, \"type\": \"n\", \"in\": 4, \"out\": 1}]}]}\n"
+                 "{\"block_size\": 4, \"requests\": [{\"t\": 1, \"type\": \"n\", \"in\": 4, \"out\": 1},"
+                 " {\"t\": 0.5, \"type\": \"subagent\", \"requests\": [{\"t\": 0.5, \"type\": \"n\", \"in\": 4, \"out\": 1}]}]}\n"
+                 "{\"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 4, \"out\": 1},"
+                 " {\"t\": 5, \"type\": \"n\", \"in\": 4, \"out\": 1}, {\"t\": 1, \"type\": \"n\", \"in\": 4, \"out\": 1},"
+                 " {\"t\": 2, \"type\": \"subagent\", \"duration_ms\": 1000, \"requests\": [{\"t\": 2, \"type\": \"n\", \"in\": 4, \"out\": 1}]}]}\n");
+  CHECK_OK(agentx_read(p, 0, &v, &n, &block));
+  CHECK(n == 10, "10 turns (%d)", n);
+  if (n == 10) {
+    /* lines: trace 1's parent 0, 1, subagents 2 (0.375 s), 3 (1.25 s); trace 2's parent 4, subagent 5;
+     * trace 3's parent 6, 7, 8 (each a session: no prompt grows), subagent 9 */
+    CHECK(v[2].spawner == 1 && v[2].pause_ms == 125 && v[2].joiner == 2,
+          "at 0.375 s: spawned by line 0 (%d), 0.375 - (0 + 0.25) s later (%g ms), joined by line 1 (%d)", v[2].spawner,
+          v[2].pause_ms, v[2].joiner);
+    CHECK(v[3].spawner == 2 && v[3].pause_ms == 750 && v[3].joiner == 0,
+          "at 1.25 s: spawned by line 1 (%d), 1.25 - 0.5 s later without api_time (%g ms), joined by none (%d)", v[3].spawner,
+          v[3].pause_ms, v[3].joiner);
+    CHECK(v[5].spawner == 0 && v[5].t_ms == 500 && v[5].joiner == 5,
+          "before every parent request: spawned by none (%d), starts at its t", v[5].spawner);
+    CHECK(v[9].joiner == 8 && v[9].spawner == 0, "spawner after the join turn: none (spawner %d, joiner %d)", v[9].spawner,
+          v[9].joiner);
+    for (int i = 0; i < n; i++)
+      if (i != 2 && i != 3) CHECK(v[i].spawner == 0, "line %d spawned by none (%d)", i, v[i].spawner);
+  }
+  trace_free(v, n);
 
   /* limit: the first session only */
   CHECK_OK(agentx_read(p, 1, &v, &n, &block));
