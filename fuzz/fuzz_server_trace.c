@@ -3,7 +3,8 @@
  * readers too (a file may be named with --trace-format against its shape): Mooncake lines, vouch's
  * sessions (suites/sweep/server_trace.c trace_read) and AgentX traces (agentx_read). An accepted
  * trace holds lines with counts >= 1, each session's turns contiguous, numbered from 0, trees
- * contiguous and joiners that the replay can wait on (an earlier turn of the tree, another session). */
+ * contiguous, and joiners and spawners that the replay can wait on (an earlier turn of the tree, another
+ * session; a spawner only on a first turn and before its session's joiner). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,12 @@ static void check_lines(trace_line *v, int n) {
     const int j = v[i].joiner - 1;
     fz_assert(j == -1 || (j >= 0 && j < i && v[j].session != v[i].session && v[j].tree == v[i].tree), "a joiner");
     fz_assert(!same || v[i].joiner == v[i - 1].joiner, "one joiner per session");
+    /* a spawner: only on a first turn, an earlier turn of the same tree in another session, and before
+     * the session's joiner (else the join would wait on a subagent that waits on the join) */
+    const int s = v[i].spawner - 1;
+    fz_assert(s == -1 || (v[i].turn == 0 && s >= 0 && s < i && v[s].session != v[i].session && v[s].tree == v[i].tree &&
+                          (j == -1 || s < j)),
+              "a spawner");
   }
   trace_free(v, n);
 }
