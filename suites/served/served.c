@@ -662,7 +662,8 @@ vstatus served_run_hooked(const served_conn *c, const char *model, served_req *r
     curl_multi_perform(multi, &running);
     CURLMsg *m;
     int left;
-    bool hooked = false; /* a done hook ran: it may have released turns due now */
+    bool freed = false; /* a request finished: its slot, and any turn its done hook released, may take a
+                           request due now */
     while ((m = curl_multi_info_read(multi, &left))) {
       if (m->msg != CURLMSG_DONE) continue;
       xfer *x = NULL;
@@ -673,12 +674,14 @@ vstatus served_run_hooked(const served_conn *c, const char *model, served_req *r
       xfer_free(x, multi);
       state[i] = 2;
       active--, finished++;
-      if (done) done(ctx, reqs, i, t0), hooked = true;
+      freed = true;
+      if (done) done(ctx, reqs, i, t0);
     }
-    /* due_min above predates what the hook released (a session's next turn with a short pause, a
-     * joined parent turn, a newly admitted tree): scan again before sleeping, or they would wait
-     * for the next traffic or up to 50 ms */
-    if (hooked) continue;
+    /* due_min above predates the freed slot (a closed loop's next request: the scan stopped at the
+     * concurrency limit) and what a hook released (a session's next turn with a short pause, a joined
+     * parent turn, a newly admitted tree): scan again before sleeping, or they would wait for the next
+     * traffic or up to 50 ms (at concurrency 1 every request did, 50 ms of idle server each) */
+    if (freed) continue;
     /* wait for traffic, or until the next arrival is due (at most 50 ms) */
     const double wait_s = fmin(due_min, 0.05);
     if (tfd >= 0 && due_min <= SPIN_S) {

@@ -134,6 +134,18 @@ for r in rs:
     assert len(m["ttft_ms"]["samples"]) == 4 and 1 <= len(m["itl_ms"]["samples"]) <= 4 * 7, m["itl_ms"]
     assert m["goodput_pct"]["value"] == 100 and "spec_drafts" not in m
 PY
+# a closed loop keeps the server busy: at concurrency 1 the next request goes out when the previous one
+# ends, not at the client's next 50 ms poll (before the fix every gap was ~50 ms: 11 x 50 ms of idle server
+# here); the gaps summed stay under 11 x 20 ms however loaded the machine
+"$VOUCH" sweep --server "$A" --concurrency 1 --input-len 8 --output-len 8 --num-prompts 12 \
+  --json "$t/cl.json" >"$t/cl.txt" 2>"$t/cl.err" && ok || bad "closed-loop sweep: $(cat "$t/cl.err")"
+python3 - "$t/cl.json" <<'PY' && ok || bad "closed loop: the client left the server idle between requests"
+import json, sys
+m = {x["name"]: x for x in json.load(open(sys.argv[1]))["records"][0]["metrics"]}
+busy = sum(m["e2e_ms"]["samples"]) / 1e3
+idle = m["duration_s"]["value"] - busy
+assert len(m["e2e_ms"]["samples"]) == 12 and idle < 11 * 0.020, (m["duration_s"]["value"], busy, idle)
+PY
 # against --spec K=3,AL=3: acceptance from /metrics (the last step of a request may keep fewer)
 "$VOUCH" sweep --server "$C" --concurrency 2 --input-len 8 --output-len 16 --num-prompts 2 --rate poisson:20 \
   --json "$t/sp.json" >"$t/sp.txt" 2>&1 && ok || bad "spec sweep: $(cat "$t/sp.txt")"
