@@ -70,7 +70,7 @@ static vstatus figure_record(const vrec_sink *sink, const cJSON *cmp, const cJSO
     snprintf(why, sizeof why, "too noisy to judge: interval [%.4g, %.4g] spans both %.4g and %.4g (more rounds, "
              "--relaunch, a quieter machine)", lo, hi, 1 - thr, 1 + thr);
     rec_set_status(r, REC_UNDECIDED, why);
-  } else if (!has_ci && num(e, "ratio") != 1) {
+  } else if (!has_ci && strcmp(verdict, "same") != 0) { /* "same": equal values (1, or 0 and 0), nothing to decide */
     snprintf(why, sizeof why, "%s: no interval from %g base and %g head samples (per-request timings need %d rounds "
              "a side, a figure read once per run, a p90 / p99 or output tok/s, 8)", verdict[0] ? verdict : "n/a",
              num(e, "n_base"), num(e, "n_cand"), COMPARE_MIN_TIMING_RUNS);

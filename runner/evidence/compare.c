@@ -250,7 +250,7 @@ static void compare_metric(const vresults *base, int nb, const vresults *cand, i
   bool has_ci = isfinite(lo) && isfinite(hi);
   const char *verdict;
   bool regression = false, perf = perf_unit(ma->unit);
-  if (!isfinite(ratio)) verdict = "n/a";
+  if (!isfinite(ratio)) verdict = va == vb ? "same" : "n/a"; /* 0 and 0 (failed requests): no ratio, no change */
   else if (!has_ci) {
     verdict = ratio == 1 ? "same" : need == 0 || statistic_of_metric(ma->name) ? "no interval" : "not enough samples";
     if (gated && ratio != 1 && need > 0) t->n_short++;

@@ -249,6 +249,16 @@ int main(void) {
             cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m0, "verdict")), cJSON_GetArrayItem(ci, 0)->valuedouble,
             cJSON_GetArrayItem(ci, 1)->valuedouble);
       cJSON_Delete(cmp);
+      if (h == 2) { /* a count that is 0 on both sides (failed requests): no ratio, and no change either */
+        for (int k = 0; k < 4; k++)
+          for (int side = 0; side < 2; side++) rec_metric_value(rr[side][k], "requests_failed", "", RB_LOWER, 0);
+        cmp = compare_rounds_family(S[0], 4, S[1], 4, 0.05);
+        const cJSON *mf = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cmp, "metrics"), 1);
+        CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(mf, "metric")), "requests_failed") &&
+                  !strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(mf, "verdict")), "same"),
+              "0 failed requests on both sides: same, not n/a");
+        cJSON_Delete(cmp);
+      }
       cmp = compare_rounds_family(S[0], 2, S[1], 2, 0.05);
       m0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cmp, "metrics"), 0);
       CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m0, "verdict")), "not enough samples") &&
