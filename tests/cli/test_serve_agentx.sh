@@ -87,7 +87,7 @@ start=$(date +%s.%N)
 "$VOUCH" sweep --server "$A" --sessions "$t/join.json" --concurrency 1 --warmup 0 --json "$t/j.json" >"$t/j.txt" 2>&1 \
   && ok || bad "AgentX replay with a spawn and a join: $(cat "$t/j.txt")"
 echo "AgentX replay with a spawn, a join and 2 trees took $(awk "BEGIN {print $(date +%s.%N) - $start}") s"
-grep -q "trees 2 (--concurrency counts live trees), join turns 1" "$t/j.txt" && ok || bad "intro: $(cat "$t/j.txt")"
+grep -q "trees 2 (--concurrency counts live trees), join turns 1 .*spawned subagents 1 " "$t/j.txt" && ok || bad "intro: $(cat "$t/j.txt")"
 python3 - "$t/j.json" <<'PY' && ok || bad "spawn and join record: $(head -c 900 "$t/j.json")"
 import json, sys
 (r,) = json.load(open(sys.argv[1]))["records"]
