@@ -239,49 +239,50 @@ static vstatus subagent_end(const reader *R, int idx, const cJSON *e, double t, 
   return V_OK;
 }
 
-/* The join turn of a subagent that ended at `end` s: 1 + the line index of the trace's first own
- * request (in list order) whose t is at or after it (T_SLACK), 0 when none is
- * (the subagent runs on beside its parent). Own requests are lines first .. first + n_own - 1 in
- * list order (fewer than the list's when --num-prompts cut the chain). */
-static int join_turn(const cJSON *list, int first, int n_own, double end) {
+/* A request of the trace's own chain as the join and spawn rules read it (read_chain checked it). */
+typedef struct {
+  double t;   /* recorded start, s from the trace's start */
+  double api; /* recorded answer time, s; 0 when not given */
+} own_req;
+
+/* Collects the trace's first n_own own requests of `list` (in list order, subagent entries skipped:
+ * lines first .. first + n_own - 1, fewer than the list's when --num-prompts cut the chain) into own[],
+ * once for all of its subagents. Returns how many it found (n_own for a chain read_chain accepted). */
+static int own_requests(const cJSON *list, int n_own, own_req *own) {
   int k = 0;
   const cJSON *e;
   cJSON_ArrayForEach(e, list) {
     const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "type"));
     if (!type || !strcmp(type, "subagent")) continue;
     if (k >= n_own) break;
-    if (cJSON_GetObjectItemCaseSensitive(e, "t")->valuedouble + T_SLACK >= end) return 1 + first + k;
-    k++;
+    const cJSON *api = cJSON_GetObjectItemCaseSensitive(e, "api_time"); /* checked: absent, null or >= 0 */
+    own[k++] = (own_req){cJSON_GetObjectItemCaseSensitive(e, "t")->valuedouble, cJSON_IsNumber(api) ? api->valuedouble : 0};
   }
+  return k;
+}
+
+/* The join turn of a subagent that ended at `end` s: 1 + the line index of the trace's first own
+ * request whose t is at or after it (T_SLACK), 0 when none is (the subagent runs on beside its
+ * parent). own[n_own]: own_requests, line first + k for own[k]. */
+static int join_turn(const own_req *own, int first, int n_own, double end) {
+  for (int k = 0; k < n_own; k++)
+    if (own[k].t + T_SLACK >= end) return 1 + first + k;
   return 0;
 }
 
 /* The spawning turn of a subagent that started at `start` s: 1 + the line index of the trace's last
- * own request (in list order, lines as in join_turn) whose t is at or before it (T_SLACK), 0 when
- * none is (the subagent precedes every parent request: it starts at its recorded time). *gap: the
- * recorded s from that request's end (t + api_time, or t when api_time is absent) to `start`, >= 0. */
-static int spawn_turn(const cJSON *list, int first, int n_own, double start, double *gap) {
-  int k = 0, found = 0;
-  const cJSON *e;
-  cJSON_ArrayForEach(e, list) {
-    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "type"));
-    if (!type || !strcmp(type, "subagent")) continue;
-    if (k >= n_own) break;
-    const double t = cJSON_GetObjectItemCaseSensitive(e, "t")->valuedouble;
-    if (t <= start + T_SLACK) {
-      const cJSON *api = cJSON_GetObjectItemCaseSensitive(e, "api_time"); /* checked: absent, null or >= 0 */
-      found = 1 + first + k;
-      *gap = fmax(0, start - t - (cJSON_IsNumber(api) ? api->valuedouble : 0));
-    }
-    k++;
-  }
+ * own request (in list order, as in join_turn) whose t is at or before it (T_SLACK), 0 when none is
+ * (the subagent precedes every parent request: it starts at its recorded time). *gap: the recorded s
+ * from that request's end (t + api_time, or t when api_time is absent) to `start`, >= 0. */
+static int spawn_turn(const own_req *own, int first, int n_own, double start, double *gap) {
+  int found = 0;
+  for (int k = 0; k < n_own; k++)
+    if (own[k].t <= start + T_SLACK) found = 1 + first + k, *gap = fmax(0, start - own[k].t - own[k].api);
   return found;
 }
 
-/* The subagents of a trace whose own requests are lines first .. first + n_own - 1: each into
- * sessions of its own (read_chain), its first turn spawned by the parent's turn at or before its
- * start, joined by the parent's turn at or after its end. */
-static vstatus read_subagents(reader *R, const cJSON *list, int first, int n_own) {
+/* read_subagents with the trace's own requests already collected (own[n_own]). */
+static vstatus read_subagents_of(reader *R, const cJSON *list, int first, int n_own, const own_req *own) {
   int idx = -1;
   const cJSON *e;
   cJSON_ArrayForEach(e, list) {
@@ -298,15 +299,27 @@ static vstatus read_subagents(reader *R, const cJSON *list, int first, int n_own
     VTRY(read_chain(R, inner, prefix, false, t->valuedouble));
     double end = t->valuedouble;
     VTRY(subagent_end(R, idx, e, t->valuedouble, &end));
-    const int joiner = join_turn(list, first, n_own, end);
+    const int joiner = join_turn(own, first, n_own, end);
     for (int k = from; k < R->n; k++) R->v[k].joiner = joiner;
     /* a spawner at or after the join turn (requests out of time order, or one request at both the
      * start and the end) would wait for the subagent that waits for it: then none */
     double gap = 0;
-    const int spawner = from < R->n ? spawn_turn(list, first, n_own, t->valuedouble, &gap) : 0;
+    const int spawner = from < R->n ? spawn_turn(own, first, n_own, t->valuedouble, &gap) : 0;
     if (spawner && (!joiner || spawner < joiner)) R->v[from].spawner = spawner, R->v[from].pause_ms = gap * 1e3;
   }
   return V_OK;
+}
+
+/* The subagents of a trace whose own requests are lines first .. first + n_own - 1: each into
+ * sessions of its own (read_chain), its first turn spawned by the parent's turn at or before its
+ * start, joined by the parent's turn at or after its end. Error: out of memory, or what
+ * read_subagents_of names. */
+static vstatus read_subagents(reader *R, const cJSON *list, int first, int n_own) {
+  own_req *own = malloc((size_t)(n_own > 0 ? n_own : 1) * sizeof *own);
+  if (!own) return VERR("%s:%ld: out of memory for %d requests", R->file, R->lno, n_own);
+  const vstatus s = read_subagents_of(R, list, first, own_requests(list, n_own, own), own);
+  free(own);
+  return s;
 }
 
 /* One trace object: its own requests, then each subagent's. *block: set by the first trace, the
