@@ -203,14 +203,12 @@ static bool testable(const rec_metric *ma, const rec_metric *mb, const groups *g
          gb->ng >= need_runs;
 }
 
-/* True when the figure is a timing read once per run (output tok/s, req/s: derive "value", one sample a
- * round) and both sides have the same COMPARE_MIN_TIMING_RUNS or more paired rounds (vouch ab, the served
- * sweep A/B), each holding it. Such a figure never reaches compare_min_samples' 8 samples short of 8
- * rounds, yet its rounds' ratios give a Student-t interval from 3 rounds on. */
-static bool per_run_timing(const rec_metric *ma, const rec_metric *mb, int nb, int nc, const groups *ga,
-                           const groups *gb) {
-  return ma->derive == RD_VALUE && mb->derive == RD_VALUE && perf_unit(ma->unit) && nb == nc &&
-         nb >= COMPARE_MIN_TIMING_RUNS && ga->ng == nb && gb->ng == nc && ga->total == nb && gb->total == nc;
+/* True when a timing of paired rounds (rounds_paired) is read once per run (output tok/s, req/s: derive
+ * "value", one sample a round, every round holding it). Such a figure never reaches
+ * compare_min_samples' 8 samples short of 8 rounds, yet its rounds' ratios give a Student-t interval
+ * from COMPARE_MIN_TIMING_RUNS rounds on. */
+static bool per_run_figure(const rec_metric *ma, const rec_metric *mb, int n, const groups *ga, const groups *gb) {
+  return ma->derive == RD_VALUE && mb->derive == RD_VALUE && ga->ng == n && gb->ng == n && ga->total == n && gb->total == n;
 }
 
 static void compare_metric(const vresults *base, int nb, const vresults *cand, int nc, const vrecord *a,
@@ -230,9 +228,11 @@ static void compare_metric(const vresults *base, int nb, const vresults *cand, i
   int need = compare_min_samples(ma->derive);
   bool gated = gated_metric(ma);
   bool enough = testable(ma, mb, &ga, &gb);
+  /* a timing of rounds that ran next to each other (vouch ab, the served sweep A/B: nb == nc) */
+  const bool rounds_paired = perf_unit(ma->unit) && nb == nc && nb >= COMPARE_MIN_TIMING_RUNS;
   double plo, phi;
   bool paired = false;
-  if (per_run_timing(ma, mb, nb, nc, &ga, &gb)) {
+  if (rounds_paired && per_run_figure(ma, mb, nb, &ga, &gb)) {
     /* one value per round: the paired rounds' ratios are the figure's only samples, so their t interval
      * is its interval (a bootstrap of 3 values is no interval at all) */
     paired = isfinite(ratio) && paired_ratio(ma->derive, &ga, &gb, nb, rule->alpha, &lo, &hi);
@@ -240,7 +240,7 @@ static void compare_metric(const vresults *base, int nb, const vresults *cand, i
     if (enough && isfinite(ratio)) boot_ratio(ma->derive, &ga, &gb, rule->alpha, &lo, &hi);
     /* a timing of paired rounds: the interval covers both the steps' sampling noise (bootstrap)
      * and the drift between rounds (paired t), so a change must stand out of both to count */
-    paired = enough && perf_unit(ma->unit) && nb == nc && nb >= COMPARE_MIN_TIMING_RUNS && isfinite(lo) && isfinite(hi) &&
+    paired = enough && rounds_paired && isfinite(lo) && isfinite(hi) &&
              paired_ratio(ma->derive, &ga, &gb, nb, rule->alpha, &plo, &phi);
     if (paired) {
       lo = fmin(lo, plo);
