@@ -2,10 +2,14 @@
 #include "suites/sweep/server_agentx.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 vstatus trace_format_parse(const char *s, trace_format *f) {
   if (!strcmp(s, "auto")) *f = TRACE_FMT_AUTO;
@@ -19,10 +23,9 @@ const char *trace_format_name(trace_format f) {
   return f == TRACE_FMT_AGENTX ? "agentx" : f == TRACE_FMT_MOONCAKE ? "mooncake" : "auto";
 }
 
-/* The whole file, NUL-terminated, in *buf (*len bytes). Error: cannot read it, or past 1 GiB. */
-static vstatus slurp(const char *file, char **buf, size_t *len) {
-  FILE *f = fopen(file, "rb");
-  if (!f) return VERR("%s: cannot open the trace", file);
+/* The whole of f (named `file` in errors), NUL-terminated, in *buf (*len bytes); f is closed.
+ * Error: cannot read it, or past 1 GiB. */
+static vstatus slurp_fp(FILE *f, const char *file, char **buf, size_t *len) {
   size_t cap = 1 << 16, n = 0;
   char *b = malloc(cap);
   while (b) {
@@ -40,11 +43,26 @@ static vstatus slurp(const char *file, char **buf, size_t *len) {
   return V_OK;
 }
 
+static vstatus slurp(const char *file, char **buf, size_t *len) {
+  FILE *f = fopen(file, "rb");
+  if (!f) return VERR("%s: cannot open the trace", file);
+  return slurp_fp(f, file, buf, len);
+}
+
+static bool is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 static bool has_requests(const cJSON *j) {
   return cJSON_IsObject(j) && cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(j, "requests"));
 }
 
 vstatus trace_format_detect(const char *file, trace_format *f) {
+  if (is_dir(file)) { /* a directory of trace files, as AIPerf reads them: only AgentX comes so */
+    *f = TRACE_FMT_AGENTX;
+    return V_OK;
+  }
   /* the first non-blank line alone: a Mooncake line, or a trace written one per line */
   FILE *fp = fopen(file, "r");
   if (!fp) return VERR("%s: cannot open the trace", file);
@@ -85,6 +103,9 @@ typedef struct {
   int n, cap;
   int sessions;       /* sessions started so far */
   int trees;          /* traces that gave lines so far: the tree index of the next trace's lines */
+  bool dir;           /* reading a directory of trace files: each trace's "id" must be new */
+  char **ids;         /* [n_ids] the ids read so far (dir only; owned) */
+  int n_ids, cap_ids;
 } reader;
 
 /* One request of a chain, checked. */
@@ -322,6 +343,27 @@ static vstatus read_subagents(reader *R, const cJSON *list, int first, int n_own
   return s;
 }
 
+/* A directory's trace id (a string, or a number as written): refused when an earlier trace had it.
+ * Error: that, an id of another type, or out of memory. Absent: nothing to check. */
+static vstatus note_id(reader *R, const cJSON *id) {
+  if (!id) return V_OK;
+  char num[64];
+  const char *v = cJSON_IsString(id) ? id->valuestring : NULL;
+  if (cJSON_IsNumber(id)) snprintf(num, sizeof num, "%.17g", id->valuedouble), v = num;
+  if (!v) return VERR("%s:%ld: id must be a string or a number", R->file, R->lno);
+  for (int i = 0; i < R->n_ids; i++)
+    if (!strcmp(R->ids[i], v)) return VERR("%s:%ld: id \"%.64s\" names an earlier trace of the directory too", R->file, R->lno, v);
+  if (R->n_ids == R->cap_ids) {
+    const int cap = R->cap_ids ? R->cap_ids * 2 : 64;
+    char **nv = cap < (1 << 24) ? realloc(R->ids, (size_t)cap * sizeof *nv) : NULL;
+    if (!nv) return VERR("%s: out of memory", R->file);
+    R->ids = nv, R->cap_ids = cap;
+  }
+  if (!(R->ids[R->n_ids] = strdup(v))) return VERR("%s: out of memory", R->file);
+  R->n_ids++;
+  return V_OK;
+}
+
 /* One trace object: its own requests, then each subagent's. *block: set by the first trace, the
  * same for the rest. */
 static vstatus read_trace(reader *R, const cJSON *j, int *block) {
@@ -335,6 +377,7 @@ static vstatus read_trace(reader *R, const cJSON *j, int *block) {
   if (*block && *block != (int)bs->valuedouble)
     return VERR("%s:%ld: block_size %d, but an earlier trace of the file has %d", R->file, R->lno, (int)bs->valuedouble, *block);
   *block = (int)bs->valuedouble;
+  if (R->dir) VTRY(note_id(R, cJSON_GetObjectItemCaseSensitive(j, "id")));
   const int first = R->n;
   VTRY(read_chain(R, list, "", true, 0));
   VTRY(read_subagents(R, list, first, R->n - first));
@@ -342,32 +385,100 @@ static vstatus read_trace(reader *R, const cJSON *j, int *block) {
   return V_OK;
 }
 
-vstatus agentx_read(const char *file, int limit, trace_line **out, int *n_out, int *block) {
-  char *buf;
-  size_t len;
-  VTRY(slurp(file, &buf, &len));
-  reader R = {.file = file, .lno = 1, .limit = limit};
-  *block = 0;
-  vstatus s = strlen(buf) == len ? V_OK : VERR("%s: a NUL byte in the trace", file);
+/* The traces of one file's text (buf, len bytes, NUL-terminated) into R, R->file naming it. */
+static vstatus read_text(reader *R, const char *buf, size_t len, int *block) {
+  R->lno = 1;
+  vstatus s = strlen(buf) == len ? V_OK : VERR("%s: a NUL byte in the trace", R->file);
   const char *p = buf;
-  while (s == V_OK && (R.limit <= 0 || R.sessions < R.limit)) {
-    for (; *p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'; p++) R.lno += *p == '\n';
+  while (s == V_OK && (R->limit <= 0 || R->sessions < R->limit)) {
+    for (; *p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'; p++) R->lno += *p == '\n';
     if (!*p) break;
     const char *end = NULL;
     cJSON *j = cJSON_ParseWithLengthOpts(p, len - (size_t)(p - buf), &end, false);
     if (!j) {
-      long at = R.lno;
+      long at = R->lno;
       for (const char *q = p; end && q < end && *q; q++) at += *q == '\n';
-      s = VERR("%s:%ld: not valid JSON (a trace object, or one per line)", file, at);
+      s = VERR("%s:%ld: not valid JSON (a trace object, or one per line)", R->file, at);
       break;
     }
-    s = read_trace(&R, j, block);
+    s = read_trace(R, j, block);
     cJSON_Delete(j);
-    for (; p < end; p++) R.lno += *p == '\n';
-    R.scope++;
+    for (; p < end; p++) R->lno += *p == '\n';
+    R->scope++;
   }
-  free(buf);
+  return s;
+}
+
+static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* A directory of trace files, as AIPerf reads one: its own files named *.json (not its
+ * subdirectories'), in byte order of their names, each holding traces as a file does. A symbolic
+ * link or anything but a regular file under such a name is refused (nothing is opened outside the
+ * directory), and two traces with the same "id" are (AIPerf refuses them too). Errors name the file. */
+static vstatus read_dir(reader *R, const char *dir, int *block) {
+  const int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+  DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+  if (!d) {
+    if (dfd >= 0) close(dfd);
+    return VERR("%s: cannot open the trace directory", dir);
+  }
+  char **names = NULL;
+  int n = 0, cap = 0;
+  vstatus s = V_OK;
+  for (struct dirent *e; s == V_OK && (e = readdir(d));) {
+    const size_t L = strlen(e->d_name);
+    if (L < 6 || strcmp(e->d_name + L - 5, ".json") || e->d_name[0] == '.') continue;
+    if (n == cap) {
+      char **nn = cap < (1 << 20) ? realloc(names, (size_t)(cap ? cap * 2 : 64) * sizeof *nn) : NULL;
+      if (!nn) { s = VERR("%s: out of memory (or more than 2^20 trace files)", dir); break; }
+      names = nn, cap = cap ? cap * 2 : 64;
+    }
+    if (!(names[n] = strdup(e->d_name))) s = VERR("%s: out of memory", dir);
+    else n++;
+  }
+  if (s == V_OK && n == 0) s = VERR("%s: no *.json trace files in the directory", dir);
+  if (s == V_OK) qsort(names, (size_t)n, sizeof *names, name_cmp);
+  char path[4096];
+  for (int i = 0; s == V_OK && i < n && (R->limit <= 0 || R->sessions < R->limit); i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    R->file = path;
+    struct stat st;
+    const int fd = openat(dfd, names[i], O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    FILE *f = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+      if (fd >= 0) close(fd);
+      s = VERR("%s: not a regular file the directory holds (a link, or unreadable): not read", path);
+      break;
+    }
+    char *buf;
+    size_t len;
+    if ((s = slurp_fp(f, path, &buf, &len))) break;
+    s = read_text(R, buf, len, block);
+    free(buf);
+  }
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+  closedir(d);
+  R->file = dir;
+  return s;
+}
+
+vstatus agentx_read(const char *file, int limit, trace_line **out, int *n_out, int *block) {
+  reader R = {.file = file, .lno = 1, .limit = limit, .dir = is_dir(file)};
+  *block = 0;
+  vstatus s;
+  if (R.dir) {
+    s = read_dir(&R, file, block);
+  } else {
+    char *buf;
+    size_t len;
+    VTRY(slurp(file, &buf, &len));
+    s = read_text(&R, buf, len, block);
+    free(buf);
+  }
   if (s == V_OK && R.n == 0) s = VERR("%s: no requests in the trace", file);
+  for (int i = 0; i < R.n_ids; i++) free(R.ids[i]);
+  free(R.ids);
   if (s != V_OK) {
     trace_free(R.v, R.n);
     return s;

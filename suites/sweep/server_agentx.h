@@ -8,7 +8,8 @@
  * "think_time": s the client waited after the previous answer, "api_time": s the answer took}; a
  * {"type": "subagent", "t", "duration_ms", "requests": [...]} entry holds a helper agent's own
  * requests. A file holds one trace (pretty-printed or not) or one trace per line; other fields are
- * ignored.
+ * ignored. A directory holds trace files, as AIPerf reads one: its own *.json files (not its
+ * subdirectories', no links) in byte order of their names, trace ids ("id") distinct.
  *
  * Into sessions: the trace's requests are one session, each subagent another. A trace and its
  * subagents are one tree (trace_line.tree): the replay admits --concurrency trees at a time. Spawn
@@ -46,16 +47,18 @@ typedef enum {
 /* --trace-format auto|mooncake|agentx. Error: another word (names the option). */
 vstatus trace_format_parse(const char *s, trace_format *f);
 const char *trace_format_name(trace_format f);
-/* The file's shape: AgentX when its first JSON value is an object with a "requests" list, else
- * Mooncake (whose reader then names what is wrong). Error: the file cannot be read. */
+/* The file's shape: AgentX for a directory (of trace files) or when its first JSON value is an
+ * object with a "requests" list, else Mooncake (whose reader then names what is wrong). Error: the
+ * file cannot be read. */
 vstatus trace_format_detect(const char *file, trace_format *f);
 
-/* Reads the AgentX traces of `file` into session lines (turns of a session contiguous, sessions
- * in the order above, trees, spawns and joins set). limit > 0 keeps the first `limit` sessions (a
- * join turn that was cut leaves its subagent unjoined). *block: the traces' block_size (every trace of
- * the file must have the same). Errors name FILE:LINE (the line its trace starts on) and the
- * field, e.g. "t.json:1: requests[3].in must be an integer in [1, 1e7]" or
- * "t.json:1: requests[2].duration_ms must be a number of ms >= 0". */
+/* Reads the AgentX traces of `file` (a file, or a directory of them) into session lines (turns of
+ * a session contiguous, sessions in the order above, trees, spawns and joins set). limit > 0 keeps
+ * the first `limit` sessions (a join turn that was cut leaves its subagent unjoined). *block: the
+ * traces' block_size (every trace of the file, or the directory, must have the same). Errors name
+ * FILE:LINE (the line its trace starts on) and the field, e.g. "t.json:1: requests[3].in must be an
+ * integer in [1, 1e7]" or "t.json:1: requests[2].duration_ms must be a number of ms >= 0"; in a
+ * directory DIR/NAME.json:LINE, e.g. "d/b.json:1: id \"x\" names an earlier trace of the directory too". */
 vstatus agentx_read(const char *file, int limit, trace_line **out, int *n_out, int *block);
 
 #endif

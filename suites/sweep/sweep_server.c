@@ -615,8 +615,13 @@ vstatus sweep_srv_level(sweep_srv *w, int li, bool warm, const vrec_sink *sink, 
     char id[160], rate_txt[40];
     snprintf(rate_txt, sizeof rate_txt, "%s", isfinite(rate) ? rate_s : "inf");
     if (replay) {
-      const char *base = gen ? NULL : strrchr(replay, '/');
-      snprintf(id, sizeof id, "%s/%.80s/c%d", trace_file ? "trace" : "sessions", base ? base + 1 : replay, cc);
+      /* the source's last name: a file's, or a directory's (of AgentX trace files) without its trailing '/' */
+      int end = (int)strlen(replay), at = 0;
+      if (!gen) {
+        while (end > 1 && replay[end - 1] == '/') end--;
+        for (at = end; at > 0 && replay[at - 1] != '/'; at--) {}
+      }
+      snprintf(id, sizeof id, "%s/%.*s/c%d", trace_file ? "trace" : "sessions", end - at > 80 ? 80 : end - at, replay + at, cc);
     } else {
       snprintf(id, sizeof id, "served/c%d/in%ld/out%ld/rate-%.30s", cc, in_len, out_len, rate_txt);
     }

@@ -111,6 +111,24 @@ printf '%s\n' '{"block_size": 4, "requests": [{"t": 0, "type": "n", "in": 4, "ou
   '{"t": 0.1, "type": "subagent", "duration_ms": -3, "requests": [{"t": 0.1, "type": "n", "in": 4, "out": 2}]}]}' >"$t/dur.json"
 expect_error 1 "dur.json:1: requests\[1\].duration_ms must be a number of ms >= 0" \
   "$VOUCH" sweep --server "$A" --sessions "$t/dur.json"
+# a directory of trace files (AIPerf's layout): its own *.json files in name order, one tree each;
+# the same trace twice under two ids, and a file that is no trace beside them: the prompts of both
+mkdir -p "$t/dir/sub"
+sed 's/"tr1"/"tr0"/' "$t/agentx.json" >"$t/dir/0.json" && cp "$t/agentx.json" "$t/dir/1.json" && echo x >"$t/dir/notes.txt"
+cp "$t/dur.json" "$t/dir/sub/2.json"
+p0=$(curl -s "$A/metrics" | awk '/^vllm:prompt_tokens_total/ {print $2}')
+"$VOUCH" sweep --server "$A" --sessions "$t/dir/" --concurrency 2 --warmup 0 --trace-speed 4 --json "$t/d.json" >"$t/d.txt" 2>&1 \
+  && ok || bad "directory replay: $(cat "$t/d.txt")"
+p1=$(curl -s "$A/metrics" | awk '/^vllm:prompt_tokens_total/ {print $2}')
+[ "$((p1 - p0))" -eq 104 ] && ok || bad "directory: prompt tokens grew by $((p1 - p0)), want 2 x 52"
+grep -q "6 sessions, 10 turns" "$t/d.txt" && grep -q "trees 2" "$t/d.txt" && ok || bad "directory intro: $(cat "$t/d.txt")"
+python3 -c 'import json,sys; (r,) = json.load(open(sys.argv[1]))["records"]; assert r["case_id"] == "sessions/dir/c2", r["case_id"]' \
+  "$t/d.json" && ok || bad "directory record id: $(head -c 300 "$t/d.json")"
+cp "$t/dir/1.json" "$t/dir/2.json"
+expect_error 1 "dir/2.json:1: id \"tr1\" names an earlier trace of the directory too" "$VOUCH" sweep --server "$A" --sessions "$t/dir"
+rm "$t/dir/2.json" && ln -s "$t/agentx.json" "$t/dir/2.json"
+expect_error 1 "dir/2.json: not a regular file" "$VOUCH" sweep --server "$A" --sessions "$t/dir"
+expect_error 1 "replay it with --sessions" "$VOUCH" sweep --server "$A" --trace "$t/dir"
 # --trace-format wins over the shape; --trace refuses an AgentX trace (it holds sessions)
 expect_error 1 "agentx.json:1: not a JSON object" "$VOUCH" sweep --server "$A" --sessions "$t/agentx.json" --trace-format mooncake
 printf '%s\n' '{"timestamp": 0, "input_length": 4, "output_length": 2}' >"$t/moon.jsonl"

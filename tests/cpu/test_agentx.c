@@ -3,10 +3,14 @@
  * the shared prefix and scoped per trace, subagents and context cuts as sessions of their own, the
  * parent turn that joins each subagent (from duration_ms, else its requests' ends), the parent turn
  * that spawned it (the last at or before its t) with the recorded gap after it, one tree per
- * trace, the format told by the file's shape, and every broken field named with FILE:LINE. */
+ * trace, the format told by the file's shape, a directory of trace files read as AIPerf reads one
+ * (its own *.json files in name order, no links, ids distinct), and every broken field named with
+ * FILE:LINE. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "suites/sweep/server_agentx.h"
 #include "tests/harness.h"
@@ -209,5 +213,50 @@ int main(void) {
       "{\"t\": 1, \"type\": \"subagent\", \"duration_ms\": \"5\", \"requests\": []}]}",
       "requests[1].duration_ms must be");
   CHECK(agentx_read("/nonexistent/x.json", 0, &v, &n, &block) == V_ERR && strstr(verr_msg(), "cannot open"), "missing");
+
+  /* a directory of trace files (AIPerf's layout): its own *.json files in name order, ids distinct */
+  char d[512], q[600];
+  snprintf(d, sizeof d, "%s/traces", test_tmpdir());
+  CHECK(mkdir(d, 0755) == 0, "mkdir");
+  write_file("traces/b.json", "{\"id\": \"b\", \"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 8, "
+                              "\"out\": 1, \"hash_ids\": [1, 2]}]}");
+  write_file("traces/a.json", "{\"id\": \"a\", \"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 4, "
+                              "\"out\": 2, \"hash_ids\": [1]}, {\"t\": 1, \"type\": \"n\", \"in\": 12, \"out\": 1, "
+                              "\"hash_ids\": [1, 2, 3]}]}");
+  write_file("traces/notes.txt", "not a trace");
+  snprintf(q, sizeof q, "%s/sub", d);
+  CHECK(mkdir(q, 0755) == 0, "mkdir sub");
+  write_file("traces/sub/c.json", "{\"id\": \"c\", \"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 4, "
+                                  "\"out\": 1}]}");
+  CHECK_OK(trace_format_detect(d, &f));
+  CHECK(f == TRACE_FMT_AGENTX, "a directory is AgentX");
+  CHECK_OK(agentx_read(d, 0, &v, &n, &block));
+  CHECK(n == 3 && block == 4, "a.json's two turns and b.json's one; notes.txt and sub/ not read");
+  CHECK(n == 3 && v[0].in == 4 && v[1].in == 12 - 6 && v[1].turn == 1 && v[2].in == 8 && v[2].session == 1,
+        "a.json first (name order), then b.json");
+  CHECK(n == 3 && v[0].tree == 0 && v[2].tree == 1 && v[0].hash[0] != v[2].hash[0], "a tree per file, ids scoped to it");
+  trace_free(v, n);
+  CHECK_OK(agentx_read(d, 1, &v, &n, &block));
+  CHECK(n == 2 && v[1].session == 0, "--num-prompts 1 keeps a.json's session");
+  trace_free(v, n);
+  write_file("traces/c.json", "{\"id\": \"b\", \"block_size\": 4, \"requests\": [{\"t\": 0, \"type\": \"n\", \"in\": 4, "
+                              "\"out\": 1}]}");
+  CHECK(agentx_read(d, 0, &v, &n, &block) == V_ERR && strstr(verr_msg(), "traces/c.json:1: id \"b\" names an earlier trace"),
+        "a repeated id names the file");
+  snprintf(q, sizeof q, "%s/c.json", d);
+  CHECK(unlink(q) == 0 && symlink("/etc/hostname", q) == 0, "a link in its place");
+  CHECK(agentx_read(d, 0, &v, &n, &block) == V_ERR && strstr(verr_msg(), "traces/c.json: not a regular file"),
+        "a link is not followed out of the directory");
+  CHECK(unlink(q) == 0, "unlink");
+  write_file("traces/c.json", "{\"id\": 3, \"block_size\": 8, \"requests\": []}");
+  CHECK(agentx_read(d, 0, &v, &n, &block) == V_ERR && strstr(verr_msg(), "traces/c.json:1: block_size 8"),
+        "every file's traces share one block_size");
+  snprintf(q, sizeof q, "%s/sub", d);
+  CHECK(agentx_read(q, 0, &v, &n, &block) == V_OK && n == 1, "a directory of one file");
+  trace_free(v, n);
+  snprintf(q, sizeof q, "%s/sub/c.json", d);
+  CHECK(unlink(q) == 0, "unlink");
+  snprintf(q, sizeof q, "%s/sub", d);
+  CHECK(agentx_read(q, 0, &v, &n, &block) == V_ERR && strstr(verr_msg(), "no *.json trace files"), "an empty directory");
   return test_finish();
 }
