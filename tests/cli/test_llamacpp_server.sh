@@ -35,6 +35,7 @@ grep -E '^(concurrency|f32 vs q4_0):' "$t/checks.txt"
 # bad command lines: one line, exit 1
 expect_error 1 "unknown option '--nope'" node "$peer/server.mjs" --gguf "$t/f32.gguf" --nope 1
 expect_error 1 "exceeds the model's context_length" node "$peer/server.mjs" --gguf "$t/f32.gguf" --port 0 --max-model-len 99999
-expect_error 1 "cannot load it" node "$peer/server.mjs" --gguf "$t/install.log" --port 0
+printf 'not\na gguf\n' >"$t/not.gguf" # its first bytes hold a line break, which the one-line error must not
+expect_error 1 "cannot load it" node "$peer/server.mjs" --gguf "$t/not.gguf" --port 0
 for n in a b q k; do kill -0 "$(cat "$t/$n.pid")" 2>/dev/null && ok || bad "server $n died: $(tail -3 "$t/$n.log")"; done
 finish test_llamacpp_server

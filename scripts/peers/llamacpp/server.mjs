@@ -115,7 +115,8 @@ let model;
 try {
   model = await llama.loadModel({ modelPath: path.resolve(args.gguf), gpuLayers: 0 });
 } catch (e) {
-  die(`${args.gguf}: llama.cpp cannot load it: ${e.message}`);
+  /* one line: llama.cpp quotes the file's first bytes, which may hold line breaks */
+  die(`${args.gguf}: llama.cpp cannot load it: ${String(e.message).replace(/[\x00-\x1f\x7f]+/g, " ")}`);
 }
 const META = model.fileInfo.metadata;
 const ARCH = META.general?.architecture;
