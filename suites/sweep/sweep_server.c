@@ -40,6 +40,7 @@
 #include "suites/sweep/server_agentx.h"
 #include "suites/sweep/server_replay.h"
 #include "suites/sweep/server_trace.h"
+#include "suites/sweep/sweep_prompt.h"
 #include "suites/served/served.h"
 #include "suites/served/served_pair.h"
 #include "vouch_git_commit.h"
@@ -100,11 +101,6 @@ static vstatus parse_slo(const char *s, slo *o) {
     else return VERR("--slo '%s': unknown target '%s' (ttft, tpot, e2e)", s, t);
   }
   return V_OK;
-}
-
-static uint64_t mix(uint64_t a, uint64_t b) {
-  uint64_t st = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull);
-  return rec_rng_next(&st);
 }
 
 /* ---- one level's figures ---- */
@@ -462,12 +458,14 @@ struct sweep_srv {
   int n_tr;
   const char *replay;  /* the lines' source, NULL: random prompts */
   FILE *sends;         /* --send-times (NULL: none) */
+  int *passes;         /* [o.n_conc] passes over each level so far (the next pass's salt, sweep_prompt.h) (owned) */
 };
 
 void sweep_srv_close(sweep_srv *w) {
   if (!w) return;
   if (w->sends) fclose(w->sends);
   trace_free(w->tr, w->n_tr);
+  free(w->passes);
   free(w->o.conc);
   free(w);
 }
@@ -482,6 +480,11 @@ vstatus sweep_srv_open(int argc, char **argv, const char *url, const vrec_sink *
   if (help) { free(w); *code = EXIT_OK; return V_OK; }
   const srv_opts *o = &w->o;
   *code = EXIT_CHECK_FAILED;
+  if (!(w->passes = calloc((size_t)o->n_conc, sizeof *w->passes))) {
+    (void)VERR("out of memory");
+    sweep_srv_close(w);
+    return V_ERR;
+  }
   w->sends = o->sends_file ? fopen(o->sends_file, "w") : NULL; /* before anything is sent */
   if (o->sends_file && !w->sends) {
     (void)VERR("--send-times %s: cannot open for writing", o->sends_file);
@@ -570,19 +573,16 @@ vstatus sweep_srv_level(sweep_srv *w, int li, bool warm, const vrec_sink *sink, 
   int32_t **prompts = calloc((size_t)(n + nw), sizeof *prompts);
   if (!reqs || !prompts) { free(reqs); free(prompts); return VERR("out of memory"); }
   vstatus s = V_OK;
-  uint64_t rs = mix(seed, (uint64_t)li + 1);
+  /* this pass's own tokens (cache-busting, sweep_prompt.h): the level's pass count, kept per level */
+  const sweep_prompt_key key = {.seed = seed, .level = li, .pass = w->passes[li]++, .block = (int)trace_block, .vocab = vocab};
+  uint64_t rs = sweep_mix(seed, (uint64_t)li + 1);
   double t = 0;
   for (int i = 0; s == V_OK && i < n + nw; i++) {
     const trace_line *L = replay && i >= nw ? &tr[i - nw] : NULL;
     const int ilen = L ? L->in : (int)in_len, olen = L ? L->out : (int)out_len;
     prompts[i] = malloc((size_t)ilen * sizeof(int32_t));
     if (!prompts[i]) { s = VERR("out of memory"); break; }
-    for (int k = 0; k < ilen; k++) {
-      const int blk = k / (int)trace_block;
-      const uint64_t key = L && blk < L->n_hash ? mix(seed ^ 0x4D6F6F6Eull, (uint64_t)L->hash[blk])
-                                                : mix(seed, ((uint64_t)li << 40) ^ (uint64_t)i);
-      prompts[i][k] = (int32_t)(mix(key, (uint64_t)k) % (uint64_t)vocab);
-    }
+    sweep_prompt_fill(&key, L, i, prompts[i], ilen);
     served_req *q = &reqs[i];
     q->prompt = prompts[i], q->n_prompt = ilen, q->max_tokens = olen;
     if (i < nw) continue;

@@ -47,7 +47,7 @@ void sweep_srv_print_columns(const char *lead);
 /* Points w at another server (a relaunched one: `url`), the same options. Error: the URL's (served_conn_init). */
 vstatus sweep_srv_set_url(sweep_srv *w, const char *url);
 /* Runs level `level` once: --warmup requests first when `warm` (cmd_sweep_server: the first level), then its
- * requests, its record (suite serve, one per level; emitted to `sink`, and
+ * requests (each pass over a level draws prompts of its own: cache-busting, sweep_prompt.h), its record (suite serve, one per level; emitted to `sink`, and
  * handed to *rec for the caller to rec_free), its row on stdout after `lead`. *rc becomes
  * EXIT_CHECK_FAILED when a request failed (each listed) or none succeeded. Error: the harness's (out of
  * memory, a warm-up request failed, /metrics, the sink's); *rec may still hold the record. */
