@@ -115,6 +115,13 @@ typedef struct {
   const cJSON *hash;    /* NULL or the list */
 } req;
 
+/* A request of the trace's own list as the join and spawn rules read it (read_chain checked it). */
+typedef struct {
+  double t;   /* recorded start, s from the trace's start */
+  double api; /* recorded answer time, s; 0 when not given */
+  int line;   /* its line index */
+} own_req;
+
 static bool is_count(const cJSON *j) {
   return cJSON_IsNumber(j) && j->valuedouble >= 1 && j->valuedouble <= 1e7 && j->valuedouble == floor(j->valuedouble);
 }
@@ -197,13 +204,78 @@ static int common_prefix(const cJSON *a, const cJSON *b) {
  * relative to that start (as AIPerf reads older captures); base_t 0: the trace's own requests. */
 static double trace_time(double t, double base_t) { return base_t > 0 && t + T_SLACK < base_t ? t + base_t : t; }
 
-/* One chain of requests (the trace's own, or a subagent's) into sessions. base_t: a subagent's
- * start (its requests' t below it are relative to it, as AIPerf reads older captures), else 0.
- * Subagent entries are skipped at the top (the caller reads them) and refused inside one. */
-static vstatus read_chain(reader *R, const cJSON *list, const char *prefix, bool top, double base_t) {
-  req prev = {0};
-  bool have = false;
-  int turn = 0, idx = -1;
+/* Open chains a request is matched against: the most recently continued ones. */
+#define CHAINS_SEEN 256
+/* Slack of the overlap test, s: a recorded answer time rounded up by a millisecond does not make
+ * the next turn "overlap" its own previous one. */
+#define OVERLAP_SLACK 1e-3
+
+/* A chain of a list being read: a session whose latest request a later one may continue. */
+typedef struct {
+  req last;    /* its latest request */
+  int session; /* its session */
+  int turn;    /* its latest turn, 0.. */
+  long used;   /* when it was last continued (the request's index in the list): the oldest is dropped first */
+} chain;
+
+/* The chain (index into ch[0..n)) that request q continues, -1: none, it starts a session. A chain
+ * qualifies when q's prompt holds its history (q.in >= last in + out), q starts after its latest
+ * answer ended (t + api_time, OVERLAP_SLACK; requests that overlapped in time are parallel chains,
+ * as AIPerf splits a capture's flattened workers), and, where both have hash ids, q shares a leading
+ * block with it. Of those, the longest shared prefix wins, then the latest continued. */
+static int chain_of(const chain *ch, int n, const req *q) {
+  int best = -1, best_lcp = -1;
+  const bool qh = q->hash && cJSON_GetArraySize(q->hash) > 0;
+  for (int c = 0; c < n; c++) {
+    const req *p = &ch[c].last;
+    if (q->in < (long)p->in + p->out) continue;
+    if (q->t + OVERLAP_SLACK < p->t + (p->api > 0 ? p->api : 0)) continue;
+    const int lcp = common_prefix(q->hash, p->hash);
+    if (qh && p->hash && cJSON_GetArraySize(p->hash) > 0 && lcp == 0) continue;
+    if (lcp > best_lcp || (lcp == best_lcp && ch[c].used > ch[best].used)) best = c, best_lcp = lcp;
+  }
+  return best;
+}
+
+/* Groups lines from .. R->n - 1 by session (stable: a session's turns keep their order; sessions
+ * keep the order of their first turns), so that every session's turns are contiguous. pos[k] (k
+ * < R->n - from), when given: line from + k's index after. Error: out of memory. */
+static vstatus group_sessions(reader *R, int from, int *pos) {
+  const int n = R->n - from;
+  if (n <= 1) {
+    if (pos && n == 1) pos[0] = from;
+    return V_OK;
+  }
+  const int s0 = R->v[from].session, ns = R->v[R->n - 1].session >= s0 ? R->sessions - s0 : 0;
+  trace_line *tmp = malloc((size_t)n * sizeof *tmp);
+  int *at = calloc((size_t)ns + 1, sizeof *at);
+  if (!tmp || !at) { free(tmp); free(at); return VERR("%s: out of memory", R->file); }
+  for (int k = 0; k < n; k++) at[R->v[from + k].session - s0 + 1]++;
+  for (int x = 0; x < ns; x++) at[x + 1] += at[x];
+  for (int k = 0; k < n; k++) {
+    const int d = at[R->v[from + k].session - s0]++;
+    tmp[d] = R->v[from + k];
+    if (pos) pos[k] = from + d;
+  }
+  memcpy(R->v + from, tmp, (size_t)n * sizeof *tmp);
+  free(tmp);
+  free(at);
+  return V_OK;
+}
+
+/* One list of requests (the trace's own, or a subagent's) into sessions. A request continues the
+ * chain chain_of picks (a later turn: its new input, its pause from that chain's latest request);
+ * else it starts a session at its recorded time: a first request, a context the agent cut (its
+ * prompt shorter than every chain's history), or a parallel chain. The lines are then grouped by
+ * session. base_t: a subagent's start (its requests' t below it are relative to it, as AIPerf reads
+ * older captures), else 0. Subagent entries are skipped at the top (the caller reads them) and
+ * refused inside one. own (top only, may be NULL): the list's requests in list order, each with its
+ * line, *n_own of them. */
+static vstatus read_chain(reader *R, const cJSON *list, const char *prefix, bool top, double base_t, own_req *own,
+                          int *n_own) {
+  chain ch[CHAINS_SEEN];
+  int nch = 0, idx = -1, k = 0;
+  const int from = R->n;
   const cJSON *e;
   cJSON_ArrayForEach(e, list) {
     idx++;
@@ -220,21 +292,34 @@ static vstatus read_chain(reader *R, const cJSON *list, const char *prefix, bool
     req q;
     VTRY(check_req(R, path, e, &q));
     q.t = trace_time(q.t, base_t);
-    const long grown = have ? (long)prev.in + prev.out : 0;
-    if (!have || q.in < grown) { /* a first turn, or the agent cut its context: a new session */
-      if (R->limit > 0 && R->sessions >= R->limit) return V_OK;
+    const int c = chain_of(ch, nch, &q);
+    if (c < 0) { /* a new session, in a chain of its own (the least recently continued one makes room) */
+      if (R->limit > 0 && R->sessions >= R->limit) break;
       VTRY(push(R, &q, 0, (trace_line){.t_ms = q.t * 1e3, .in = q.in, .out = q.out, .session = R->sessions}));
-      R->sessions++, turn = 0;
+      const bool full = nch == CHAINS_SEEN;
+      int slot = full ? 0 : nch++;
+      for (int x = 1; full && x < nch; x++)
+        if (ch[x].used < ch[slot].used) slot = x;
+      ch[slot] = (chain){.last = q, .session = R->sessions++, .turn = 0, .used = idx};
     } else {
-      const double pause = q.think >= 0 ? q.think : prev.api >= 0 ? q.t - prev.t - prev.api : q.t - prev.t;
-      const long fresh = q.in - grown;
-      VTRY(push(R, &q, common_prefix(q.hash, prev.hash),
-                (trace_line){.t_ms = q.t * 1e3, .in = fresh > 1 ? (int)fresh : 1, .out = q.out,
-                             .session = R->sessions - 1, .turn = ++turn, .pause_ms = pause > 0 ? pause * 1e3 : 0}));
+      const req *prev = &ch[c].last;
+      const double pause = q.think >= 0 ? q.think : prev->api >= 0 ? q.t - prev->t - prev->api : q.t - prev->t;
+      const long fresh = q.in - ((long)prev->in + prev->out);
+      VTRY(push(R, &q, common_prefix(q.hash, prev->hash),
+                (trace_line){.t_ms = q.t * 1e3, .in = fresh > 1 ? (int)fresh : 1, .out = q.out, .session = ch[c].session,
+                             .turn = ++ch[c].turn, .pause_ms = pause > 0 ? pause * 1e3 : 0}));
+      ch[c].last = q, ch[c].used = idx;
     }
-    prev = q, have = true;
+    if (own) own[k] = (own_req){q.t, q.api > 0 ? q.api : 0, 0};
+    k++;
   }
-  return V_OK;
+  if (n_own) *n_own = k;
+  int *pos = own && k ? malloc((size_t)k * sizeof *pos) : NULL;
+  if (own && k && !pos) return VERR("%s: out of memory", R->file);
+  const vstatus s = group_sessions(R, from, pos);
+  for (int x = 0; s == V_OK && own && x < k; x++) own[x].line = pos[x];
+  free(pos);
+  return s;
 }
 
 /* A subagent's recorded end, s: its entry's t + duration_ms / 1000 when given, else the latest end
@@ -260,50 +345,36 @@ static vstatus subagent_end(const reader *R, int idx, const cJSON *e, double t, 
   return V_OK;
 }
 
-/* A request of the trace's own chain as the join and spawn rules read it (read_chain checked it). */
-typedef struct {
-  double t;   /* recorded start, s from the trace's start */
-  double api; /* recorded answer time, s; 0 when not given */
-} own_req;
 
-/* Collects the trace's first n_own own requests of `list` (in list order, subagent entries skipped:
- * lines first .. first + n_own - 1, fewer than the list's when --num-prompts cut the chain) into own[],
- * once for all of its subagents. Returns how many it found (n_own for a chain read_chain accepted). */
-static int own_requests(const cJSON *list, int n_own, own_req *own) {
-  int k = 0;
-  const cJSON *e;
-  cJSON_ArrayForEach(e, list) {
-    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "type"));
-    if (!type || !strcmp(type, "subagent")) continue;
-    if (k >= n_own) break;
-    const cJSON *api = cJSON_GetObjectItemCaseSensitive(e, "api_time"); /* checked: absent, null or >= 0 */
-    own[k++] = (own_req){cJSON_GetObjectItemCaseSensitive(e, "t")->valuedouble, cJSON_IsNumber(api) ? api->valuedouble : 0};
-  }
-  return k;
-}
-
-/* The join turn of a subagent that ended at `end` s: 1 + the line index of the trace's first own
- * request whose t is at or after it (T_SLACK), 0 when none is (the subagent runs on beside its
- * parent). own[n_own]: own_requests, line first + k for own[k]. */
-static int join_turn(const own_req *own, int first, int n_own, double end) {
+/* The join turn of a subagent that ended at `end` s: 1 + the index k into own[0..n_own) (the trace's
+ * own requests in list order) of the first whose t is at or after it (T_SLACK), 0 when none is (the
+ * subagent runs on beside its parent). */
+static int join_turn(const own_req *own, int n_own, double end) {
   for (int k = 0; k < n_own; k++)
-    if (own[k].t + T_SLACK >= end) return 1 + first + k;
+    if (own[k].t + T_SLACK >= end) return 1 + k;
   return 0;
 }
 
-/* The spawning turn of a subagent that started at `start` s: 1 + the line index of the trace's last
+/* The spawning turn of a subagent that started at `start` s: 1 + the index into own[] of the last
  * own request (in list order, as in join_turn) whose t is at or before it (T_SLACK), 0 when none is
  * (the subagent precedes every parent request: it starts at its recorded time). *gap: the recorded s
  * from that request's end (t + api_time, or t when api_time is absent) to `start`, >= 0. */
-static int spawn_turn(const own_req *own, int first, int n_own, double start, double *gap) {
+static int spawn_turn(const own_req *own, int n_own, double start, double *gap) {
   int found = 0;
   for (int k = 0; k < n_own; k++)
-    if (own[k].t <= start + T_SLACK) found = 1 + first + k, *gap = fmax(0, start - own[k].t - own[k].api);
+    if (own[k].t <= start + T_SLACK) found = 1 + k, *gap = fmax(0, start - own[k].t - own[k].api);
   return found;
 }
 
-/* read_subagents with the trace's own requests already collected (own[n_own]). */
-static vstatus read_subagents_of(reader *R, const cJSON *list, int first, int n_own, const own_req *own) {
+/* Each subagent of `list` into sessions of its own (read_chain: its parallel chains are sessions
+ * too), joined by the parent's turn at or after its end, every session's first turn spawned by the
+ * parent's turn at or before its start: the first chain after the recorded gap, a later chain (a
+ * parallel worker, or a context the subagent cut) that gap plus its own offset from the first
+ * chain's start. own[n_own]: the trace's own requests in list order, each with its line. A spawner
+ * at or after the join turn in list order (requests out of time order, or one request at both the
+ * start and the end) would wait for the subagent that waits for it: then none. Every wait goes from
+ * a later request of the list to an earlier one, so none is circular. */
+static vstatus read_subagents(reader *R, const cJSON *list, int n_own, const own_req *own) {
   int idx = -1;
   const cJSON *e;
   cJSON_ArrayForEach(e, list) {
@@ -317,30 +388,21 @@ static vstatus read_subagents_of(reader *R, const cJSON *list, int first, int n_
       return VERR("%s:%ld: requests[%d].t must be a number of s >= 0", R->file, R->lno, idx);
     if (!cJSON_IsArray(inner)) return VERR("%s:%ld: requests[%d].requests must be a list", R->file, R->lno, idx);
     const int from = R->n;
-    VTRY(read_chain(R, inner, prefix, false, t->valuedouble));
+    VTRY(read_chain(R, inner, prefix, false, t->valuedouble, NULL, NULL));
     double end = t->valuedouble;
     VTRY(subagent_end(R, idx, e, t->valuedouble, &end));
-    const int joiner = join_turn(own, first, n_own, end);
+    const int jk = join_turn(own, n_own, end);
+    const int joiner = jk ? 1 + own[jk - 1].line : 0;
     for (int k = from; k < R->n; k++) R->v[k].joiner = joiner;
-    /* a spawner at or after the join turn (requests out of time order, or one request at both the
-     * start and the end) would wait for the subagent that waits for it: then none */
     double gap = 0;
-    const int spawner = from < R->n ? spawn_turn(own, first, n_own, t->valuedouble, &gap) : 0;
-    if (spawner && (!joiner || spawner < joiner)) R->v[from].spawner = spawner, R->v[from].pause_ms = gap * 1e3;
+    const int sk = from < R->n ? spawn_turn(own, n_own, t->valuedouble, &gap) : 0;
+    if (!sk || (jk && sk >= jk)) continue;
+    const double t_first = R->v[from].t_ms; /* the first chain's start (lines grouped: it leads) */
+    for (int k = from; k < R->n; k++)
+      if (R->v[k].turn == 0)
+        R->v[k].spawner = 1 + own[sk - 1].line, R->v[k].pause_ms = gap * 1e3 + fmax(0, R->v[k].t_ms - t_first);
   }
   return V_OK;
-}
-
-/* The subagents of a trace whose own requests are lines first .. first + n_own - 1: each into
- * sessions of its own (read_chain), its first turn spawned by the parent's turn at or before its
- * start, joined by the parent's turn at or after its end. Error: out of memory, or what
- * read_subagents_of names. */
-static vstatus read_subagents(reader *R, const cJSON *list, int first, int n_own) {
-  own_req *own = malloc((size_t)(n_own > 0 ? n_own : 1) * sizeof *own);
-  if (!own) return VERR("%s:%ld: out of memory for %d requests", R->file, R->lno, n_own);
-  const vstatus s = read_subagents_of(R, list, first, own_requests(list, n_own, own), own);
-  free(own);
-  return s;
 }
 
 /* A directory's trace id (a string, or a number as written): refused when an earlier trace had it.
@@ -364,7 +426,8 @@ static vstatus note_id(reader *R, const cJSON *id) {
   return V_OK;
 }
 
-/* One trace object: its own requests, then each subagent's. *block: set by the first trace, the
+/* One trace object: its own requests (their parallel chains and cut contexts sessions of their
+ * own), then each subagent's. *block: set by the first trace, the
  * same for the rest. */
 static vstatus read_trace(reader *R, const cJSON *j, int *block) {
   if (!cJSON_IsObject(j)) return VERR("%s:%ld: not a trace object", R->file, R->lno);
@@ -378,11 +441,15 @@ static vstatus read_trace(reader *R, const cJSON *j, int *block) {
     return VERR("%s:%ld: block_size %d, but an earlier trace of the file has %d", R->file, R->lno, (int)bs->valuedouble, *block);
   *block = (int)bs->valuedouble;
   if (R->dir) VTRY(note_id(R, cJSON_GetObjectItemCaseSensitive(j, "id")));
-  const int first = R->n;
-  VTRY(read_chain(R, list, "", true, 0));
-  VTRY(read_subagents(R, list, first, R->n - first));
-  if (R->n > first) R->trees++;
-  return V_OK;
+  const int first = R->n, n_list = cJSON_GetArraySize(list);
+  own_req *own = malloc((size_t)(n_list > 0 ? n_list : 1) * sizeof *own);
+  if (!own) return VERR("%s:%ld: out of memory for %d requests", R->file, R->lno, n_list);
+  int n_own = 0;
+  vstatus s = read_chain(R, list, "", true, 0, own, &n_own);
+  if (s == V_OK) s = read_subagents(R, list, n_own, own);
+  free(own);
+  if (s == V_OK && R->n > first) R->trees++;
+  return s;
 }
 
 /* The traces of one file's text (buf, len bytes, NUL-terminated) into R, R->file naming it. */

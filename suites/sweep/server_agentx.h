@@ -11,27 +11,33 @@
  * ignored. A directory holds trace files, as AIPerf reads one: its own *.json files (not its
  * subdirectories', no links) in byte order of their names, trace ids ("id") distinct.
  *
- * Into sessions: the trace's requests are one session, each subagent another. A trace and its
- * subagents are one tree (trace_line.tree): the replay admits --concurrency trees at a time. Spawn
- * (AIPerf's spawn/join): the parent's last own request (in list order) whose t is at or before the
- * subagent's t spawned it: the subagent's first turn is marked with that turn (trace_line.spawner),
- * which the replay lets it wait for, then the recorded gap max(0, its t - (spawn t + api_time))
- * (trace_line.pause_ms); a subagent before every parent request starts at its first request's time,
- * as do the sessions its context cuts start. Join: a subagent ends at its t +
- * duration_ms / 1000 when given, else at the latest t + api_time of its requests, else at its t;
- * the parent's first own request (in list order) whose t is at or after that end waits for it:
- * every session of the subagent is marked with that turn (trace_line.joiner), which the replay
+ * Into sessions: each list (the trace's own requests, each subagent's) is read into chains, each
+ * chain a session. A request continues the chain whose latest request its prompt holds (its `in` at
+ * least that one's `in` + `out`), which had answered before it started (t + api_time, 1 ms of slack:
+ * requests that overlapped in time are parallel chains, as AIPerf splits a capture's flattened
+ * workers), and which shares a leading hash id with it where both have ids; of several, the longest
+ * shared prefix, then the latest continued (256 chains of a list are kept open). Otherwise it starts
+ * a session at its recorded time: a first request, a context the agent cut, a parallel worker. The
+ * lines are then grouped by session. A trace and its subagents are one tree (trace_line.tree): the
+ * replay admits --concurrency trees at a time. Spawn (AIPerf's spawn/join): the parent's last own
+ * request (in list order) whose t is at or before the subagent's t spawned it: the first turn of
+ * each of the subagent's sessions is marked with that turn (trace_line.spawner), which the replay
+ * lets it wait for, then the recorded gap max(0, subagent t - (spawn t + api_time)), plus, for a
+ * session after the first, its start's offset from the first's (trace_line.pause_ms); a subagent
+ * before every parent request starts its sessions at their recorded times. Join: a subagent ends at
+ * its t + duration_ms / 1000 when given, else at the latest t + api_time of its requests, else at
+ * its t; the parent's first own request (in list order) whose t is at or after that end waits for
+ * it: every session of the subagent is marked with that turn (trace_line.joiner), which the replay
  * sends only after each of their turns finished. A subagent that ends after the parent's last
- * request is joined by none and runs on beside it. A spawner at or after the join turn (requests
- * out of time order) would wait for its own subagent: that subagent is spawned by none. What the
- * replay does: server_replay.h.
+ * request is joined by none and runs on beside it. A spawner at or after the join turn in list
+ * order (requests out of time order) would wait for its own subagent: that subagent is spawned by
+ * none. What the replay does: server_replay.h.
  *
- * A turn's new input is its `in` minus the previous turn's `in` + `out` (at least 1 token): vouch
- * composes the history from the server's own answers. A turn whose `in` is smaller than that (the
- * agent cut its context) starts a new session at its recorded time, in the same tree. The pause before a turn is `think_time`,
- * else t - (previous t + api_time), else t - previous t (never below 0). A first turn keeps all
- * its hash ids, a later one those past the prefix it shares with the previous turn's; ids are
- * scoped to their trace (a trace and its subagents share blocks, two traces never). */
+ * A later turn's new input is its `in` minus its chain's latest `in` + `out` (at least 1 token):
+ * vouch composes the history from the server's own answers. Its pause is `think_time`, else t -
+ * (that request's t + api_time), else t - that t (never below 0). A first turn keeps all its hash
+ * ids, a later one those past the prefix it shares with its chain's latest; ids are scoped to their
+ * trace (a trace and its subagents share blocks, two traces never). */
 #ifndef VOUCH_SUITES_SWEEP_SERVER_AGENTX_H
 #define VOUCH_SUITES_SWEEP_SERVER_AGENTX_H
 

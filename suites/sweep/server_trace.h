@@ -37,10 +37,10 @@ typedef struct {
   int joiner;      /* 1 + the index (into the lines) of the turn that is sent only after every turn of
                       this line's session finished (a parent turn joining its subagent); the same on
                       every line of a session; 0: no turn waits for this session */
-  int spawner;     /* on a subagent's first turn: 1 + the index of the parent turn that spawned it, which
-                      it waits for (ok or failed) and then pause_ms, instead of starting at t_ms; always
-                      an earlier line of the tree in another session; 0: none (it starts at t_ms), as on
-                      every other line */
+  int spawner;     /* on the first turn of each of a subagent's sessions: 1 + the index of the parent turn
+                      that spawned it, which it waits for (ok or failed) and then pause_ms, instead of
+                      starting at t_ms; always an earlier line of the tree in another session; 0: none
+                      (it starts at t_ms), as on every other line */
 } trace_line;
 
 /* Reads a trace. sessions: group lines by session_id (the turns of a session become contiguous,

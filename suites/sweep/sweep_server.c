@@ -540,10 +540,10 @@ void sweep_srv_print_intro(const sweep_srv *w) {
            w->n_tr, o->trace_speed, w->block);
     int trees, joins;
     if (w->fmt == TRACE_FMT_AGENTX && trace_tree_counts(w->tr, w->n_tr, &trees, &joins) == V_OK) {
-      int spawned = 0; /* subagents sent after the parent turn that spawned them (trace_line.spawner) */
+      int spawned = 0; /* subagent sessions (chains) sent after the parent turn that spawned them (trace_line.spawner) */
       for (int i = 0; i < w->n_tr; i++) spawned += w->tr[i].spawner > 0;
       printf("trees %d (--concurrency counts live trees), join turns %d (parent turns that wait for their subagents), "
-             "spawned subagents %d (each sent after the parent turn that spawned it)\n",
+             "spawned subagent sessions %d (each sent after the parent turn that spawned it)\n",
              trees, joins, spawned);
     }
   } else printf("input %ld, output %ld tokens, rate %s\n", o->in_len, o->out_len, o->rate_s);

@@ -87,7 +87,7 @@ start=$(date +%s.%N)
 "$VOUCH" sweep --server "$A" --sessions "$t/join.json" --concurrency 1 --warmup 0 --json "$t/j.json" >"$t/j.txt" 2>&1 \
   && ok || bad "AgentX replay with a spawn and a join: $(cat "$t/j.txt")"
 echo "AgentX replay with a spawn, a join and 2 trees took $(awk "BEGIN {print $(date +%s.%N) - $start}") s"
-grep -q "trees 2 (--concurrency counts live trees), join turns 1 .*spawned subagents 1 " "$t/j.txt" && ok || bad "intro: $(cat "$t/j.txt")"
+grep -q "trees 2 (--concurrency counts live trees), join turns 1 .*spawned subagent sessions 1 " "$t/j.txt" && ok || bad "intro: $(cat "$t/j.txt")"
 python3 - "$t/j.json" <<'PY' && ok || bad "spawn and join record: $(head -c 900 "$t/j.json")"
 import json, sys
 (r,) = json.load(open(sys.argv[1]))["records"]
@@ -105,6 +105,38 @@ assert send[2] >= end[4] - eps, f"the join turn was sent at {send[2]:.3f} s, bef
 assert end[4] > end[1] + 0.1, f"vacuous: the subagent ended at {end[4]:.3f} s, the parent's second turn at {end[1]:.3f} s"
 assert send[3] < end[1] and send[1] < end[3], f"the subagent ({send[3]:.3f}-{end[3]:.3f} s) did not run beside its parent's second turn ({send[1]:.3f}-{end[1]:.3f} s)"
 assert send[5] >= max(end[:5]) - eps, f"the second tree started at {send[5]:.3f} s, before the first ended ({max(end[:5]):.3f} s)"
+PY
+# Parallel chains: a subagent whose two workers (A: ids 1, 2, ..; B: 1, 3, ..) interleave in its
+# list, B's first request overlapping A's first. Each is a session spawned by the parent's first turn
+# (ended at its recorded 0.3 s): A 0.2 s after it, B at its own offset 0.3 s later; A's second turn
+# goes on A's history (14 - 10 = 4 new tokens), B's on B's (13 - 10 = 3), so the server's prompt
+# counter grows by the recorded lengths, where one chain would have sent A's second turn on B's
+# history. The recorded gaps, not token counts, keep the order (ASan).
+cat >"$t/par.json" <<'EOF'
+{"id": "p", "block_size": 4, "requests": [
+  {"t": 0.0, "type": "n", "in": 4, "out": 1, "hash_ids": [7], "api_time": 0.3},
+  {"t": 0.5, "type": "subagent", "requests": [
+    {"t": 0.5, "type": "n", "in": 8, "out": 2, "hash_ids": [1, 2], "api_time": 0.5},
+    {"t": 0.8, "type": "n", "in": 8, "out": 2, "hash_ids": [1, 3], "api_time": 0.5},
+    {"t": 1.1, "type": "n", "in": 14, "out": 1, "hash_ids": [1, 2, 4], "think_time": 0.1},
+    {"t": 1.4, "type": "n", "in": 13, "out": 1, "hash_ids": [1, 3, 5], "think_time": 0.1}]}]}
+EOF
+p0=$(curl -s "$A/metrics" | awk '/^vllm:prompt_tokens_total/ {print $2}')
+"$VOUCH" sweep --server "$A" --sessions "$t/par.json" --concurrency 1 --warmup 0 --json "$t/p.json" >"$t/p.txt" 2>&1 \
+  && ok || bad "parallel chains: $(cat "$t/p.txt")"
+p1=$(curl -s "$A/metrics" | awk '/^vllm:prompt_tokens_total/ {print $2}')
+[ "$((p1 - p0))" -eq $((4 + 8 + 14 + 8 + 13)) ] && ok || bad "parallel chains: prompt tokens grew by $((p1 - p0)), want 47"
+grep -q "3 sessions, 5 turns" "$t/p.txt" && grep -q "spawned subagent sessions 2 " "$t/p.txt" && ok || bad "parallel intro: $(cat "$t/p.txt")"
+python3 - "$t/p.json" <<'PY' && ok || bad "parallel chains record: $(head -c 900 "$t/p.json")"
+import json, sys
+(r,) = json.load(open(sys.argv[1]))["records"]
+m = {x["name"]: x for x in r["metrics"]}
+assert r["status"] == "pass" and m["requests_ok"]["value"] == 5, r["status"]
+# lines: the parent 0; A 1, 2; B 3, 4 (grouped by session)
+send, end = m["turn_send_s"]["samples"], m["turn_end_s"]["samples"]
+assert send[1] >= end[0] + 0.2 - 0.01 and send[3] >= end[0] + 0.5 - 0.01, f"spawned at {send[1]:.3f}, {send[3]:.3f} s, the spawner ended at {end[0]:.3f} s"
+assert send[3] < send[1] + 0.5, f"B ({send[3]:.3f} s) waited for A ({send[1]:.3f} s), not its offset of 0.3 s"
+assert send[2] >= end[1] + 0.1 - 0.01 and send[4] >= end[3] + 0.1 - 0.01, (send, end)
 PY
 # a malformed join: FILE:LINE and the field
 printf '%s\n' '{"block_size": 4, "requests": [{"t": 0, "type": "n", "in": 4, "out": 2},' \

@@ -6,6 +6,7 @@
  * trace, the format told by the file's shape, a directory of trace files read as AIPerf reads one
  * (its own *.json files in name order, no links, ids distinct), and every broken field named with
  * FILE:LINE. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,67 @@ int main(void) {
       if (i != 2 && i != 3) CHECK(v[i].spawner == 0, "line %d spawned by none (%d)", i, v[i].spawner);
   }
   trace_free(v, n);
+
+  /* parallel chains (AIPerf splits a capture's flattened workers by hash-id prefix): a request that
+   * overlapped another chain's latest request in time, or shares no leading block with it, is not its
+   * next turn. The parent interleaves its own turns (ids 7..) with a worker's (ids 9..); the subagent
+   * interleaves two workers A (ids 1, 2, ..) and B (1, 3, ..) that share block 1 (a system prompt).
+   * Read as one chain, A's second turn would have continued B's history. */
+  const char *par = write_file("par.json",
+                 "{\"block_size\": 4, \"requests\": ["
+                 "{\"t\": 0, \"type\": \"n\", \"in\": 4, \"out\": 1, \"hash_ids\": [7], \"api_time\": 0.5},"
+                 "{\"t\": 0.1, \"type\": \"n\", \"in\": 6, \"out\": 1, \"hash_ids\": [9], \"api_time\": 0.2},"
+                 "{\"t\": 1.0, \"type\": \"subagent\", \"requests\": ["
+                 " {\"t\": 1.0, \"type\": \"n\", \"in\": 8, \"out\": 2, \"hash_ids\": [1, 2], \"api_time\": 0.5},"
+                 " {\"t\": 1.1, \"type\": \"n\", \"in\": 8, \"out\": 2, \"hash_ids\": [1, 3], \"api_time\": 0.5},"
+                 " {\"t\": 1.6, \"type\": \"n\", \"in\": 14, \"out\": 1, \"hash_ids\": [1, 2, 4]},"
+                 " {\"t\": 1.7, \"type\": \"n\", \"in\": 13, \"out\": 1, \"hash_ids\": [1, 3, 5]}]},"
+                 "{\"t\": 3.0, \"type\": \"n\", \"in\": 9, \"out\": 1, \"hash_ids\": [7, 8]},"
+                 "{\"t\": 3.1, \"type\": \"n\", \"in\": 9, \"out\": 1, \"hash_ids\": [9, 10]}]}\n");
+  CHECK_OK(agentx_read(par, 0, &v, &n, &block));
+  CHECK(n == 8, "8 turns (%d)", n);
+  if (n == 8) {
+    /* lines grouped by session: parent 0 (t 0, 3.0), worker 1 (0.1, 3.1), A 2 (1.0, 1.6), B 3 (1.1, 1.7) */
+    int sess[8] = {0, 0, 1, 1, 2, 2, 3, 3}, turn[8] = {0, 1, 0, 1, 0, 1, 0, 1}, in[8] = {4, 4, 6, 2, 8, 4, 8, 3};
+    double t[8] = {0, 3000, 100, 3100, 1000, 1600, 1100, 1700};
+    for (int i = 0; i < 8; i++)
+      CHECK(v[i].session == sess[i] && v[i].turn == turn[i] && v[i].in == in[i] && fabs(v[i].t_ms - t[i]) < 1e-6,
+            "line %d: session %d turn %d in %d t %g", i, v[i].session, v[i].turn, v[i].in, v[i].t_ms);
+    CHECK(v[1].n_hash == 1 && v[1].hash[0] != v[3].hash[0], "the parent's turn keeps the id past its own prefix");
+    CHECK(fabs(v[3].pause_ms - 2800) < 1e-6 && fabs(v[5].pause_ms - 100) < 1e-6 && fabs(v[7].pause_ms - 100) < 1e-6,
+          "pauses from each chain's own latest request: %g %g %g", v[3].pause_ms, v[5].pause_ms, v[7].pause_ms);
+    /* spawned by the worker's turn at 0.1 s (the last own request at or before 1.0 s, line 2), which
+     * ended at 0.3 s: A after 0.7 s, B at its own offset 0.1 s later; joined by the parent's 3.0 s
+     * turn (line 1), the first own request after the subagent's end at 1.7 s */
+    CHECK(v[4].spawner == 3 && v[6].spawner == 3 && fabs(v[4].pause_ms - 700) < 1e-6 && fabs(v[6].pause_ms - 800) < 1e-6,
+          "both chains spawned by line 2: spawners %d %d, gaps %g %g", v[4].spawner, v[6].spawner, v[4].pause_ms, v[6].pause_ms);
+    CHECK(v[5].spawner == 0 && v[7].spawner == 0 && v[0].spawner == 0 && v[2].spawner == 0, "later turns wait for none");
+    CHECK(v[4].joiner == 2 && v[5].joiner == 2 && v[6].joiner == 2 && v[7].joiner == 2 && v[0].joiner == 0 && v[3].joiner == 0,
+          "the subagent's chains are joined by line 1 (%d %d)", v[4].joiner, v[7].joiner);
+    int trees = 0, joins = 0;
+    CHECK_OK(trace_tree_counts(v, n, &trees, &joins));
+    CHECK(trees == 1 && joins == 1, "one tree (%d), one join turn (%d)", trees, joins);
+  }
+  trace_free(v, n);
+
+  /* many parallel chains (a capture of 70 workers, each answering in 10 s, then each worker's second
+   * turn): every second turn finds its own chain among the 70 open ones */
+  {
+    static char big[70 * 2 * 120 + 64];
+    int at = snprintf(big, sizeof big, "{\"block_size\": 4, \"requests\": [");
+    for (int r = 0; r < 2; r++)
+      for (int c = 0; c < 70; c++)
+        at += snprintf(big + at, sizeof big - (size_t)at,
+                       "%s{\"t\": %g, \"type\": \"n\", \"in\": %d, \"out\": 1, \"hash_ids\": [%d%s], \"api_time\": 10}",
+                       r || c ? "," : "", 20.0 * r + 0.01 * c, r ? 9 : 4, 1000 + c, r ? ", 7" : "");
+    snprintf(big + at, sizeof big - (size_t)at, "]}\n");
+    CHECK_OK(agentx_read(write_file("many.json", big), 0, &v, &n, &block));
+    int later = 0;
+    for (int i = 0; i < n; i++) later += v[i].turn == 1 && v[i].in == 9 - 5 && v[i].session == i / 2;
+    CHECK(n == 140 && v[n - 1].session == 69 && later == 70, "70 chains of 2 turns: %d lines, %d sessions, %d second turns",
+          n, n ? v[n - 1].session + 1 : 0, later);
+    trace_free(v, n);
+  }
 
   /* limit: the first session only */
   CHECK_OK(agentx_read(p, 1, &v, &n, &block));
