@@ -180,14 +180,6 @@ const rec_metric *rec_metric_find(const vrecord *r, const char *name) {
 
 /* ---------------- statistics ---------------- */
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  /* NaN sorts last so it never becomes a median of finite data silently */
-  if (isnan(x)) return isnan(y) ? 0 : 1;
-  if (isnan(y)) return -1;
-  return (x > y) - (x < y);
-}
-
 /* Puts the k-th smallest of s[0..n-1] (no NaN) at s[k], the smaller ones before it and the larger
  * after it (Hoare's selection, median-of-three pivot): O(n) on average where a sort is O(n log n). A
  * bootstrap takes a median or percentile of each of up to 20,000 resamples of ~10^4 inter-token
@@ -212,12 +204,9 @@ static void select_kth(double *s, int n, int k) {
   }
 }
 
-/* The order statistics k and k + 1 (k + 1 clamped to n - 1) of x[0..n-1] (no NaN, n >= 1), exactly
- * as a sorted copy would hold them; false when memory runs out. */
-static bool order_pair(const double *x, int n, int k, double *vk, double *vk1) {
-  double *s = malloc((size_t)n * sizeof *s);
-  if (!s) return false;
-  memcpy(s, x, (size_t)n * sizeof *s);
+/* The order statistics k and k + 1 (k + 1 clamped to n - 1) of s[0..n-1] (no NaN, n >= 1), exactly
+ * as a sorted copy would hold them; s is reordered (scratch the caller owns). */
+static void order_pair_in(double *s, int n, int k, double *vk, double *vk1) {
   select_kth(s, n, k);
   *vk = s[k];
   double next = s[k];
@@ -226,6 +215,14 @@ static bool order_pair(const double *x, int n, int k, double *vk, double *vk1) {
     for (int i = k + 2; i < n; i++) next = s[i] < next ? s[i] : next; /* all after k are >= s[k] */
   }
   *vk1 = next;
+}
+
+/* order_pair_in on a copy of x; false when memory runs out. */
+static bool order_pair(const double *x, int n, int k, double *vk, double *vk1) {
+  double *s = malloc((size_t)n * sizeof *s);
+  if (!s) return false;
+  memcpy(s, x, (size_t)n * sizeof *s);
+  order_pair_in(s, n, k, vk, vk1);
   free(s);
   return true;
 }
@@ -311,10 +308,13 @@ uint64_t rec_rng_next(uint64_t *state) {
   return z ^ (z >> 31);
 }
 
+/* The median of n draws with replacement from x (no NaN) into buf[n], by selection (the value a
+ * sort gives, in O(n)). */
 static double resample_median(const double *x, int n, double *buf, uint64_t *rng) {
   for (int i = 0; i < n; i++) buf[i] = x[rec_rng_next(rng) % (uint64_t)n];
-  qsort(buf, (size_t)n, sizeof *buf, cmp_double);
-  return n % 2 ? buf[n / 2] : 0.5 * (buf[n / 2 - 1] + buf[n / 2]);
+  double a, b;
+  order_pair_in(buf, n, n % 2 ? n / 2 : n / 2 - 1, &a, &b);
+  return n % 2 ? a : 0.5 * (a + b);
 }
 
 double rec_bootstrap_ratio(const double *a, int na, const double *b, int nb, int iters,

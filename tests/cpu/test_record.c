@@ -14,6 +14,11 @@
 #include "runner/evidence/store.h"
 #include "tests/harness.h"
 
+static int cmp_dbl(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
 static int g_mis;
 static void count_mis(void *ctx, const char *line) { (void)ctx; (void)line; g_mis++; }
 
@@ -137,6 +142,29 @@ int main(void) {
   double p2 = rec_bootstrap_ratio(x1, 50, x2, 50, 2000, 42, &lo2, &hi2);
   CHECK(p1 == p2 && lo1 == lo2 && hi1 == hi2, "bootstrap deterministic for a fixed seed");
   CHECK(lo1 < 1.2 && hi1 > 1.2 && lo1 > 1.1 && hi1 < 1.3, "CI [%g, %g] covers 1.2 tightly", lo1, hi1);
+  /* the resamples' medians by selection are exactly a sort's: the same interval as the sorted
+   * bootstrap (same draws), odd and even sizes, with ties */
+  for (int na = 2; na <= 9; na++) {
+    double ta[9], tb[9], sa[9], sb[9], rs[500];
+    for (int i = 0; i < na; i++) ta[i] = 1 + (double)(i % 3), tb[i] = 1.5 + (double)(i % 4);
+    double lo, hi;
+    rec_bootstrap_ratio(ta, na, tb, na, 500, 7, &lo, &hi);
+    uint64_t rng = 7;
+    for (int it = 0; it < 500; it++) {
+      double m[2];
+      for (int side = 0; side < 2; side++) {
+        double *rb = side ? sb : sa;
+        const double *x = side ? tb : ta;
+        for (int i = 0; i < na; i++) rb[i] = x[rec_rng_next(&rng) % (uint64_t)na];
+        qsort(rb, (size_t)na, sizeof *rb, cmp_dbl);
+        m[side] = na % 2 ? rb[na / 2] : 0.5 * (rb[na / 2 - 1] + rb[na / 2]);
+      }
+      rs[it] = m[1] / m[0];
+    }
+    const double want_lo = rec_stat_percentile(rs, 500, 2.5), want_hi = rec_stat_percentile(rs, 500, 97.5);
+    CHECK(lo == want_lo && hi == want_hi,
+          "size %d: bootstrap [%g, %g], by sorting [%g, %g]", na, lo, hi, want_lo, want_hi);
+  }
 
   /* compare verdicts on crafted samples: three rounds a side, as vouch ab gives */
   vrecord *ra[3] = {timed("latency", 100, 1.0, 60), NULL, NULL}, *rb[3] = {timed("latency", 100, 1.3, 60), NULL, NULL};
