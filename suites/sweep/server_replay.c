@@ -171,6 +171,14 @@ void replay_done(void *ctx, served_req *reqs, int i, double t0) {
   assert(i >= 0 && i < c->n);
   const double at = reqs[i].t_end - t0;
   if (has_next(c, i)) next_turn(c, reqs, i, at);
+  /* its prompt went out and the next turn's holds a copy: a session's history is kept once, for its
+   * latest turn, not once per turn (a replay of long agent sessions held every turn's whole history
+   * until the level ended; n_prompt stays for the figures) */
+  if (c->composed[i]) {
+    free(c->composed[i]);
+    c->composed[i] = NULL;
+    reqs[i].prompt = NULL;
+  }
   line_over(c, reqs, i, at);
 }
 

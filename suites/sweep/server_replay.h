@@ -32,7 +32,8 @@
 typedef struct {
   const trace_line *tr;   /* [n] */
   int32_t *const *fresh;  /* [n] each line's new input tokens ([tr[i].in]) */
-  int32_t **composed;     /* [n] prompts built for later turns (owned here; NULL for first turns) */
+  int32_t **composed;     /* [n] prompts built for later turns (owned here; NULL for first turns, and once the
+                             turn finished: the next turn holds a copy) */
   int n;
   int vocab;              /* token ids a turn returned must be below it to go into the next prompt */
   double speed;           /* --trace-speed: divides timestamps and pauses */

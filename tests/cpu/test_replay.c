@@ -89,7 +89,10 @@ int main(void) {
   CHECK(!r.reqs[1].held && near(r.reqs[1].arrival_s, 2.0),
         "released at the subagent's end, not its own 1.1 s (arrival %g)", r.reqs[1].arrival_s);
   CHECK(r.reqs[4].held, "tree 1 waits while tree 0 has a turn left");
+  CHECK(r.c.composed[1] && r.reqs[1].prompt == r.c.composed[1], "the join turn's composed prompt, before it is sent");
   finish(&r, 1, 2.5, true);
+  CHECK(!r.c.composed[1] && !r.reqs[1].prompt && r.reqs[1].n_prompt == 4 + 2 + 2,
+        "a finished turn's history is freed (the next turn holds its copy); its length stays for the figures");
   CHECK(!r.reqs[4].held && near(r.reqs[4].arrival_s, 2.5), "tree 1 admitted at tree 0's end (arrival %g)", r.reqs[4].arrival_s);
   CHECK(r.reqs[5].held, "tree 1's second turn waits for its first");
   stop(&r);
