@@ -2,7 +2,8 @@
 # One GPU session: every check and timing the H200 run needs, in one call (device time is
 # scarce). Run from the repo root on the GPU machine with the CUDA build in build-cuda/ and
 # its libraries in .devlibs/ (see ../shared/device/README.md). Phases: bench/gpu_session.sh
-# [plans] [resume] [runbg] [gputests] [golden] [cudaref] [kernels] [latency] [gemm] [sweep] [evals] ... ; logs and JSON go to $OUT.
+# [plans] [resume] [runbg] [gputests] [golden] [cudaref] [kernels] [latency] [gemm] [sweep] [evals]
+# [prsteps] [served] ... ; logs and JSON go to $OUT.
 set -u
 # Binaries: $GPU_BIN (default gpu-carry/head: stripped copies of vouch and the GPU tests, libraries in
 # gpu-carry/devlibs.tar.xz; bench/gpu_carry.sh builds all of gpu-carry/ from HEAD) when present, else build-cuda/ with .devlibs/. A second directory
@@ -368,6 +369,47 @@ for phase in "$@"; do
         n=$(basename "$d"); [ -s "$det/$n.row" ] && continue
         note "$n: cut by the phase wall after $(grep -c 'vouch run: step' "$det/$n.log" 2>/dev/null) step lines: $(grep -E 'step [0-9]+' "$det/$n.log" | tail -1 | cut -c1-160)"
       done ;;
+    prsteps)
+      # pr's GPU steps alone at fresh seeds (issue 37: each step under a minute at >= 40 seeds):
+      # PR_STEPS="2:13 3:13 14:24" (step index in the pr plan : seeds), from PR_SEED0, round-robin over
+      # the steps, PR_PAR at once; none starts after PHASE_S - 60 s and what runs at PHASE_S is cut (not
+      # counted). $OUT/prsteps.txt: "NAME RC SECONDS" per finished run; a table per step in the summary.
+      dl=$(( $(date +%s) + ${PHASE_S:-560} ))
+      python3 bench/pr_step_jobs.py suites/plans/pr.json "$V" "${PR_SEED0:-0}" ${PR_STEPS:-2:4 3:4 5:4 6:4 7:4 14:4} > /tmp/prsteps.jobs
+      mkdir -p "$OUT/prsteps"
+      while IFS=$'\t' read -r name cmd; do
+        while [ "$(jobs -rp | wc -l)" -ge "${PR_PAR:-6}" ]; do wait -n; done
+        [ "$(left)" -lt 60 ] && break
+        (s1=$EPOCHREALTIME; timeout "$(( $(left) > 1 ? $(left) : 1 ))" bash -c "$cmd" > "$OUT/prsteps/$name.log" 2>&1; rc=$?
+         [ "$rc" -ne 124 ] && echo "$name $rc $(awk -v a="${s1/[^0-9]/.}" -v b="${EPOCHREALTIME/[^0-9]/.}" 'BEGIN{printf "%.1f", b - a}')" >> "$OUT/prsteps.txt") &
+      done < /tmp/prsteps.jobs
+      wait
+      awk '{split($1, a, "_"); n[a[1]]++; ok[a[1]] += $2 == 0; t[a[1]] += $3}
+           END {for (s in n) printf "prsteps %s: %d runs, %d exit 0, mean %.0f s (loaded)\n", s, n[s], ok[s], t[s] / n[s]}' \
+        "$OUT/prsteps.txt" 2>/dev/null | sort -V | tee -a "$summary" "$FINAL/summary.txt"
+      note "prsteps: $(wc -l < /tmp/prsteps.jobs) queued, $(cat "$OUT/prsteps.txt" 2>/dev/null | wc -l) finished" ;;
+    served)
+      # issue 38 on one GPU: the served plan with vouch serve --path latency against --path cuda-ref
+      # (synth:small, kld_budget 1e-4: latency's declared bf16 difference), then SERVED_AA A/A sweeps
+      # (latency on both sides) and SERVED_SLOW sweeps of a head planted 20 % slower per decode step, at
+      # concurrency 1 and 4 (100 prompts of 32 + 32 tokens, SERVED_ROUNDS rounds a side), each only while
+      # PHASE_S leaves 100 s. Nothing else may share the GPU: these are timings. SERVED_HEAD, SERVED_REF,
+      # SERVED_MODEL, SERVED_PROMPTS change the pair (a CPU rehearsal: cpu-ref both sides, synth:tiny, 8).
+      dl=$(( $(date +%s) + ${PHASE_S:-560} ))
+      sv="launch:$V serve --model ${SERVED_MODEL:-synth:small} --port {port} --path"
+      hp=${SERVED_HEAD:-latency} rp=${SERVED_REF:-cuda-ref} np=${SERVED_PROMPTS:-100}
+      s1=$(date +%s)
+      timeout "$(lim 400 100)" $V run --plan served --set "server=$sv $hp" --set "ref=$sv $rp" --set kld_budget=1e-4 \
+        --set seed="${SERVED_SEED:-0}" --set ab_rounds="${SERVED_ROUNDS:-4}" --set ab_num_prompts="$np" --out "$OUT/served" --no-bundle > "$OUT/served.log" 2>&1
+      note "served plan rc=$? $(( $(date +%s) - s1 )) s: $(grep -E '^verdict' "$OUT/served.log" | tail -1)"
+      ab() { # ab NAME HEAD_FLAGS: one served sweep A/B, its exit and what it named
+        local s2; s2=$(date +%s)
+        timeout "$(lim 200 0)" $V sweep --server "$sv $hp $2" --ref-server "$sv $hp" --concurrency 1,4 --input-len 32 \
+          --output-len 32 --num-prompts "$np" --rounds "${SERVED_ROUNDS:-4}" --seed "${SERVED_SEED:-0}" > "$OUT/$1.log" 2>&1
+        note "$1 rc=$? $(( $(date +%s) - s2 )) s: $(grep -c '^  regression:' "$OUT/$1.log") figures named, $(grep -o '[0-9]* gated figure(s) too noisy' "$OUT/$1.log" | head -1)"
+      }
+      for k in $(seq 1 "${SERVED_SLOW:-2}"); do [ "$(left)" -ge 100 ] && ab "slow20-$k" "--test-slowdown 0.2"; done
+      for k in $(seq 1 "${SERVED_AA:-3}"); do [ "$(left)" -ge 100 ] && ab "aa-$k" ""; done ;;
     *) note "unknown phase $phase" ;;
   esac
   note "phase $phase: $(( $(date +%s) - ps )) s"
