@@ -20,8 +20,11 @@ fi
 # of the stage's 918 s in the CI of db305bc, where test_resume took 396 s; the store, kernels, eval and
 # bad --resume input stay here in test_resume).
 # Also left out: the served plan on a pair of vouch serve processes built with ASan (test_plan_served_ids: cpu-ref
-# answering ~3800 one-token requests in that build, over 25 minutes in the CI of cf60839; the served
-# plan's client runs here in test_plan_served, against llama.cpp) and the served A/B's planted slowdown
+# answering ~3800 one-token requests in that build, over 25 minutes in the CI of cf60839), the served
+# plan over the llama.cpp pair (test_plan_served: 164 s here in the CI of 0a680d9, which took the CI to
+# 31 minutes; each of its clients stays under ASan: test_features_text, test_diverge_text,
+# test_eval_mrcr_dataset, test_eval_aime_llamacpp, test_served_launch, test_sweep; the plan itself runs
+# in the cpu stage) and the served A/B's planted slowdown
 # (test_sweep_ab, a timing test like test_ab_slowdown: 484 s there), and diverge's --kld-budget on a served
 # pair (test_diverge_budget: three runs of two ASan-built servers, 123 s alone here; the served diverge
 # client stays under ASan in test_ab_launch and test_plan_servers).
@@ -29,7 +32,7 @@ fi
 # 30-50x slower than in the cpu stage (test_resume took 384 s at -O0 in the CI of 02b65f4, 181 s at -O1).
 BUILD_DIR="$root/build-asan" "$root/scripts/build.sh" -DVOUCH_WERROR=ON -DVOUCH_ASAN=ON -DVOUCH_CUDA=OFF \
   -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1"
-(cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp ctest -L cpu -R 'safetensors|model|cli_' -E 'cli_test_resume_suites|cli_test_plan_served_ids|cli_test_diverge_budget|cli_test_sweep_ab|cli_test_llamacpp|cli_test_evals_server|cli_test_features_diverge_server|cli_test_ab_slowdown' --output-on-failure -j"$(nproc)")
+(cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp ctest -L cpu -R 'safetensors|model|cli_' -E 'cli_test_resume_suites|cli_test_plan_served$|cli_test_plan_served_ids|cli_test_diverge_budget|cli_test_sweep_ab|cli_test_llamacpp|cli_test_evals_server|cli_test_features_diverge_server|cli_test_ab_slowdown' --output-on-failure -j"$(nproc)")
 # The parsers' libFuzzer targets (fuzz/, clang + ASan + UBSan): every corpus input replayed,
 # then VOUCH_FUZZ_SECONDS (10) of fuzzing each, two at a time; any finding fails. 10, not 15: the CI of
 # c627abd took 1951 s (201 s of it fuzzing 14 targets); longer runs: scripts/fuzz.sh -t SECONDS.
