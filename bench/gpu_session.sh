@@ -405,7 +405,7 @@ for phase in "$@"; do
       ab() { # ab NAME HEAD_FLAGS: one served sweep A/B, its exit and what it named
         local s2; s2=$(date +%s)
         timeout "$(lim 200 0)" $V sweep --server "$sv $hp $2" --ref-server "$sv $hp" --concurrency 1,4 --input-len 32 \
-          --output-len 32 --num-prompts "$np" --rounds "${SERVED_ROUNDS:-4}" --seed "${SERVED_SEED:-0}" > "$OUT/$1.log" 2>&1
+          --output-len 32 --num-prompts "$np" --rounds "${SERVED_ROUNDS:-4}" --seed "${SERVED_SEED:-0}" --out "$OUT/$1" > "$OUT/$1.log" 2>&1
         note "$1 rc=$? $(( $(date +%s) - s2 )) s: $(grep -c '^  regression:' "$OUT/$1.log") figures named, $(grep -o '[0-9]* gated figure(s) too noisy' "$OUT/$1.log" | head -1)"
       }
       for k in $(seq 1 "${SERVED_SLOW:-2}"); do [ "$(left)" -ge 100 ] && ab "slow20-$k" "--test-slowdown 0.2"; done
