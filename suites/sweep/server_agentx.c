@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -213,7 +214,7 @@ static double trace_time(double t, double base_t) { return base_t > 0 && t + T_S
 /* A chain of a list being read: a session whose latest request a later one may continue. */
 typedef struct {
   req last;    /* its latest request */
-  int session; /* its session */
+  int session; /* its session; -1: a session past the --num-prompts limit, its turns dropped */
   int turn;    /* its latest turn, 0.. */
   long used;   /* when it was last continued (the request's index in the list): the oldest is dropped first */
 } chain;
@@ -293,14 +294,21 @@ static vstatus read_chain(reader *R, const cJSON *list, const char *prefix, bool
     VTRY(check_req(R, path, e, &q));
     q.t = trace_time(q.t, base_t);
     const int c = chain_of(ch, nch, &q);
+    if (c >= 0 && ch[c].session < 0) { /* a later turn of a session past the limit: dropped with it */
+      ch[c].last = q, ch[c].used = idx;
+      continue;
+    }
     if (c < 0) { /* a new session, in a chain of its own (the least recently continued one makes room) */
-      if (R->limit > 0 && R->sessions >= R->limit) break;
-      VTRY(push(R, &q, 0, (trace_line){.t_ms = q.t * 1e3, .in = q.in, .out = q.out, .session = R->sessions}));
+      /* past --num-prompts: not read, but kept as a dropped chain, so that its later turns are not
+       * taken for turns of the sessions kept (parallel chains interleave) */
+      const bool dropped = R->limit > 0 && R->sessions >= R->limit;
+      if (!dropped) VTRY(push(R, &q, 0, (trace_line){.t_ms = q.t * 1e3, .in = q.in, .out = q.out, .session = R->sessions}));
       const bool full = nch == CHAINS_SEEN;
       int slot = full ? 0 : nch++;
       for (int x = 1; full && x < nch; x++)
         if (ch[x].used < ch[slot].used) slot = x;
-      ch[slot] = (chain){.last = q, .session = R->sessions++, .turn = 0, .used = idx};
+      ch[slot] = (chain){.last = q, .session = dropped ? -1 : R->sessions++, .turn = 0, .used = idx};
+      if (dropped) continue;
     } else {
       const req *prev = &ch[c].last;
       const double pause = q.think >= 0 ? q.think : prev->api >= 0 ? q.t - prev->t - prev->api : q.t - prev->t;
@@ -492,7 +500,7 @@ static vstatus read_dir(reader *R, const char *dir, int *block) {
   char **names = NULL;
   int n = 0, cap = 0;
   vstatus s = V_OK;
-  for (struct dirent *e; s == V_OK && (e = readdir(d));) {
+  for (struct dirent *e; s == V_OK && (errno = 0, e = readdir(d));) {
     const size_t L = strlen(e->d_name);
     if (L < 6 || strcmp(e->d_name + L - 5, ".json") || e->d_name[0] == '.') continue;
     if (n == cap) {
@@ -503,6 +511,7 @@ static vstatus read_dir(reader *R, const char *dir, int *block) {
     if (!(names[n] = strdup(e->d_name))) s = VERR("%s: out of memory", dir);
     else n++;
   }
+  if (s == V_OK && errno) s = VERR("%s: cannot read the trace directory", dir); /* readdir's NULL on an error */
   if (s == V_OK && n == 0) s = VERR("%s: no *.json trace files in the directory", dir);
   if (s == V_OK) qsort(names, (size_t)n, sizeof *names, name_cmp);
   char path[4096];

@@ -582,7 +582,10 @@ vstatus sweep_srv_level(sweep_srv *w, int li, bool warm, const vrec_sink *sink, 
     const int ilen = L ? L->in : (int)in_len, olen = L ? L->out : (int)out_len;
     prompts[i] = malloc((size_t)ilen * sizeof(int32_t));
     if (!prompts[i]) { s = VERR("out of memory"); break; }
-    sweep_prompt_fill(&key, L, i, prompts[i], ilen);
+    /* request i by its place among the level's measured requests (after --warmup of them, whether this
+     * pass sent its warm-up or not: a relaunched side warms up again, the other side not), so the two
+     * sides of an A/B draw the same prompts for the same measured request */
+    sweep_prompt_fill(&key, L, i < nw ? i : (int)o->warmup + (i - nw), prompts[i], ilen);
     served_req *q = &reqs[i];
     q->prompt = prompts[i], q->n_prompt = ilen, q->max_tokens = olen;
     if (i < nw) continue;

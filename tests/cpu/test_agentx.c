@@ -186,6 +186,12 @@ int main(void) {
     CHECK(trees == 1 && joins == 1, "one tree (%d), one join turn (%d)", trees, joins);
   }
   trace_free(v, n);
+  /* --num-prompts 1 keeps the parent's session whole: the worker's turns between its turns are dropped
+   * with the worker's session, not taken for the end of the list */
+  CHECK_OK(agentx_read(par, 1, &v, &n, &block));
+  CHECK(n == 2 && v[0].session == 0 && v[1].session == 0 && v[1].turn == 1 && fabs(v[1].t_ms - 3000) < 1e-6,
+        "limit 1: the parent's two turns (%d lines)", n);
+  trace_free(v, n);
 
   /* many parallel chains (a capture of 70 workers, each answering in 10 s, then each worker's second
    * turn): every second turn finds its own chain among the 70 open ones */
