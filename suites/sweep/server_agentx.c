@@ -226,13 +226,13 @@ typedef struct {
  * block with it. Of those, the longest shared prefix wins, then the latest continued. */
 static int chain_of(const chain *ch, int n, const req *q) {
   int best = -1, best_lcp = -1;
-  const bool qh = q->hash && cJSON_GetArraySize(q->hash) > 0;
+  const bool qh = q->hash && q->hash->child; /* a non-empty list (not counted: it may be long) */
   for (int c = 0; c < n; c++) {
     const req *p = &ch[c].last;
     if (q->in < (long)p->in + p->out) continue;
     if (q->t + OVERLAP_SLACK < p->t + (p->api > 0 ? p->api : 0)) continue;
     const int lcp = common_prefix(q->hash, p->hash);
-    if (qh && p->hash && cJSON_GetArraySize(p->hash) > 0 && lcp == 0) continue;
+    if (qh && p->hash && p->hash->child && lcp == 0) continue;
     if (lcp > best_lcp || (lcp == best_lcp && ch[c].used > ch[best].used)) best = c, best_lcp = lcp;
   }
   return best;
@@ -243,11 +243,9 @@ static int chain_of(const chain *ch, int n, const req *q) {
  * < R->n - from), when given: line from + k's index after. Error: out of memory. */
 static vstatus group_sessions(reader *R, int from, int *pos) {
   const int n = R->n - from;
-  if (n <= 1) {
-    if (pos && n == 1) pos[0] = from;
-    return V_OK;
-  }
-  const int s0 = R->v[from].session, ns = R->v[R->n - 1].session >= s0 ? R->sessions - s0 : 0;
+  if (n == 0) return V_OK;
+  /* the list's first line started its first session: every line's session is in [s0, R->sessions) */
+  const int s0 = R->v[from].session, ns = R->sessions - s0;
   trace_line *tmp = malloc((size_t)n * sizeof *tmp);
   int *at = calloc((size_t)ns + 1, sizeof *at);
   if (!tmp || !at) { free(tmp); free(at); return VERR("%s: out of memory", R->file); }

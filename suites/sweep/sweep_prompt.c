@@ -15,10 +15,11 @@ void sweep_prompt_fill(const sweep_prompt_key *key, const trace_line *L, int i, 
   /* the salt: 0 on the first pass of the first level, so that pass draws what it drew before salts */
   const uint64_t salt = key->level || key->pass ? sweep_mix(0x5A17ull, ((uint64_t)key->level << 32) | (uint64_t)key->pass) : 0;
   const uint64_t block_seed = salt ? sweep_mix(key->seed ^ 0x4D6F6F6Eull, salt) : key->seed ^ 0x4D6F6F6Eull;
-  for (int k = 0; k < len; k++) {
-    const int blk = k / key->block;
-    const uint64_t at = L && blk < L->n_hash ? sweep_mix(block_seed, (uint64_t)L->hash[blk])
-                                             : sweep_mix(key->seed, ((uint64_t)key->level << 40) ^ ((uint64_t)key->pass << 52) ^ (uint64_t)i);
-    dst[k] = (int32_t)(sweep_mix(at, (uint64_t)k) % (uint64_t)key->vocab);
+  /* past the line's hash ids (or without a line): the request's own seed, the same for every block */
+  const uint64_t own = sweep_mix(key->seed, ((uint64_t)key->level << 40) ^ ((uint64_t)key->pass << 52) ^ (uint64_t)i);
+  for (int k0 = 0, blk = 0; k0 < len; k0 += key->block, blk++) { /* a block's seed once, not per token */
+    const uint64_t at = L && blk < L->n_hash ? sweep_mix(block_seed, (uint64_t)L->hash[blk]) : own;
+    const int k1 = len - k0 < key->block ? len : k0 + key->block;
+    for (int k = k0; k < k1; k++) dst[k] = (int32_t)(sweep_mix(at, (uint64_t)k) % (uint64_t)key->vocab);
   }
 }
